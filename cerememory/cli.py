@@ -1,0 +1,601 @@
+"""The `cerememory` command: every subcommand builds one CMP request and prints the response.
+
+With `--json`, stdout carries only JSON (the CMP response, or `{"error": envelope}`) and
+diagnostics go to stderr. Exit codes: 0 success, 1 internal error, 2 bad input,
+3 record not found, 4 data directory busy, 5 not implemented.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from .cmp.errors import CMPError, ErrorCode
+from .version import __version__
+
+EXIT_CODES = {
+    ErrorCode.VALIDATION_ERROR: 2, ErrorCode.STORE_INVALID: 2, ErrorCode.CONTENT_TOO_LARGE: 2,
+    ErrorCode.MODALITY_UNSUPPORTED: 2, ErrorCode.FORGET_UNCONFIRMED: 2,
+    ErrorCode.VERSION_MISMATCH: 2, ErrorCode.RECORD_NOT_FOUND: 3, ErrorCode.DATA_DIR_LOCKED: 4,
+    ErrorCode.NOT_IMPLEMENTED: 5,
+}
+
+
+def _bad(message: str, hint: str | None = None) -> CMPError:
+    return CMPError(ErrorCode.VALIDATION_ERROR, message, hint=hint)
+
+
+def _json_arg(value: str | None, flag: str) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError as exc:
+        raise _bad(f"{flag}: not valid JSON ({exc})", hint=f"quote the JSON for {flag} in single quotes") from None
+
+
+def _csv(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def _floats(value: str | None, flag: str) -> list[float] | None:
+    if value is None:
+        return None
+    try:
+        return [float(v) for v in value.split(",")]
+    except ValueError:
+        raise _bad(f"{flag}: expected comma-separated numbers") from None
+
+
+def _when(value: str | None, flag: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise _bad(f"{flag}: expected an ISO 8601 date or time, got {value!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.isoformat()
+
+
+def _text_input(args: argparse.Namespace) -> str:
+    """The text of a store command: the argument, `-` for stdin, or --file (must be UTF-8)."""
+    if getattr(args, "file", None):
+        data = Path(args.file).read_bytes()
+    elif args.text == "-" or args.text is None:
+        data = sys.stdin.buffer.read()
+    else:
+        return args.text
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CMPError(ErrorCode.VALIDATION_ERROR, f"content is not valid UTF-8 (byte {exc.start})",
+                       hint="convert the file to UTF-8 first") from None
+
+
+def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _content(text: str, embedding: list[float] | None = None, summary: str | None = None) -> dict:
+    block: dict[str, Any] = {"modality": "text", "text": text}
+    if embedding is not None:
+        block["embedding"] = embedding
+    return _drop_none({"blocks": [block], "summary": summary})
+
+
+def _emotion(label: str | None) -> dict | None:
+    if label is None:
+        return None
+    from .model import EmotionVector
+
+    try:
+        return EmotionVector.from_label(label).model_dump()
+    except ValueError as exc:
+        raise _bad(f"--emotion: {exc}") from None
+
+
+# ---------------------------------------------------------------- commands -> CMP requests
+
+
+def cmd_store(args: argparse.Namespace) -> tuple[str, dict]:
+    return "encode.store", _drop_none({
+        "content": _content(_text_input(args), _floats(args.embedding, "--embedding"), args.summary),
+        "store": args.store, "emotion": _emotion(args.emotion),
+        "metadata": _json_arg(args.metadata_json, "--metadata-json"),
+        "meta": _json_arg(args.meta_json, "--meta-json"),
+        "created_at": _when(args.created_at, "--created-at"),
+    })
+
+
+def _batch_lines(source: str) -> list[dict]:
+    stream = sys.stdin.buffer if source == "-" else Path(source).open("rb")
+    records = []
+    with stream:
+        for number, raw in enumerate(stream, 1):
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise _bad(f"line {number}: not valid JSON ({exc}); nothing was stored",
+                           hint="each line must be one encode.store request, or {\"text\": ...}") from None
+            if not isinstance(line, dict):
+                raise _bad(f"line {number}: expected a JSON object; nothing was stored")
+            if "text" in line and "content" not in line:
+                line["content"] = _content(line.pop("text"), line.pop("embedding", None),
+                                           line.pop("summary", None))
+            records.append(line)
+    return records
+
+
+def run_batch(mem: Any, args: argparse.Namespace, out: Output) -> dict:
+    from .cmp.dispatch import parse_request
+    from .cmp.messages import MAX_BATCH
+
+    records = _batch_lines(args.source)
+    if not records:
+        raise _bad("no records in the input")
+    chunks = [records[i:i + MAX_BATCH] for i in range(0, len(records), MAX_BATCH)]
+    for n, chunk in enumerate(chunks):  # validate everything before storing anything
+        try:
+            parse_request("encode.batch", {"records": chunk})
+        except CMPError as exc:
+            exc.message = f"chunk starting at record {n * MAX_BATCH + 1}: {exc.message}"
+            raise
+    results: list[dict] = []
+    inferred = 0
+    with out.progress("storing", len(records)) as advance:
+        for chunk in chunks:
+            response = mem.dispatch("encode.batch", {"records": chunk,
+                                                     "infer_associations": args.infer_associations})
+            results.extend(response["results"])
+            inferred += response["associations_inferred"]
+            advance(len(chunk))
+    return {"results": results, "associations_inferred": inferred}
+
+
+def cmd_recall(args: argparse.Namespace) -> tuple[str, dict]:
+    cue = _drop_none({"text": args.query, "embedding": _floats(args.embedding, "--embedding")})
+    if args.start or args.end:
+        cue["temporal"] = {"start": _when(args.start, "--start") or "1970-01-01T00:00:00Z",
+                           "end": _when(args.end, "--end") or datetime.now(UTC).isoformat()}
+    return "recall.query", _drop_none({
+        "cue": cue, "limit": args.limit, "stores": _csv(args.stores), "recall_mode": args.mode,
+        "min_fidelity": args.min_fidelity, "include_decayed": args.include_decayed or None,
+        "reconsolidate": not args.no_reconsolidate,
+    })
+
+
+def cmd_raw_store(args: argparse.Namespace) -> tuple[str, dict]:
+    return "encode.store_raw", _drop_none({
+        "session_id": args.session_id, "content": _content(_text_input(args)),
+        "turn_id": args.turn_id, "topic_id": args.topic_id, "source": args.source,
+        "speaker": args.speaker, "visibility": args.visibility, "secrecy_level": args.secrecy_level,
+        "metadata": _json_arg(args.metadata_json, "--metadata-json"),
+        "meta": _json_arg(args.meta_json, "--meta-json"),
+    })
+
+
+def cmd_raw_recall(args: argparse.Namespace) -> tuple[str, dict]:
+    request = _drop_none({
+        "query": args.query, "session_id": args.session_id, "limit": args.limit,
+        "record_ids": _csv(args.ids), "secrecy_levels": _csv(args.secrecy_levels),
+        "include_private_scratch": args.include_private_scratch or None,
+        "include_sealed": args.include_sealed or None,
+    })
+    if args.start or args.end:
+        request["temporal"] = {"start": _when(args.start, "--start") or "1970-01-01T00:00:00Z",
+                               "end": _when(args.end, "--end") or datetime.now(UTC).isoformat()}
+    return "recall.raw_query", request
+
+
+def cmd_timeline(args: argparse.Namespace) -> tuple[str, dict]:
+    now = datetime.now(UTC)
+    return "recall.timeline", _drop_none({
+        "range": {"start": _when(args.start, "--start") or (now - timedelta(days=7)).isoformat(),
+                  "end": _when(args.end, "--end") or now.isoformat()},
+        "granularity": args.granularity, "min_fidelity": args.min_fidelity,
+        "stores": _csv(args.stores),
+    })
+
+
+def cmd_graph(args: argparse.Namespace) -> tuple[str, dict]:
+    return "recall.graph", _drop_none({"center_id": args.center, "depth": args.depth,
+                                       "limit_nodes": args.limit_nodes,
+                                       "include_meta": args.include_meta or None})
+
+
+def cmd_associate(args: argparse.Namespace) -> tuple[str, dict]:
+    return "recall.associate", _drop_none({"record_id": args.record_id, "depth": args.depth,
+                                           "min_weight": args.min_weight, "limit": args.limit})
+
+
+def cmd_inspect(args: argparse.Namespace) -> tuple[str, dict]:
+    return "introspect.record", {"record_id": args.record_id}
+
+
+def cmd_forget(args: argparse.Namespace) -> tuple[str, dict]:
+    request = _drop_none({"record_ids": args.record_ids or None, "store": args.store,
+                          "cascade": args.cascade or None, "confirm": args.confirm})
+    if args.start or args.end:
+        request["temporal_range"] = {"start": _when(args.start, "--start") or "1970-01-01T00:00:00Z",
+                                     "end": _when(args.end, "--end") or datetime.now(UTC).isoformat()}
+    return "lifecycle.forget", request
+
+
+def cmd_mode(args: argparse.Namespace) -> tuple[str, dict]:
+    return "lifecycle.set_mode", _drop_none({"mode": args.mode, "scope": _csv(args.scope)})
+
+
+def cmd_stats(args: argparse.Namespace) -> tuple[str, dict]:
+    return "introspect.stats", {}
+
+
+# ---------------------------------------------------------------- output
+
+
+class Output:
+    """JSON on stdout for machines, rich tables for people; diagnostics always on stderr."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+
+    def console(self, stderr: bool = False) -> Any:
+        from rich.console import Console
+
+        return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+    def json(self, value: Any) -> None:
+        sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+    def error(self, exc: CMPError) -> None:
+        if self.as_json:
+            self.json({"error": exc.envelope()})
+            return
+        console = self.console(stderr=True)
+        console.print(f"[bold red]error[/] [red]{exc.code.value}[/]: {exc.message}", markup=True)
+        if exc.hint:
+            console.print(f"[dim]hint:[/] {exc.hint}")
+
+    def progress(self, label: str, total: int | None) -> Any:
+        from contextlib import contextmanager
+
+        @contextmanager
+        def bar():
+            from rich.progress import Progress
+
+            with Progress(console=self.console(stderr=True), transient=True) as progress:
+                task = progress.add_task(label, total=total)
+                yield lambda n: progress.advance(task, n)
+
+        return bar()
+
+    def render(self, op: str, result: dict) -> None:
+        if self.as_json:
+            self.json(result)
+            return
+        renderer = RENDERERS.get(op)
+        if renderer is None:
+            self.console().print_json(json.dumps(result, default=str))
+        else:
+            renderer(self.console(), result)
+
+
+def _short(text: str, width: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _block_text(content: dict) -> str:
+    import base64
+
+    parts = []
+    for block in content.get("blocks", []):
+        if "text" in block:
+            parts.append(block["text"])
+        elif block.get("modality") == "text":
+            parts.append(base64.b64decode(block["data"]).decode("utf-8", "replace"))
+        else:
+            parts.append(f"<{block.get('modality')} {block.get('format')}>")
+    return " ".join(parts) or content.get("summary") or ""
+
+
+def _render_memories(console: Any, result: dict) -> None:
+    from rich.table import Table
+
+    memories = result.get("memories", [])
+    table = Table(title=f"{len(memories)} of {result.get('total_candidates', len(memories))} memories")
+    for column in ("#", "score", "store", "fidelity", "created", "id", "content"):
+        table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
+    for n, hit in enumerate(memories, 1):
+        record = hit["record"]
+        table.add_row(str(n), f"{hit['relevance_score']:.3f}", record["store"],
+                      f"{record['fidelity']['score']:.2f}", record["created_at"][:19],
+                      record["id"], _short(_block_text(hit["rendered_content"])))
+    console.print(table)
+    meta = result.get("query_metadata")
+    if meta:
+        signals = ", ".join(meta.get("signals", [])) or "none"
+        note = f"signals: {signals}"
+        if meta.get("semantic_off_reason"):
+            note += f" — {meta['semantic_off_reason']}"
+        console.print(f"[dim]{note}[/]")
+
+
+def _render_raw(console: Any, result: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{len(result['records'])} of {result['total_candidates']} journal records")
+    for column in ("created", "session", "speaker", "source", "id", "text"):
+        table.add_column(column, overflow="fold" if column == "text" else "ellipsis")
+    for r in result["records"]:
+        table.add_row(r["created_at"][:19], r["session_id"], r["speaker"], r["source"], r["id"],
+                      _short(_block_text(r["content"])))
+    console.print(table)
+
+
+def _render_stats(console: Any, result: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title="Cerememory", show_header=False)
+    table.add_column("key")
+    table.add_column("value")
+    for store, count in result["records_by_store"].items():
+        table.add_row(f"{store} records", f"{count} (avg fidelity {result['avg_fidelity_by_store'][store]:.2f})")
+    for key in ("total_records", "total_associations", "total_recall_count", "raw_journal_records",
+                "raw_journal_pending_dream", "vector_index_records", "embedder", "semantic_off_reason",
+                "recall_mode", "oldest_record", "newest_record", "data_dir"):
+        if result.get(key) is not None:
+            table.add_row(key.replace("_", " "), str(result[key]))
+    console.print(table)
+
+
+def _render_timeline(console: Any, result: dict) -> None:
+    for bucket in result["buckets"]:
+        console.print(f"[bold]{bucket['start'][:16]}[/]  {bucket['count']} memories")
+        for hit in bucket["memories"]:
+            console.print(f"  {hit['record']['store']:<10} {_short(_block_text(hit['rendered_content']), 80)}")
+    if not result["buckets"]:
+        console.print("no memories in that range")
+
+
+def _render_graph(console: Any, result: dict) -> None:
+    for node in result["nodes"]:
+        console.print(f"[bold]{node['id']}[/] {node['store']} {node['fidelity']:.2f} "
+                      f"{_short(node.get('summary') or '', 60)}")
+    for edge in result["edges"]:
+        console.print(f"  {edge['source']} -[{edge['edge_type']} {edge['weight']:.2f}]-> {edge['target']}")
+
+
+def _render_ok(message: Callable[[dict], str]) -> Callable[[Any, dict], None]:
+    return lambda console, result: console.print(message(result))
+
+
+RENDERERS: dict[str, Callable[[Any, dict], None]] = {
+    "recall.query": _render_memories,
+    "recall.associate": _render_memories,
+    "recall.raw_query": _render_raw,
+    "recall.timeline": _render_timeline,
+    "recall.graph": _render_graph,
+    "introspect.stats": _render_stats,
+    "encode.store": _render_ok(lambda r: f"stored {r['record_id']} in {r['store']}"),
+    "encode.store_raw": _render_ok(lambda r: f"journaled {r['record_id']} in session {r['session_id']}"),
+    "encode.batch": _render_ok(lambda r: f"stored {len(r['results'])} records"
+                               f" ({r['associations_inferred']} associations inferred)"),
+    "lifecycle.forget": _render_ok(lambda r: f"forgot {r['records_deleted']} records"),
+    "lifecycle.set_mode": _render_ok(lambda r: "recall mode set"),
+}
+
+
+# ---------------------------------------------------------------- parser
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-dir", help="data directory (env CEREMEMORY_DATA_DIR; default ~/.cerememory/data)")
+    parser.add_argument("--config", help="config file (env CEREMEMORY_CONFIG; default ~/.cerememory/config.toml)")
+    parser.add_argument("--json", action="store_true", help="print JSON only on stdout")
+
+
+STORES = ["episodic", "semantic", "procedural", "emotional", "working"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes become CMP errors, so `--json` callers get an envelope too."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise CMPError(ErrorCode.VALIDATION_ERROR, f"{self.prog}: {message}",
+                       hint=f"run `{self.prog} --help` for the usage")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="cerememory", description="A living memory database for LLM agents.")
+    parser.add_argument("--version", action="version", version=f"cerememory {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
+
+    def add(name: str, help_text: str, handler: Any) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        _common(p)
+        p.set_defaults(handler=handler)
+        return p
+
+    p = add("store", "Store one memory.", cmd_store)
+    p.add_argument("text", nargs="?", help="the text to remember, or - for stdin")
+    p.add_argument("--file", help="read the text from a file (UTF-8)")
+    p.add_argument("--store", choices=STORES, help="target store (default: semantic if --summary, else episodic)")
+    p.add_argument("--emotion", help="a Plutchik label: joy, trust, fear, surprise, sadness, ...")
+    p.add_argument("--summary", help="a one-line summary (routes to semantic unless --store is given)")
+    p.add_argument("--embedding", help="comma-separated floats to use as the embedding")
+    p.add_argument("--metadata-json", help="metadata as a JSON object")
+    p.add_argument("--meta-json", help="meta-memory (intent, rationale, ...) as a JSON object")
+    p.add_argument("--created-at", help="when it happened (ISO 8601; default now)")
+
+    p = add("batch", "Store many memories from JSON Lines (a file or - for stdin).", None)
+    p.add_argument("source", help="JSONL file, one encode.store request (or {\"text\": ...}) per line; - for stdin")
+    p.add_argument("--infer-associations", action="store_true", help="link consecutive records")
+
+    p = add("recall", "Recall memories by a text cue (no cue: the most recent).", cmd_recall)
+    p.add_argument("query", nargs="?", help="what to recall")
+    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--stores", help="comma-separated stores to search")
+    p.add_argument("--mode", choices=["human", "perfect"], default="human")
+    p.add_argument("--min-fidelity", type=float)
+    p.add_argument("--include-decayed", action="store_true")
+    p.add_argument("--no-reconsolidate", action="store_true", help="do not count this as an access")
+    p.add_argument("--embedding", help="comma-separated floats to search by")
+    p.add_argument("--start", help="only memories created at or after (ISO 8601)")
+    p.add_argument("--end", help="only memories created at or before (ISO 8601)")
+
+    p = add("raw-store", "Append verbatim text to the raw journal.", cmd_raw_store)
+    p.add_argument("text", nargs="?", help="the text, or - for stdin")
+    p.add_argument("--file", help="read the text from a file (UTF-8)")
+    p.add_argument("--session-id", required=True)
+    p.add_argument("--turn-id")
+    p.add_argument("--topic-id")
+    p.add_argument("--source", choices=["conversation", "tool_io", "scratchpad", "summary", "imported"])
+    p.add_argument("--speaker", choices=["user", "assistant", "system", "tool"])
+    p.add_argument("--visibility", choices=["normal", "private_scratch", "sealed"])
+    p.add_argument("--secrecy-level", choices=["public", "sensitive", "secret"])
+    p.add_argument("--metadata-json")
+    p.add_argument("--meta-json")
+
+    p = add("raw-recall", "Search the raw journal.", cmd_raw_recall)
+    p.add_argument("query", nargs="?")
+    p.add_argument("--session-id")
+    p.add_argument("--ids", help="comma-separated raw record ids")
+    p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--include-private-scratch", action="store_true")
+    p.add_argument("--include-sealed", action="store_true")
+    p.add_argument("--secrecy-levels", help="comma-separated: public,sensitive,secret")
+    p.add_argument("--start")
+    p.add_argument("--end")
+
+    p = add("timeline", "Memories of a time range in buckets (default: the last 7 days).", cmd_timeline)
+    p.add_argument("--start")
+    p.add_argument("--end")
+    p.add_argument("--granularity", choices=["minute", "hour", "day", "week", "month"], default="hour")
+    p.add_argument("--min-fidelity", type=float)
+    p.add_argument("--stores")
+
+    p = add("graph", "The association graph around a record (or the best connected).", cmd_graph)
+    p.add_argument("center", nargs="?")
+    p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--limit-nodes", type=int, default=10)
+    p.add_argument("--include-meta", action="store_true")
+
+    p = add("associate", "Spread activation from a record.", cmd_associate)
+    p.add_argument("record_id")
+    p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--min-weight", type=float, default=0.1)
+    p.add_argument("--limit", type=int, default=10)
+
+    p = add("inspect", "Everything stored about one record.", cmd_inspect)
+    p.add_argument("record_id")
+
+    p = add("forget", "Delete records permanently (needs --confirm).", cmd_forget)
+    p.add_argument("record_ids", nargs="*")
+    p.add_argument("--store", choices=STORES, help="forget a whole store")
+    p.add_argument("--start")
+    p.add_argument("--end")
+    p.add_argument("--cascade", action="store_true", help="also forget directly associated records")
+    p.add_argument("--confirm", action="store_true")
+
+    p = add("mode", "Set the recall mode (human fades with fidelity, perfect is verbatim).", cmd_mode)
+    p.add_argument("mode", choices=["human", "perfect"])
+    p.add_argument("--scope", help="comma-separated stores (default: all)")
+
+    add("stats", "Counts, fidelity and index figures.", cmd_stats)
+    add("reindex", "Rebuild the full-text indexes from the database.", None)
+
+    p = sub.add_parser("config", help="Show the effective configuration.")
+    config_sub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True,
+                                  parser_class=_Parser)
+    show = config_sub.add_parser("show", help="Every setting, its value and where it came from.")
+    _common(show)
+    return parser
+
+
+# ---------------------------------------------------------------- main
+
+
+def _load_config(args: argparse.Namespace) -> Any:
+    from .config import load_config
+
+    return load_config(args.config, {"data_dir": args.data_dir})
+
+
+def _open(args: argparse.Namespace, out: Output) -> Any:
+    from .api import open as open_memory
+
+    mem = open_memory(args.data_dir, config=args.config)
+    if mem.engine.repaired and not out.as_json:
+        out.console(stderr=True).print(f"[dim]rebuilt stale index: {', '.join(mem.engine.repaired)}[/]")
+    return mem
+
+
+def _config_show(args: argparse.Namespace, out: Output) -> None:
+    config = _load_config(args)
+    rows = [{"name": s.name, "value": "***" if s.secret and v else v, "source": src, "env": s.env,
+             "help": s.help} for s, v, src in config.items()]
+    if out.as_json:
+        out.json({"config_file": str(config.path) if config.path else None, "settings": rows})
+        return
+    from rich.table import Table
+
+    table = Table(title=f"config file: {config.path or 'none'}")
+    for column in ("setting", "value", "source", "env"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(row["name"], str(row["value"]), row["source"], row["env"])
+    out.console().print(table)
+
+
+def _reindex(mem: Any, out: Output) -> dict:
+    with out.progress("reindexing", None) as advance:
+        last = [0]
+
+        def progress(done: int, total: int | None) -> None:
+            advance(done - last[0])
+            last[0] = done
+
+        return mem.reindex(progress)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    out = Output("--json" in argv)
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "config":
+            _config_show(args, out)
+            return 0
+        request = args.handler(args) if args.handler else None
+        with _open(args, out) as mem:
+            if args.command == "batch":
+                op, result = "encode.batch", run_batch(mem, args, out)
+            elif args.command == "reindex":
+                op, result = "reindex", _reindex(mem, out)
+            else:
+                op, body = request
+                result = mem.dispatch(op, body)
+        out.render(op, result)
+        return 0
+    except CMPError as exc:
+        out.error(exc)
+        return EXIT_CODES.get(exc.code, 1)
+    except OSError as exc:
+        out.error(CMPError(ErrorCode.VALIDATION_ERROR, f"{exc.strerror}: {exc.filename}",
+                           hint="check the path"))
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

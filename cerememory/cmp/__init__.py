@@ -1,0 +1,1 @@
+"""CMP, the Cerememory Protocol: messages, errors and the one dispatcher."""

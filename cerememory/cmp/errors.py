@@ -1,0 +1,198 @@
+"""CMP errors: the one exception type, its codes, and their HTTP and gRPC statuses.
+
+Every failure that reaches a client is a `CMPError` carrying the envelope
+`{code, message, details, retry_after, request_id}`. The tables below are the single
+source for the status mappings that the HTTP and gRPC transports use.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import ValidationError
+
+
+class ErrorCode(StrEnum):
+    RECORD_NOT_FOUND = "RECORD_NOT_FOUND"
+    STORE_INVALID = "STORE_INVALID"
+    CONTENT_TOO_LARGE = "CONTENT_TOO_LARGE"
+    VALIDATION_ERROR = "VALIDATION_ERROR"
+    MODALITY_UNSUPPORTED = "MODALITY_UNSUPPORTED"
+    WORKING_MEMORY_FULL = "WORKING_MEMORY_FULL"
+    DECAY_ENGINE_BUSY = "DECAY_ENGINE_BUSY"
+    CONSOLIDATION_IN_PROGRESS = "CONSOLIDATION_IN_PROGRESS"
+    EXPORT_FAILED = "EXPORT_FAILED"
+    IMPORT_CONFLICT = "IMPORT_CONFLICT"
+    FORGET_UNCONFIRMED = "FORGET_UNCONFIRMED"
+    VERSION_MISMATCH = "VERSION_MISMATCH"
+    UNAUTHORIZED = "UNAUTHORIZED"
+    RATE_LIMITED = "RATE_LIMITED"
+    DATA_DIR_LOCKED = "DATA_DIR_LOCKED"
+    NOT_IMPLEMENTED = "NOT_IMPLEMENTED"
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+HTTP_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.RECORD_NOT_FOUND: 404,
+    ErrorCode.STORE_INVALID: 400,
+    ErrorCode.CONTENT_TOO_LARGE: 413,
+    ErrorCode.VALIDATION_ERROR: 400,
+    ErrorCode.MODALITY_UNSUPPORTED: 400,
+    ErrorCode.WORKING_MEMORY_FULL: 503,
+    ErrorCode.DECAY_ENGINE_BUSY: 503,
+    ErrorCode.CONSOLIDATION_IN_PROGRESS: 503,
+    ErrorCode.EXPORT_FAILED: 500,
+    ErrorCode.IMPORT_CONFLICT: 409,
+    ErrorCode.FORGET_UNCONFIRMED: 400,
+    ErrorCode.VERSION_MISMATCH: 400,
+    ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.RATE_LIMITED: 429,
+    ErrorCode.DATA_DIR_LOCKED: 409,
+    ErrorCode.NOT_IMPLEMENTED: 501,
+    ErrorCode.INTERNAL_ERROR: 500,
+}
+
+# gRPC status names (grpc.StatusCode members); kept as strings so this module needs no grpc.
+GRPC_STATUS: dict[ErrorCode, str] = {
+    ErrorCode.RECORD_NOT_FOUND: "NOT_FOUND",
+    ErrorCode.STORE_INVALID: "INVALID_ARGUMENT",
+    ErrorCode.CONTENT_TOO_LARGE: "INVALID_ARGUMENT",
+    ErrorCode.VALIDATION_ERROR: "INVALID_ARGUMENT",
+    ErrorCode.MODALITY_UNSUPPORTED: "INVALID_ARGUMENT",
+    ErrorCode.WORKING_MEMORY_FULL: "RESOURCE_EXHAUSTED",
+    ErrorCode.DECAY_ENGINE_BUSY: "UNAVAILABLE",
+    ErrorCode.CONSOLIDATION_IN_PROGRESS: "UNAVAILABLE",
+    ErrorCode.EXPORT_FAILED: "INTERNAL",
+    ErrorCode.IMPORT_CONFLICT: "ALREADY_EXISTS",
+    ErrorCode.FORGET_UNCONFIRMED: "FAILED_PRECONDITION",
+    ErrorCode.VERSION_MISMATCH: "FAILED_PRECONDITION",
+    ErrorCode.UNAUTHORIZED: "UNAUTHENTICATED",
+    ErrorCode.RATE_LIMITED: "RESOURCE_EXHAUSTED",
+    ErrorCode.DATA_DIR_LOCKED: "FAILED_PRECONDITION",
+    ErrorCode.NOT_IMPLEMENTED: "UNIMPLEMENTED",
+    ErrorCode.INTERNAL_ERROR: "INTERNAL",
+}
+
+
+class CMPError(Exception):
+    """The one error type of the protocol; raised by the engine, rendered by every transport.
+
+    `hint` says what to do about it and travels in `details.hint`.
+    """
+
+    def __init__(
+        self,
+        code: ErrorCode | str,
+        message: str,
+        *,
+        hint: str | None = None,
+        details: dict[str, Any] | None = None,
+        retry_after: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = ErrorCode(code)
+        self.message = message
+        self.details = dict(details or {})
+        if hint:
+            self.details["hint"] = hint
+        self.retry_after = retry_after
+        self.request_id = request_id
+
+    @property
+    def hint(self) -> str | None:
+        return self.details.get("hint")
+
+    @property
+    def http_status(self) -> int:
+        return HTTP_STATUS[self.code]
+
+    @property
+    def grpc_status(self) -> str:
+        return GRPC_STATUS[self.code]
+
+    def envelope(self) -> dict[str, Any]:
+        return {
+            "code": self.code.value,
+            "message": self.message,
+            "details": self.details or None,
+            "retry_after": self.retry_after,
+            "request_id": self.request_id,
+        }
+
+    @classmethod
+    def from_envelope(cls, envelope: dict[str, Any]) -> CMPError:
+        details = dict(envelope.get("details") or {})
+        try:
+            code = ErrorCode(envelope.get("code", "INTERNAL_ERROR"))
+        except ValueError:
+            code = ErrorCode.INTERNAL_ERROR
+        return cls(
+            code,
+            str(envelope.get("message", "")),
+            details=details,
+            retry_after=envelope.get("retry_after"),
+            request_id=envelope.get("request_id"),
+        )
+
+    def __repr__(self) -> str:
+        return f"CMPError({self.code.value}, {self.message!r})"
+
+
+def not_found(record_id: object, what: str = "record") -> CMPError:
+    return CMPError(
+        ErrorCode.RECORD_NOT_FOUND,
+        f"{what} {record_id} does not exist",
+        hint="it may have been forgotten; `cerememory recall` lists what is stored",
+        details={"record_id": str(record_id)},
+    )
+
+
+# pydantic error types that deserve a more specific CMP code than VALIDATION_ERROR
+_SPECIFIC_CODES = {"content_too_large": ErrorCode.CONTENT_TOO_LARGE}
+_STORE_FIELDS = {"store", "stores", "scope"}
+
+
+def _location(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not str(part).startswith(("function-", "union[")) and part not in ("str", "bytes"):
+            out += f".{part}" if out else str(part)
+    return out or "request"
+
+
+def from_validation_error(exc: ValidationError, *, op: str | None = None) -> CMPError:
+    """Turn pydantic's report into one CMP error that names the first offending field."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    field = _location(tuple(first.get("loc", ())))
+    code = _SPECIFIC_CODES.get(first["type"], ErrorCode.VALIDATION_ERROR)
+    leaf = next((p for p in reversed(first.get("loc", ())) if isinstance(p, str)), "")
+    if first["type"] == "enum" and leaf in _STORE_FIELDS:
+        code = ErrorCode.STORE_INVALID
+    message = first["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    if first["type"] == "extra_forbidden":
+        message = "unknown field"
+    elif first["type"] == "missing":
+        message = "field required"
+    prefix = f"{op}: " if op else ""
+    hint = None
+    if code is ErrorCode.STORE_INVALID:
+        hint = "stores are episodic, semantic, procedural, emotional, working"
+    elif code is ErrorCode.CONTENT_TOO_LARGE:
+        hint = "split the content into several records or store a reference to it"
+    return CMPError(
+        code,
+        f"{prefix}{field}: {message}",
+        hint=hint,
+        details={
+            "field": field,
+            "errors": [
+                {"field": _location(tuple(e.get("loc", ()))), "type": e["type"], "message": e["msg"]}
+                for e in errors[:10]
+            ],
+        },
+    )

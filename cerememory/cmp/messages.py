@@ -1,0 +1,497 @@
+"""Request and response models for every CMP operation (wire names follow the reference)."""
+
+from __future__ import annotations
+
+import uuid
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator, model_validator
+
+from ..model import (
+    AssociationType,
+    Bytes,
+    EmotionVector,
+    MemoryContent,
+    MemoryRecord,
+    MetaEdge,
+    MetaMemory,
+    Model,
+    RawJournalRecord,
+    RawSource,
+    RawSpeaker,
+    RawVisibility,
+    RecallMode,
+    Score,
+    SecrecyLevel,
+    StoreType,
+    UtcDatetime,
+    _finite_vector,
+)
+
+PROTOCOL_VERSION = "1.0"
+MAX_BATCH = 1000
+MAX_DEPTH = 8
+MAX_ASSOCIATE_LIMIT = 256
+MAX_RECALL_LIMIT = 1000
+
+
+class CMPHeader(Model):
+    protocol: str = "cmp"
+    version: str = PROTOCOL_VERSION
+    request_id: str | None = None
+    timestamp: UtcDatetime | None = None
+
+
+class Request(Model):
+    header: CMPHeader | None = None
+
+
+class Empty(Model):
+    """The response of operations that return nothing (HTTP 204)."""
+
+
+class TemporalRange(Model):
+    start: UtcDatetime
+    end: UtcDatetime
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TemporalRange:
+        if self.end < self.start:
+            raise ValueError("end must not be before start")
+        return self
+
+
+# ---------------------------------------------------------------- encode
+
+
+class EncodeContext(Model):
+    source: str | None = None
+    session_id: str | None = None
+    spatial: Any = None
+    temporal: Any = None
+
+
+class ManualAssociation(Model):
+    target_id: uuid.UUID
+    association_type: AssociationType = AssociationType.USER_DEFINED
+    weight: Score = 0.5
+
+
+class EncodeStoreRequest(Request):
+    content: MemoryContent
+    store: StoreType | None = None
+    emotion: EmotionVector | None = None
+    context: EncodeContext | None = None
+    metadata: dict[str, Any] | None = None
+    associations: list[ManualAssociation] | None = None
+    meta: MetaMemory | None = None
+    created_at: UtcDatetime | None = Field(
+        default=None, description="when the remembered event happened (default: now)"
+    )
+
+
+class EncodeStoreResponse(Model):
+    record_id: uuid.UUID
+    store: StoreType
+    initial_fidelity: float = 1.0
+    associations_created: int = 0
+
+
+class EncodeBatchRequest(Request):
+    records: list[EncodeStoreRequest] = Field(min_length=1, max_length=MAX_BATCH)
+    infer_associations: bool = False
+
+
+class EncodeBatchResponse(Model):
+    results: list[EncodeStoreResponse]
+    associations_inferred: int = 0
+
+
+class EncodeUpdateRequest(Request):
+    record_id: uuid.UUID
+    content: MemoryContent | None = None
+    emotion: EmotionVector | None = None
+    metadata: dict[str, Any] | None = None
+    meta: MetaMemory | None = None
+
+
+class EncodeStoreRawRequest(Request):
+    session_id: str
+    turn_id: str | None = None
+    topic_id: str | None = None
+    source: RawSource = RawSource.CONVERSATION
+    speaker: RawSpeaker = RawSpeaker.USER
+    visibility: RawVisibility = RawVisibility.NORMAL
+    secrecy_level: SecrecyLevel = SecrecyLevel.PUBLIC
+    content: MemoryContent
+    metadata: dict[str, Any] | None = None
+    meta: MetaMemory | None = None
+    created_at: UtcDatetime | None = None
+
+    @field_validator("session_id")
+    @classmethod
+    def _non_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("session_id must not be blank")
+        return value
+
+
+class EncodeStoreRawResponse(Model):
+    record_id: uuid.UUID
+    session_id: str
+    visibility: RawVisibility
+    secrecy_level: SecrecyLevel
+
+
+class EncodeBatchRawRequest(Request):
+    records: list[EncodeStoreRawRequest] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class EncodeBatchRawResponse(Model):
+    results: list[EncodeStoreRawResponse]
+
+
+# ---------------------------------------------------------------- recall
+
+
+class RecallCue(Model):
+    text: str | None = None
+    image: Bytes | None = None
+    audio: Bytes | None = None
+    emotion: EmotionVector | None = None
+    temporal: TemporalRange | None = None
+    spatial: Any = None
+    semantic: Any = None
+    embedding: list[float] | None = None
+
+    @field_validator("embedding")
+    @classmethod
+    def _finite(cls, value: list[float] | None) -> list[float] | None:
+        return _finite_vector(value)
+
+
+class RecallQueryRequest(Request):
+    cue: RecallCue = Field(default_factory=RecallCue)
+    stores: list[StoreType] | None = None
+    limit: int = Field(default=10, ge=1, le=MAX_RECALL_LIMIT)
+    min_fidelity: Score | None = None
+    include_decayed: bool = False
+    reconsolidate: bool = True
+    activation_depth: int = Field(default=2, ge=0, le=MAX_DEPTH)
+    recall_mode: RecallMode = RecallMode.HUMAN
+
+
+class ScoreBreakdown(Model):
+    """Why a memory ranked where it did; each signal is on its own 0..1 scale."""
+
+    text: float | None = None
+    text_rank: int | None = None
+    vector: float | None = None
+    vector_rank: int | None = None
+    fused: float = 0.0
+    activation: float = 0.0
+    fidelity: float = 1.0
+    recency: float | None = None
+    emotion: float | None = None
+
+
+class RecalledMemory(Model):
+    record: MemoryRecord
+    relevance_score: float
+    activation_path: list[uuid.UUID] | None = None
+    rendered_content: MemoryContent
+    score_breakdown: ScoreBreakdown | None = None
+
+
+class QueryMetadata(Model):
+    total_records_scanned: int = 0
+    stores_searched: list[StoreType] = Field(default_factory=list)
+    fidelity_filtered: int = 0
+    signals: list[str] = Field(default_factory=list)
+    fusion: str | None = None
+    semantic_search: bool = False
+    semantic_off_reason: str | None = None
+    embedding_ms: float | None = None
+
+
+class RecallQueryResponse(Model):
+    memories: list[RecalledMemory]
+    activation_trace: dict[str, Any] | None = None
+    total_candidates: int = 0
+    query_metadata: QueryMetadata | None = None
+
+
+class RecallAssociateRequest(Request):
+    record_id: uuid.UUID
+    association_types: list[AssociationType] | None = None
+    depth: int = Field(default=2, ge=0, le=MAX_DEPTH)
+    min_weight: Score = 0.1
+    limit: int = Field(default=10, ge=1, le=MAX_ASSOCIATE_LIMIT)
+
+
+class RecallAssociateResponse(Model):
+    memories: list[RecalledMemory]
+    total_candidates: int = 0
+
+
+class TimelineGranularity(StrEnum):
+    MINUTE = "minute"
+    HOUR = "hour"
+    DAY = "day"
+    WEEK = "week"
+    MONTH = "month"
+
+
+class RecallTimelineRequest(Request):
+    range: TemporalRange
+    granularity: TimelineGranularity = TimelineGranularity.HOUR
+    min_fidelity: Score | None = None
+    emotion_filter: EmotionVector | None = None
+    stores: list[StoreType] | None = None
+    limit_per_bucket: int = Field(default=50, ge=1, le=MAX_RECALL_LIMIT)
+
+
+class TimelineBucket(Model):
+    start: UtcDatetime
+    end: UtcDatetime
+    memories: list[RecalledMemory]
+    count: int
+
+
+class RecallTimelineResponse(Model):
+    buckets: list[TimelineBucket]
+
+
+class RecallGraphRequest(Request):
+    center_id: uuid.UUID | None = None
+    depth: int = Field(default=2, ge=0, le=MAX_DEPTH)
+    edge_types: list[AssociationType] | None = None
+    limit_nodes: int = Field(default=10, ge=1, le=MAX_RECALL_LIMIT)
+    include_meta: bool = False
+
+
+class GraphNode(Model):
+    id: uuid.UUID
+    store: StoreType
+    summary: str | None = None
+    fidelity: float
+    meta: MetaMemory | None = None
+
+
+class GraphEdge(Model):
+    source: uuid.UUID
+    target: uuid.UUID
+    edge_type: AssociationType
+    weight: float
+
+
+class RecallGraphResponse(Model):
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    total_nodes: int
+    meta_edges: list[MetaEdge] = Field(default_factory=list)
+
+
+class RecallRawQueryRequest(Request):
+    session_id: str | None = None
+    query: str | None = None
+    record_ids: list[uuid.UUID] | None = None
+    temporal: TemporalRange | None = None
+    limit: int = Field(default=10, ge=1, le=MAX_RECALL_LIMIT)
+    include_private_scratch: bool = False
+    include_sealed: bool = False
+    secrecy_levels: list[SecrecyLevel] | None = None
+
+
+class RecallRawQueryResponse(Model):
+    records: list[RawJournalRecord]
+    total_candidates: int = 0
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+class ConsolidationStrategy(StrEnum):
+    FULL = "full"
+    INCREMENTAL = "incremental"
+    SELECTIVE = "selective"
+
+
+class ConsolidateRequest(Request):
+    strategy: ConsolidationStrategy = ConsolidationStrategy.INCREMENTAL
+    min_age_hours: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0
+    min_access_count: int = Field(default=0, ge=0)
+    dry_run: bool = False
+
+
+class ConsolidateResponse(Model):
+    records_processed: int = 0
+    records_migrated: int = 0
+    records_compressed: int = 0
+    records_pruned: int = 0
+    semantic_nodes_created: int = 0
+
+
+class DreamTickRequest(Request):
+    session_id: str | None = None
+    dry_run: bool = False
+    max_groups: int = Field(default=10, ge=1, le=10_000)
+    include_private_scratch: bool = False
+    include_sealed: bool = False
+    promote_semantic: bool = True
+    secrecy_levels: list[SecrecyLevel] | None = None
+
+
+class DreamTickResponse(Model):
+    groups_processed: int = 0
+    raw_records_processed: int = 0
+    episodic_summaries_created: int = 0
+    semantic_nodes_created: int = 0
+
+
+class DecayTickRequest(Request):
+    tick_duration_seconds: int | None = Field(default=None, ge=0)
+
+
+class DecayTickResponse(Model):
+    records_updated: int = 0
+    records_below_threshold: int = 0
+    records_pruned: int = 0
+
+
+class SetModeRequest(Request):
+    mode: RecallMode
+    scope: list[StoreType] | None = None
+
+
+class ForgetRequest(Request):
+    record_ids: list[uuid.UUID] | None = None
+    store: StoreType | None = None
+    temporal_range: TemporalRange | None = None
+    cascade: bool = False
+    confirm: bool = False
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ForgetRequest:
+        if not self.record_ids and self.store is None and self.temporal_range is None:
+            raise ValueError("give record_ids, store or temporal_range")
+        return self
+
+
+class ForgetResponse(Model):
+    records_deleted: int
+
+
+class ExportRequest(Request):
+    format: str = "cma"
+    stores: list[StoreType] | None = None
+    include_raw_journal: bool = False
+    encrypt: bool = False
+    encryption_key: str | None = None
+
+
+class ExportResponse(Model):
+    archive_id: str
+    size_bytes: int
+    record_count: int
+    checksum: str
+    archive_data: Bytes | None = None
+
+
+class ImportStrategy(StrEnum):
+    MERGE = "merge"
+    REPLACE = "replace"
+
+
+class ConflictResolution(StrEnum):
+    KEEP_EXISTING = "keep_existing"
+    KEEP_IMPORTED = "keep_imported"
+    KEEP_NEWER = "keep_newer"
+
+
+class ImportRequest(Request):
+    archive_id: str = "import"
+    strategy: ImportStrategy = ImportStrategy.MERGE
+    conflict_resolution: ConflictResolution = ConflictResolution.KEEP_NEWER
+    decryption_key: str | None = None
+    archive_data: Bytes
+
+
+class ImportResponse(Model):
+    records_imported: int
+
+
+# ---------------------------------------------------------------- introspect
+
+
+class StatsRequest(Request):
+    pass
+
+
+class StatsResponse(Model):
+    total_records: int
+    records_by_store: dict[str, int]
+    total_associations: int
+    avg_fidelity: float
+    avg_fidelity_by_store: dict[str, float]
+    oldest_record: UtcDatetime | None = None
+    newest_record: UtcDatetime | None = None
+    total_recall_count: int = 0
+    raw_journal_records: int = 0
+    raw_journal_pending_dream: int = 0
+    vector_index_records: int = 0
+    vector_search_backend: str = "numpy_exact_cosine"
+    embedder: str | None = None
+    semantic_search: bool = False
+    semantic_off_reason: str | None = None
+    working_capacity: int = 7
+    recall_mode: RecallMode = RecallMode.HUMAN
+    dream_episodic_summaries: int = 0
+    dream_semantic_nodes: int = 0
+    last_dream_tick_at: UtcDatetime | None = None
+    evolution_metrics: dict[str, Any] | None = None
+    background_decay_enabled: bool = False
+    background_dream_enabled: bool = False
+    data_dir: str | None = None
+
+
+class IntrospectRecordRequest(Request):
+    record_id: uuid.UUID
+    include_history: bool = False
+    include_associations: bool = False
+    include_versions: bool = False
+
+
+class DecayForecastRequest(Request):
+    record_ids: list[uuid.UUID] = Field(min_length=1, max_length=MAX_BATCH)
+    forecast_at: UtcDatetime
+
+
+class DecayForecast(Model):
+    record_id: uuid.UUID
+    current_fidelity: float
+    forecasted_fidelity: float
+    estimated_threshold_date: UtcDatetime | None = None
+
+
+class DecayForecastResponse(Model):
+    forecasts: list[DecayForecast]
+
+
+class EvolutionRequest(Request):
+    pass
+
+
+class ParameterAdjustment(Model):
+    store: StoreType
+    parameter: str
+    original_value: float
+    current_value: float
+    reason: str
+
+
+class EvolutionResponse(Model):
+    parameter_adjustments: list[ParameterAdjustment] = Field(default_factory=list)
+    detected_patterns: list[str] = Field(default_factory=list)
+    schema_adaptations: list[str] = Field(default_factory=list)

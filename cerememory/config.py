@@ -1,0 +1,222 @@
+"""Configuration: one table of settings, read from flags > environment > TOML file > defaults.
+
+Each `Setting` describes itself (name, default, help), so validation, `cerememory config show`
+and the docs come from the same place. TOML keys are dotted by section (`[embed] semantic`
+is `embed.semantic`); the environment variable is `CEREMEMORY_` + the name upper-cased with
+`.` replaced by `__` (`CEREMEMORY_EMBED__SEMANTIC`), except `data_dir` (`CEREMEMORY_DATA_DIR`).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .cmp.errors import CMPError, ErrorCode
+
+DEFAULT_HOME = Path("~/.cerememory")
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _choice(*options: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = str(value).strip().lower()
+        if text not in options:
+            raise ValueError(f"expected one of {', '.join(options)}, got {value!r}")
+        return text
+
+    return parse
+
+
+def _positive_int(value: Any) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError(f"must be at least 1, got {number}")
+    return number
+
+
+def _port(value: Any) -> int:
+    number = int(value)
+    if not 0 < number < 65536:
+        raise ValueError(f"must be a port number (1-65535), got {number}")
+    return number
+
+
+def _optional_str(value: Any) -> str | None:
+    text = str(value).strip() if value is not None else ""
+    return text or None
+
+
+def _path(value: Any) -> str:
+    return str(Path(str(value)).expanduser())
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    parse: Callable[[Any], Any]
+    help: str
+    secret: bool = False
+
+    @property
+    def env(self) -> str:
+        if self.name == "data_dir":
+            return "CEREMEMORY_DATA_DIR"
+        return "CEREMEMORY_" + self.name.upper().replace(".", "__")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("data_dir", str(DEFAULT_HOME / "data"), _path,
+            "Directory holding the database, indexes and lock file."),
+    Setting("server_url", None, _optional_str,
+            "URL of a running `cerememory serve`; CLI commands talk to it instead of opening data_dir."),
+    Setting("memory.working_capacity", 7, _positive_int,
+            "Records the working memory holds before it evicts the least recently used."),
+    Setting("recall.fusion", "rrf", _choice("rrf", "normalized"),
+            "How BM25 and cosine rankings are combined: reciprocal rank fusion or min-max scores."),
+    Setting("recall.rrf_k", 60, _positive_int, "The k constant of reciprocal rank fusion."),
+    Setting("recall.activation_seeds", 3, _positive_int,
+            "How many top results spread activation to associated memories."),
+    Setting("embed.semantic", "auto", _choice("auto", "on", "off"),
+            "Semantic (vector) search: auto = on when the backend can embed offline."),
+    Setting("embed.backend", "local", _choice("local", "http", "none"),
+            "Embedding backend: local all-MiniLM-L6-v2, an HTTP service, or none."),
+    Setting("embed.model", "all-MiniLM-L6-v2", str,
+            "Model name (local model, or the remote model for http)."),
+    Setting("embed.http_url", None, _optional_str,
+            "Base URL of an OpenAI-compatible /v1/embeddings or Ollama /api/embed service."),
+    Setting("embed.http_kind", "openai", _choice("openai", "ollama"), "Protocol of embed.http_url."),
+    Setting("embed.http_api_key", None, _optional_str, "Bearer key for embed.http_url.", secret=True),
+    Setting("embed.batch_size", 64, _positive_int, "Texts per embedding call."),
+    Setting("http.host", "127.0.0.1", str, "Address `cerememory serve` binds."),
+    Setting("http.port", 8420, _port, "HTTP port of `cerememory serve`."),
+)
+
+BY_NAME = {s.name: s for s in SETTINGS}
+SOURCE_DEFAULT = "default"
+SOURCE_FLAG = "flag"
+
+
+def default_config_path() -> Path:
+    return Path(os.environ.get("CEREMEMORY_CONFIG", str(DEFAULT_HOME / "config.toml"))).expanduser()
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+class Config:
+    """Effective settings with the source of each value."""
+
+    def __init__(self, values: dict[str, Any], sources: dict[str, str], path: Path | None) -> None:
+        self._values = values
+        self._sources = sources
+        self.path = path
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def source(self, name: str) -> str:
+        return self._sources[name]
+
+    def items(self) -> list[tuple[Setting, Any, str]]:
+        return [(s, self._values[s.name], self._sources[s.name]) for s in SETTINGS]
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self["data_dir"])
+
+    def engine_options(self) -> dict[str, Any]:
+        from .embed import EmbedSettings
+
+        return {
+            "working_capacity": self["memory.working_capacity"],
+            "fusion": self["recall.fusion"],
+            "rrf_k": self["recall.rrf_k"],
+            "activation_seeds": self["recall.activation_seeds"],
+            "embed": EmbedSettings(
+                semantic=self["embed.semantic"],
+                backend=self["embed.backend"],
+                model=self["embed.model"],
+                http_url=self["embed.http_url"],
+                http_kind=self["embed.http_kind"],
+                http_api_key=self["embed.http_api_key"],
+                batch_size=self["embed.batch_size"],
+            ),
+        }
+
+
+def _parse(setting: Setting, value: Any, origin: str) -> Any:
+    try:
+        return setting.parse(value) if value is not None else None
+    except (ValueError, TypeError) as exc:
+        raise CMPError(
+            ErrorCode.VALIDATION_ERROR,
+            f"setting {setting.name} from {origin}: {exc}",
+            hint=setting.help,
+            details={"setting": setting.name, "source": origin},
+        ) from None
+
+
+def load_config(
+    config_path: str | Path | None = None,
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """Merge defaults, the TOML file, `CEREMEMORY_*` variables and flags (highest wins)."""
+    environ = os.environ if environ is None else environ
+    explicit = config_path is not None
+    path = Path(config_path).expanduser() if explicit else default_config_path()
+    file_values: dict[str, Any] = {}
+    if path.exists():
+        try:
+            file_values = _flatten(tomllib.loads(path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"cannot read config file {path}: {exc}",
+                           hint="fix the TOML syntax or pass another --config") from None
+        unknown = sorted(set(file_values) - set(BY_NAME))
+        if unknown:
+            raise CMPError(
+                ErrorCode.VALIDATION_ERROR,
+                f"unknown setting {unknown[0]!r} in {path}",
+                hint="`cerememory config show` lists every setting",
+                details={"unknown": unknown},
+            )
+    elif explicit:
+        raise CMPError(ErrorCode.VALIDATION_ERROR, f"config file {path} does not exist",
+                       hint="create it or leave out --config")
+
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for setting in SETTINGS:
+        value, source = setting.default, SOURCE_DEFAULT
+        if setting.name in file_values:
+            value, source = file_values[setting.name], f"file:{path}"
+        if setting.env in environ and environ[setting.env] != "":
+            value, source = environ[setting.env], f"env:{setting.env}"
+        if flags and flags.get(setting.name) is not None:
+            value, source = flags[setting.name], SOURCE_FLAG
+        values[setting.name] = _parse(setting, value, source)
+        sources[setting.name] = source
+    return Config(values, sources, path if path.exists() else None)

@@ -1,0 +1,1 @@
+"""Living memory: rendering by fidelity, decay, activation, consolidation, dreams."""

@@ -1,0 +1,912 @@
+"""The engine: owns a data directory and implements every CMP operation.
+
+Writes go to DuckDB first (one transaction per operation), then to the RAM structures and the
+derived indexes. A crash between the two leaves the indexes stale, never the data: on the
+next open the stamp check rebuilds them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .cmp import messages as m
+from .cmp.errors import CMPError, ErrorCode, not_found
+from .dynamics.render import render
+from .embed import EmbeddingUnavailable, EmbedSettings, make_embedder
+from .index.fulltext import TextDoc, TextIndex
+from .index.fusion import fuse
+from .index.graph import AssociationGraph, Edge
+from .index.vectors import VectorIndex, normalise
+from .model import (
+    EMOTION_CHANNELS,
+    JSON_MODALITIES,
+    AssociationType,
+    EmotionVector,
+    FidelityState,
+    MemoryRecord,
+    RawJournalRecord,
+    RecallMode,
+    StoreType,
+    normalise_meta,
+    utcnow,
+)
+from .storage.db import DB_NAME, Database
+from .storage.lock import DataDirLock
+from .stores.journal import DEFAULT_SECRECY, JournalStore, allowed_visibility
+from .stores.records import Head, RecordStore, dt, ts
+from .stores.working import WorkingMemory
+
+log = logging.getLogger("cerememory")
+
+ALL_STORES = tuple(StoreType)
+STORE_CODE = {s: i for i, s in enumerate(ALL_STORES)}
+SEQUENTIAL_WEIGHT = 0.7
+RETRIEVAL_BOOST = 1.5
+ACTIVATION_DECAY = 0.5
+ACTIVATION_MIN_WEIGHT = 0.05
+CALLER_MODEL = "caller"
+ProgressFn = Callable[[int, int | None], None]
+
+
+@dataclass
+class EngineOptions:
+    working_capacity: int = 7
+    fusion: str = "rrf"
+    rrf_k: int = 60
+    activation_seeds: int = 3
+    embed: EmbedSettings = field(default_factory=EmbedSettings)
+    server_url: str | None = None
+    flush_interval: float = 2.0
+
+
+def flatten_json(value: Any, prefix: str = "", depth: int = 0) -> list[str]:
+    """Structured JSON as `a.b: value` lines, so keys and values are searchable words."""
+    if depth > 10:
+        return []
+    if isinstance(value, dict):
+        return [line for k, v in value.items()
+                for line in flatten_json(v, f"{prefix}.{k}" if prefix else str(k), depth + 1)]
+    if isinstance(value, list):
+        return [line for v in value for line in flatten_json(v, prefix, depth + 1)]
+    return [f"{prefix}: {value}" if prefix else str(value)]
+
+
+def record_text_doc(record: MemoryRecord) -> TextDoc:
+    parts = []
+    for block in record.content.blocks:
+        if block.modality.value == "text":
+            parts.append(block.text or "")
+        elif block.modality in JSON_MODALITIES:
+            parts.extend(flatten_json(json.loads(block.text or "null")))
+    return TextDoc(
+        id=str(record.id),
+        group=record.store.value,
+        body="\n".join(parts),
+        summary=record.content.summary or "",
+        why=record.meta.searchable_text(),
+    )
+
+
+def raw_text_doc(record: RawJournalRecord) -> TextDoc:
+    return TextDoc(id=str(record.id), group=record.session_id, body=record.content.plain_text(),
+                   summary=record.content.summary or "", why=record.meta.searchable_text())
+
+
+def embedding_text(record: MemoryRecord) -> str:
+    return record.content.plain_text() or record.content.summary or ""
+
+
+class Engine:
+    """One data directory: the five stores, the raw journal, their indexes and the CMP operations."""
+
+    def __init__(self, data_dir: str | Path, options: EngineOptions | None = None,
+                 *, progress: ProgressFn | None = None) -> None:
+        self.options = options or EngineOptions()
+        self.data_dir = Path(data_dir).expanduser().resolve()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_file = DataDirLock(self.data_dir)
+        self._lock_file.acquire(server_url=self.options.server_url)
+        self._write = threading.RLock()
+        self._closed = False
+        try:
+            self._open(progress)
+        except BaseException:
+            self._lock_file.release()
+            raise
+
+    # ================================================================ lifecycle
+
+    def _open(self, progress: ProgressFn | None) -> None:
+        try:
+            self.embedder, self.semantic_off_reason = make_embedder(self.options.embed)
+        except (EmbeddingUnavailable, ValueError) as exc:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"embedding backend unavailable: {exc}",
+                           hint=getattr(exc, "hint", None) or "set embed.semantic = auto or off") from exc
+        self.db = Database(self.data_dir / DB_NAME)
+        self.records = RecordStore(self.db)
+        self.records.load()
+        self.journal = JournalStore(self.db)
+        self.working = WorkingMemory(self.options.working_capacity)
+        self.graph = AssociationGraph()
+        self._load_graph()
+        self.vectors = VectorIndex()
+        self._load_vectors()
+        index_dir = self.data_dir / "index"
+        self.text = TextIndex(index_dir / "records")
+        self.raw_text = TextIndex(index_dir / "journal")
+        self.repaired: list[str] = []
+        self._repair_indexes(progress)
+        self.modes = self._load_modes()
+        self.total_recall_count = int(self.db.get_state("total_recall_count", "0") or 0)
+        self._stop = threading.Event()
+        self._flusher = threading.Thread(target=self._flush_loop, name="cerememory-flush", daemon=True)
+        self._flusher.start()
+
+    def _load_graph(self) -> None:
+        rows = self.db.query("SELECT source_id, target_id, association_type, weight, created_at, "
+                             "last_co_activation FROM associations")
+        heads = self.records.heads
+        self.graph.add(Edge(*row) for row in rows if row[0] in heads and row[1] in heads)
+
+    def _load_vectors(self) -> None:
+        rows = self.db.query("SELECT record_id, dim, vec FROM vectors")
+        by_dim: dict[int, list[tuple[uuid.UUID, bytes]]] = {}
+        for record_id, dim, vec in rows:
+            if record_id in self.records.heads:
+                by_dim.setdefault(dim, []).append((record_id, vec))
+        for dim, items in by_dim.items():
+            matrix = np.frombuffer(b"".join(v for _, v in items), dtype=np.float32).reshape(-1, dim)
+            ids = [i for i, _ in items]
+            codes = [STORE_CODE[self.records.heads[i].store] for i in ids]
+            self.vectors.add(ids, codes, matrix)
+
+    def _repair_indexes(self, progress: ProgressFn | None) -> None:
+        """Rebuild a full-text index that is missing, damaged or behind the database."""
+        self.text.purge_group(StoreType.WORKING.value)  # working memory did not survive
+        journal_total, _ = self.journal.counts()
+        checks = [("records", self.text, "records_seq", len(self.records.heads), self.reindex_records),
+                  ("journal", self.raw_text, "journal_seq", journal_total, self.reindex_journal)]
+        for name, index, key, expected, rebuild in checks:
+            seq = int(self.db.get_state(key, "0") or 0)
+            if index.stamp() == seq and index.num_docs() == expected:
+                continue
+            if expected == 0 and index.num_docs() == 0:
+                index.write_stamp(seq)  # a new data directory: nothing to rebuild
+                continue
+            rebuild(progress)
+            self.repaired.append(name)
+
+    def reindex_records(self, progress: ProgressFn | None = None) -> int:
+        with self._write:
+            total = len(self.records.heads)
+            seq = int(self.db.get_state("records_seq", "0") or 0)
+
+            def docs() -> Iterable[TextDoc]:
+                for n, (record_id, body) in enumerate(self.records.iter_bodies(), 1):
+                    yield record_text_doc(self.records.assemble(record_id, body, []))
+                    if progress and n % 1000 == 0:
+                        progress(n, total)
+
+            count = self.text.rebuild(docs(), seq)
+            for record in self.working.records():
+                self.text.add([record_text_doc(record)])
+            self.text.commit(seq)
+            if progress:
+                progress(count, total)
+            return count
+
+    def reindex_journal(self, progress: ProgressFn | None = None) -> int:
+        with self._write:
+            total, _ = self.journal.counts()
+            seq = int(self.db.get_state("journal_seq", "0") or 0)
+
+            def docs() -> Iterable[TextDoc]:
+                for n, record in enumerate(self.journal.iter_all(), 1):
+                    yield raw_text_doc(record)
+                    if progress and n % 1000 == 0:
+                        progress(n, total)
+
+            count = self.raw_text.rebuild(docs(), seq)
+            if progress:
+                progress(count, total)
+            return count
+
+    def _load_modes(self) -> dict[StoreType | None, RecallMode]:
+        modes: dict[StoreType | None, RecallMode] = {
+            None: RecallMode(self.db.get_state("recall_mode", "human"))
+        }
+        for store in ALL_STORES:
+            value = self.db.get_state(f"recall_mode:{store.value}")
+            if value:
+                modes[store] = RecallMode(value)
+        return modes
+
+    def _flush_loop(self) -> None:
+        while not self._stop.wait(self.options.flush_interval):
+            try:
+                self.flush()
+            except Exception:  # keep flushing; the next write or close retries
+                log.exception("flushing recall statistics failed")
+
+    def flush(self) -> None:
+        """Write back what recall changed in RAM (access counts, stability, recall count)."""
+        if not self.records.dirty and str(self.total_recall_count) == self.db.get_state(
+                "total_recall_count", "0"):
+            return
+        with self._write, self.db.transaction() as tx:
+            self._flush_in(tx)
+
+    def _flush_in(self, tx: Any) -> None:
+        self.records.flush_dirty(tx)
+        Database.set_state(tx, "total_recall_count", str(self.total_recall_count))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        self._flusher.join(timeout=5)
+        try:
+            self.flush()
+        finally:
+            self.text.close()
+            self.raw_text.close()
+            self.db.close()
+            self._lock_file.release()
+
+    # ================================================================ helpers
+
+    def _exists(self, record_id: uuid.UUID) -> bool:
+        return record_id in self.records.heads or record_id in self.working
+
+    def _store_of(self, record_id: uuid.UUID) -> StoreType | None:
+        head = self.records.heads.get(record_id)
+        if head is not None:
+            return head.store
+        return StoreType.WORKING if record_id in self.working else None
+
+    def _fidelity(self, record_id: uuid.UUID) -> float:
+        head = self.records.heads.get(record_id)
+        if head is not None:
+            return head.fidelity_score
+        record = self.working.get(record_id)
+        return record.fidelity.score if record else 0.0
+
+    def _created(self, record_id: uuid.UUID) -> float:
+        head = self.records.heads.get(record_id)
+        if head is not None:
+            return head.created_at
+        record = self.working.get(record_id)
+        return ts(record.created_at) if record else 0.0
+
+    def fetch(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:
+        """Whole records for `ids` (missing ones are left out), in one database query."""
+        durable = [i for i in ids if i in self.records.heads]
+        out: dict[uuid.UUID, MemoryRecord] = {}
+        for record_id, body in self.records.bodies(durable).items():
+            if record_id in self.records.heads:
+                out[record_id] = self.records.assemble(record_id, body, self._associations(record_id))
+        for i in ids:
+            record = self.working.get(i)
+            if record is not None:
+                out[i] = record.model_copy(update={"associations": self._associations(i)})
+        return out
+
+    def _associations(self, record_id: uuid.UUID) -> list[dict]:
+        return [
+            {"target_id": e.target, "association_type": e.type, "weight": e.weight,
+             "created_at": dt(e.created_at),
+             "last_co_activation": dt(e.last_co_activation) if e.last_co_activation else None}
+            for e in self.graph.out_edges(record_id)
+        ]
+
+    def get(self, record_id: uuid.UUID) -> MemoryRecord:
+        record = self.fetch([record_id]).get(record_id)
+        if record is None:
+            raise not_found(record_id)
+        return record
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        try:
+            return self.embedder.embed(texts)
+        except EmbeddingUnavailable as exc:
+            raise CMPError(ErrorCode.INTERNAL_ERROR, f"the embedding backend failed: {exc}",
+                           hint=exc.hint or "check the embed.* settings; nothing was stored") from exc
+
+    def _vectors_for(self, records: Sequence[MemoryRecord]) -> dict[uuid.UUID, tuple[np.ndarray, str]]:
+        """Caller-supplied embeddings win; otherwise the embedder embeds text in one batch."""
+        out: dict[uuid.UUID, tuple[np.ndarray, str]] = {}
+        to_embed: list[MemoryRecord] = []
+        for r in records:
+            given = r.content.first_embedding()
+            if given is not None:
+                out[r.id] = (normalise(np.asarray(given, dtype=np.float32))[0], CALLER_MODEL)
+            elif self.embedder is not None and embedding_text(r):
+                to_embed.append(r)
+        if to_embed:
+            matrix = self._embed([embedding_text(r) for r in to_embed])
+            for r, row in zip(to_embed, matrix, strict=True):
+                out[r.id] = (row.astype(np.float32), self.embedder.name)
+        return out
+
+    @staticmethod
+    def _insert_vectors(tx: Any, vectors: dict[uuid.UUID, tuple[np.ndarray, str]]) -> None:
+        items = list(vectors.items())
+        Database.insert_columns(
+            tx, "vectors",
+            {"record_id": [i for i, _ in items], "dim": [int(v.shape[0]) for _, (v, _) in items],
+             "model": [model for _, (_, model) in items], "vec": [v.tobytes() for _, (v, _) in items]},
+            uuid_columns=("record_id",), replace=True,
+        )
+
+    @staticmethod
+    def _insert_edges(tx: Any, edges: Sequence[Edge]) -> None:
+        Database.insert_columns(
+            tx, "associations",
+            {"source_id": [e.source for e in edges], "target_id": [e.target for e in edges],
+             "association_type": [e.type for e in edges], "weight": [e.weight for e in edges],
+             "created_at": [e.created_at for e in edges],
+             "last_co_activation": [e.last_co_activation for e in edges]},
+            uuid_columns=("source_id", "target_id"), replace=True,
+        )
+
+    def _add_vectors_ram(self, vectors: dict[uuid.UUID, tuple[np.ndarray, str]],
+                         stores: dict[uuid.UUID, StoreType]) -> None:
+        by_dim: dict[int, list[uuid.UUID]] = {}
+        for record_id, (vec, _) in vectors.items():
+            by_dim.setdefault(vec.shape[0], []).append(record_id)
+        for ids in by_dim.values():
+            self.vectors.add(ids, [STORE_CODE[stores[i]] for i in ids],
+                             np.stack([vectors[i][0] for i in ids]))
+
+    def _evict(self, ids: Sequence[uuid.UUID]) -> None:
+        """Working-memory evictions leave no trace in the indexes."""
+        if ids:
+            self.graph.remove_nodes(ids)
+            self.vectors.remove(ids)
+            self.text.delete(str(i) for i in ids)
+
+    # ================================================================ encode
+
+    @staticmethod
+    def _route(req: m.EncodeStoreRequest) -> StoreType:
+        if req.store is not None:
+            return req.store
+        return StoreType.SEMANTIC if req.content.summary else StoreType.EPISODIC
+
+    def _build_record(self, req: m.EncodeStoreRequest, op: str, now: datetime) -> MemoryRecord:
+        metadata = dict(req.metadata or {})
+        if req.context is not None:
+            metadata["_context"] = req.context.model_dump(mode="json", exclude_none=True)
+        return MemoryRecord(
+            store=self._route(req),
+            created_at=req.created_at or now,
+            updated_at=now,
+            last_accessed_at=now,
+            content=req.content,
+            fidelity=FidelityState(last_decay_tick=now),
+            emotion=req.emotion or EmotionVector(),
+            metadata=metadata,
+            meta=normalise_meta(req.meta, op),
+        )
+
+    def _encode(self, reqs: Sequence[m.EncodeStoreRequest], *, infer: bool,
+                op: str) -> tuple[list[m.EncodeStoreResponse], int]:
+        now = utcnow()
+        records = [self._build_record(r, op, now) for r in reqs]
+        n_working = sum(r.store is StoreType.WORKING for r in records)
+        if n_working > self.working.capacity:
+            raise CMPError(
+                ErrorCode.WORKING_MEMORY_FULL,
+                f"{n_working} records for working memory in one request; it holds {self.working.capacity}",
+                hint="store fewer at once, or raise memory.working_capacity",
+            )
+        now_ts = ts(now)
+        edges: list[Edge] = []
+        manual_counts = []
+        with self._write:
+            for record, req in zip(records, reqs, strict=True):
+                for a in req.associations or []:
+                    if not self._exists(a.target_id):
+                        raise not_found(a.target_id, "association target")
+                    edges.append(Edge(record.id, a.target_id, a.association_type.value, a.weight, now_ts))
+                manual_counts.append(len(req.associations or []))
+            inferred = 0
+            if infer:
+                for a, b in zip(records, records[1:], strict=False):
+                    seq = AssociationType.SEQUENTIAL.value
+                    edges.append(Edge(a.id, b.id, seq, SEQUENTIAL_WEIGHT, now_ts))
+                    edges.append(Edge(b.id, a.id, seq, SEQUENTIAL_WEIGHT, now_ts))
+                    inferred += 2
+            vectors = self._vectors_for(records)
+            durable = [r for r in records if r.store is not StoreType.WORKING]
+            durable_ids = {r.id for r in durable}
+            persisted_edges = [e for e in edges
+                               if e.source in durable_ids or e.source in self.records.heads]
+            with self.db.transaction() as tx:
+                self.records.insert(tx, durable)
+                self._insert_edges(tx, persisted_edges)
+                self._insert_vectors(tx, {i: v for i, v in vectors.items() if i in durable_ids})
+                self._flush_in(tx)
+                seq = self.db.bump(tx, "records_seq")
+            self.records.commit_heads(durable)
+            for record in records:
+                if record.store is StoreType.WORKING:
+                    self._evict(self.working.put(record))
+            self.graph.add(edges)
+            self._add_vectors_ram(vectors, {r.id: r.store for r in records})
+            self.text.add(record_text_doc(r) for r in records)
+            self.text.commit(seq)
+        results = [
+            m.EncodeStoreResponse(record_id=r.id, store=r.store, initial_fidelity=r.fidelity.score,
+                                  associations_created=n)
+            for r, n in zip(records, manual_counts, strict=True)
+        ]
+        return results, inferred
+
+    def encode_store(self, req: m.EncodeStoreRequest) -> m.EncodeStoreResponse:
+        return self._encode([req], infer=False, op="encode.store")[0][0]
+
+    def encode_batch(self, req: m.EncodeBatchRequest) -> m.EncodeBatchResponse:
+        results, inferred = self._encode(req.records, infer=req.infer_associations, op="encode.batch")
+        return m.EncodeBatchResponse(results=results, associations_inferred=inferred)
+
+    def encode_update(self, req: m.EncodeUpdateRequest) -> None:
+        if req.content is None and req.emotion is None and req.metadata is None and req.meta is None:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, "encode.update: nothing to update",
+                           hint="give at least one of content, emotion, metadata, meta")
+        with self._write:
+            record = self.get(req.record_id)
+            update: dict[str, Any] = {"updated_at": utcnow(), "version": record.version + 1}
+            if req.content is not None:
+                update["content"] = req.content
+            if req.emotion is not None:
+                update["emotion"] = req.emotion
+            if req.metadata is not None:
+                update["metadata"] = req.metadata
+            if req.meta is not None:
+                update["meta"] = normalise_meta(req.meta, "encode.update")
+            record = record.model_copy(update=update)
+            vectors = self._vectors_for([record]) if req.content is not None else {}
+            stores = {record.id: record.store}
+            if record.store is StoreType.WORKING:
+                self.working.put(record)
+                seq = int(self.db.get_state("records_seq", "0") or 0)
+            else:
+                with self.db.transaction() as tx:
+                    self.records.insert(tx, [record], replace=True)
+                    if req.content is not None:
+                        Database.delete_ids(tx, "vectors", "record_id", [record.id])
+                        self._insert_vectors(tx, vectors)
+                    seq = self.db.bump(tx, "records_seq")
+                self.records.commit_heads([record])
+            if req.content is not None:
+                self.vectors.remove([record.id])
+                self._add_vectors_ram(vectors, stores)
+            self.text.replace([record_text_doc(record)])
+            self.text.commit(seq)
+
+    def _encode_raw(self, reqs: Sequence[m.EncodeStoreRawRequest], op: str) -> list[m.EncodeStoreRawResponse]:
+        now = utcnow()
+        records = [
+            RawJournalRecord(
+                session_id=r.session_id, turn_id=r.turn_id, topic_id=r.topic_id, source=r.source,
+                speaker=r.speaker, visibility=r.visibility, secrecy_level=r.secrecy_level,
+                created_at=r.created_at or now, updated_at=now, content=r.content,
+                metadata=dict(r.metadata or {}), meta=normalise_meta(r.meta, op),
+            )
+            for r in reqs
+        ]
+        with self._write:
+            with self.db.transaction() as tx:
+                self.journal.insert(tx, records)
+                seq = self.db.bump(tx, "journal_seq")
+            self.raw_text.add(raw_text_doc(r) for r in records)
+            self.raw_text.commit(seq)
+        return [m.EncodeStoreRawResponse(record_id=r.id, session_id=r.session_id,
+                                         visibility=r.visibility, secrecy_level=r.secrecy_level)
+                for r in records]
+
+    def encode_store_raw(self, req: m.EncodeStoreRawRequest) -> m.EncodeStoreRawResponse:
+        return self._encode_raw([req], "encode.store_raw")[0]
+
+    def encode_batch_raw(self, req: m.EncodeBatchRawRequest) -> m.EncodeBatchRawResponse:
+        return m.EncodeBatchRawResponse(results=self._encode_raw(req.records, "encode.batch_raw"))
+
+    # ================================================================ recall
+
+    def _effective_perfect(self, requested: RecallMode, store: StoreType) -> bool:
+        if requested is RecallMode.PERFECT:
+            return True
+        return self.modes.get(store, self.modes[None]) is RecallMode.PERFECT
+
+    def _candidate_ids(self, stores: Sequence[StoreType]) -> Iterable[uuid.UUID]:
+        wanted = set(stores)
+        for record_id, head in self.records.heads.items():
+            if head.store in wanted:
+                yield record_id
+        if StoreType.WORKING in wanted:
+            yield from (r.id for r in self.working.records())
+
+    def _recalled(self, ids: Sequence[uuid.UUID], scores: dict[uuid.UUID, float], mode: RecallMode,
+                  breakdown: dict[uuid.UUID, m.ScoreBreakdown] | None = None,
+                  paths: dict[uuid.UUID, list[uuid.UUID]] | None = None) -> list[m.RecalledMemory]:
+        records = self.fetch(ids)
+        out = []
+        for i in ids:
+            record = records.get(i)
+            if record is None:
+                continue
+            perfect = self._effective_perfect(mode, record.store)
+            out.append(m.RecalledMemory(
+                record=record,
+                relevance_score=round(scores.get(i, 0.0), 6),
+                activation_path=(paths or {}).get(i, [i]),
+                rendered_content=render(record.content, record.fidelity.score, perfect=perfect),
+                score_breakdown=(breakdown or {}).get(i),
+            ))
+        return out
+
+    def _reconsolidate(self, ids: Iterable[uuid.UUID]) -> None:
+        now = time.time()
+        for i in ids:
+            head = self.records.heads.get(i)
+            if head is not None:
+                head.access_count += 1
+                head.last_accessed_at = now
+                head.reinforcement_count += 1
+                head.stability = head.stability * (1 + RETRIEVAL_BOOST * head.stability ** -0.2)
+                self.records.dirty.add(i)
+            else:
+                self.working.touch(i)
+
+    def recall_query(self, req: m.RecallQueryRequest) -> m.RecallQueryResponse:
+        cue = req.cue
+        if cue.image is not None or cue.audio is not None:
+            raise CMPError(
+                ErrorCode.MODALITY_UNSUPPORTED,
+                "recall by image or audio needs a multimodal embedding backend, and none is configured",
+                hint="recall with cue.text, or pass cue.embedding computed by your own model",
+            )
+        stores = list(dict.fromkeys(req.stores or ALL_STORES))
+        meta = m.QueryMetadata(stores_searched=stores, semantic_off_reason=self.semantic_off_reason)
+        text = (cue.text or "").strip()
+        pool = max(req.limit * 5, 50)
+        rankings: list[list[tuple[uuid.UUID, float]]] = []
+        breakdown: dict[uuid.UUID, m.ScoreBreakdown] = {}
+
+        if text:
+            hits = [(uuid.UUID(i), s) for i, s in self.text.search(text, pool, [s.value for s in stores])]
+            rankings.append(hits)
+            meta.signals.append("bm25")
+            for rank, (i, s) in enumerate(hits):
+                breakdown[i] = m.ScoreBreakdown(text=round(s, 4), text_rank=rank + 1)
+        query_vec = None
+        if cue.embedding is not None:
+            query_vec = np.asarray(cue.embedding, dtype=np.float32)
+        elif text and self.embedder is not None:
+            started = time.perf_counter()
+            query_vec = self._embed([text])[0]
+            meta.embedding_ms = round((time.perf_counter() - started) * 1000, 3)
+        if query_vec is not None:
+            hits = self.vectors.search(query_vec, pool, [STORE_CODE[s] for s in stores])
+            rankings.append(hits)
+            meta.signals.append("cosine")
+            meta.semantic_search = True
+            meta.semantic_off_reason = None
+            for rank, (i, s) in enumerate(hits):
+                b = breakdown.setdefault(i, m.ScoreBreakdown())
+                b.vector, b.vector_rank = round(s, 4), rank + 1
+
+        start = ts(cue.temporal.start) if cue.temporal else None
+        end = ts(cue.temporal.end) if cue.temporal else None
+        if rankings:
+            scores = fuse(rankings, self.options.fusion, self.options.rrf_k)
+            if len(rankings) > 1:
+                meta.fusion = self.options.fusion
+        else:
+            # no content cue: the most recent memories (inside the temporal range, if any)
+            meta.signals.append("temporal" if cue.temporal else "recency")
+            ids = [i for i in self._candidate_ids(stores)
+                   if start is None or start <= self._created(i) <= end]
+            newest = heapq.nlargest(max(pool, req.limit * 2), ids, key=self._created)
+            scores = {i: 1.0 / (1 + rank) ** 0.5 for rank, i in enumerate(newest)}
+        meta.total_records_scanned = len(scores)
+        wanted = set(stores)
+        threshold = None if req.include_decayed else req.min_fidelity
+        kept: dict[uuid.UUID, float] = {}
+        for i, s in scores.items():
+            if self._store_of(i) not in wanted:
+                continue
+            if start is not None and not start <= self._created(i) <= end:
+                continue
+            if threshold is not None and self._fidelity(i) < threshold:
+                meta.fidelity_filtered += 1
+                continue
+            kept[i] = s
+
+        paths: dict[uuid.UUID, list[uuid.UUID]] = {}
+        if req.activation_depth > 0 and kept and rankings:
+            self._spread_into(kept, req, paths, breakdown, wanted, threshold)
+            if paths:
+                meta.signals.append("activation")
+        final = {i: s * (0.5 + 0.5 * self._fidelity(i)) for i, s in kept.items()}
+        for i in final:
+            b = breakdown.setdefault(i, m.ScoreBreakdown())
+            b.fused = round(kept[i], 6)
+            b.fidelity = round(self._fidelity(i), 6)
+        top = heapq.nlargest(req.limit, final, key=lambda i: (final[i], self._created(i)))
+        memories = self._recalled(top, final, req.recall_mode, breakdown, paths)
+        if req.reconsolidate:
+            self._reconsolidate(top)
+        self.total_recall_count += 1
+        return m.RecallQueryResponse(memories=memories, total_candidates=len(final),
+                                     query_metadata=meta)
+
+    def _spread_into(self, kept: dict[uuid.UUID, float], req: m.RecallQueryRequest,
+                     paths: dict[uuid.UUID, list[uuid.UUID]],
+                     breakdown: dict[uuid.UUID, m.ScoreBreakdown],
+                     wanted: set[StoreType], threshold: float | None) -> None:
+        """Spreading activation from the top seeds: neighbours join or gain score."""
+        seeds = heapq.nlargest(self.options.activation_seeds, kept, key=kept.__getitem__)
+        bonus: dict[uuid.UUID, float] = {}
+        for seed in seeds:
+            reached = self.graph.spread(seed, depth=req.activation_depth,
+                                        min_weight=ACTIVATION_MIN_WEIGHT, decay=ACTIVATION_DECAY)
+            for i, act in reached.items():
+                if self._store_of(i) not in wanted:
+                    continue
+                if threshold is not None and self._fidelity(i) < threshold:
+                    continue
+                gain = act.level * kept[seed]
+                if gain > bonus.get(i, 0.0):
+                    bonus[i] = gain
+                    paths[i] = list(act.path)
+        for i, gain in bonus.items():
+            if i in kept:
+                kept[i] += 0.3 * gain
+            else:
+                kept[i] = 0.5 * gain
+            breakdown.setdefault(i, m.ScoreBreakdown()).activation = round(gain, 6)
+
+    def recall_associate(self, req: m.RecallAssociateRequest) -> m.RecallAssociateResponse:
+        if not self._exists(req.record_id):
+            raise not_found(req.record_id)
+        types = {t.value for t in req.association_types} if req.association_types else None
+        reached = self.graph.spread(req.record_id, depth=req.depth or 2, min_weight=req.min_weight,
+                                    types=types, decay=ACTIVATION_DECAY)
+        reached = {i: a for i, a in reached.items() if self._exists(i)}
+        top = heapq.nlargest(req.limit, reached, key=lambda i: reached[i].level)
+        scores = {i: reached[i].level for i in top}
+        paths = {i: list(reached[i].path) for i in top}
+        return m.RecallAssociateResponse(
+            memories=self._recalled(top, scores, RecallMode.HUMAN, paths=paths),
+            total_candidates=len(reached),
+        )
+
+    def recall_timeline(self, req: m.RecallTimelineRequest) -> m.RecallTimelineResponse:
+        start, end = ts(req.range.start), ts(req.range.end)
+        stores = req.stores or ALL_STORES
+        ids = [i for i in self._candidate_ids(stores) if start <= self._created(i) <= end
+               and (req.min_fidelity is None or self._fidelity(i) >= req.min_fidelity)]
+        ids.sort(key=self._created)
+        if req.emotion_filter is not None:
+            ids = self._emotion_matches(ids, req.emotion_filter)
+        buckets: dict[datetime, list[uuid.UUID]] = {}
+        for i in ids:
+            buckets.setdefault(bucket_start(dt(self._created(i)), req.granularity), []).append(i)
+        out = []
+        for bstart, members in sorted(buckets.items()):
+            shown = members[: req.limit_per_bucket]
+            out.append(m.TimelineBucket(
+                start=bstart, end=bucket_end(bstart, req.granularity), count=len(members),
+                memories=self._recalled(shown, {i: self._fidelity(i) for i in shown}, RecallMode.HUMAN),
+            ))
+        return m.RecallTimelineResponse(buckets=out)
+
+    def _emotion_matches(self, ids: list[uuid.UUID], wanted: EmotionVector) -> list[uuid.UUID]:
+        """Records whose emotion shares a channel with the filter and is at least as intense."""
+        channels = [c for c, v in zip(EMOTION_CHANNELS, wanted.channels(), strict=True) if v > 0]
+        records = self.fetch(ids)
+        keep = []
+        for i in ids:
+            emotion = records[i].emotion if i in records else None
+            if emotion is None or emotion.intensity < wanted.intensity:
+                continue
+            if channels and not any(getattr(emotion, c) > 0 for c in channels):
+                continue
+            keep.append(i)
+        return keep
+
+    def recall_graph(self, req: m.RecallGraphRequest) -> m.RecallGraphResponse:
+        types = {t.value for t in req.edge_types} if req.edge_types else None
+        if req.center_id is not None:
+            if not self._exists(req.center_id):
+                raise not_found(req.center_id)
+            nodes = [req.center_id]
+            seen = {req.center_id}
+            frontier = [req.center_id]
+            for _ in range(req.depth):
+                nxt = []
+                for node in frontier:
+                    for other in sorted(self.graph.neighbours(node), key=str):
+                        if other not in seen and self._exists(other) and len(nodes) < req.limit_nodes:
+                            seen.add(other)
+                            nodes.append(other)
+                            nxt.append(other)
+                frontier = nxt
+        else:
+            nodes = [i for i in self.graph.degree_ranking() if self._exists(i)][: req.limit_nodes]
+        records = self.fetch(nodes)
+        chosen = set(nodes)
+        edges = [
+            m.GraphEdge(source=e.source, target=e.target, edge_type=e.type, weight=e.weight)
+            for n in nodes for e in self.graph.out_edges(n, types) if e.target in chosen
+        ][: 10 * req.limit_nodes]
+        graph_nodes, meta_edges = [], []
+        for n in nodes:
+            record = records.get(n)
+            if record is None:
+                continue
+            graph_nodes.append(m.GraphNode(
+                id=n, store=record.store, fidelity=record.fidelity.score,
+                summary=record.content.summary or record.content.plain_text()[:160] or None,
+                meta=record.meta if req.include_meta else None,
+            ))
+            if req.include_meta:
+                meta_edges.extend(e.model_copy(update={"source_id": e.source_id or n})
+                                  for e in record.meta.context_edges)
+        return m.RecallGraphResponse(nodes=graph_nodes, edges=edges, total_nodes=len(graph_nodes),
+                                     meta_edges=meta_edges)
+
+    def recall_raw_query(self, req: m.RecallRawQueryRequest) -> m.RecallRawQueryResponse:
+        visibility = allowed_visibility(req.include_private_scratch, req.include_sealed)
+        secrecy = [s.value for s in (req.secrecy_levels or DEFAULT_SECRECY)]
+        start = ts(req.temporal.start) if req.temporal else None
+        end = ts(req.temporal.end) if req.temporal else None
+        filters = dict(visibility=visibility, secrecy=secrecy, session_id=req.session_id,
+                       start=start, end=end)
+        query = (req.query or "").strip()
+        if query:
+            groups = [req.session_id] if req.session_id else None
+            hits = self.raw_text.search(query, max(req.limit * 20, 200), groups)
+            rank = {uuid.UUID(i): n for n, (i, _) in enumerate(hits)}
+            if req.record_ids is not None:
+                rank = {i: n for i, n in rank.items() if i in set(req.record_ids)}
+            records, _ = self.journal.query(ids=list(rank), **filters)
+            records.sort(key=lambda r: rank[r.id])
+            total = len(records)
+            records = records[: req.limit]
+        else:
+            records, total = self.journal.query(ids=req.record_ids, limit=req.limit, **filters)
+        records.sort(key=lambda r: (r.created_at, r.id))
+        return m.RecallRawQueryResponse(records=records, total_candidates=total)
+
+    # ================================================================ lifecycle
+
+    def lifecycle_set_mode(self, req: m.SetModeRequest) -> None:
+        with self._write, self.db.transaction() as tx:
+            if req.scope:
+                for store in req.scope:
+                    Database.set_state(tx, f"recall_mode:{store.value}", req.mode.value)
+                    self.modes[store] = req.mode
+            else:
+                Database.set_state(tx, "recall_mode", req.mode.value)
+                tx.execute("DELETE FROM state WHERE key LIKE 'recall_mode:%'")
+                self.modes = {None: req.mode}
+
+    def lifecycle_forget(self, req: m.ForgetRequest) -> m.ForgetResponse:
+        if not req.confirm:
+            raise CMPError(ErrorCode.FORGET_UNCONFIRMED, "forget deletes records permanently; confirm it",
+                           hint="send confirm: true (CLI: --confirm)")
+        with self._write:
+            targets: list[uuid.UUID] = []
+            if req.record_ids:
+                missing = [i for i in req.record_ids if not self._exists(i)]
+                if missing:
+                    raise not_found(missing[0])
+                targets.extend(req.record_ids)
+            if req.store is not None:
+                targets.extend(self._candidate_ids([req.store]))
+            if req.temporal_range is not None:
+                start, end = ts(req.temporal_range.start), ts(req.temporal_range.end)
+                targets.extend(i for i in self._candidate_ids(ALL_STORES)
+                               if start <= self._created(i) <= end)
+            if req.cascade:
+                targets.extend(e.target for i in list(targets) for e in self.graph.out_edges(i))
+            ids = [i for i in dict.fromkeys(targets) if self._exists(i)]
+            durable = [i for i in ids if i in self.records.heads]
+            with self.db.transaction() as tx:
+                self.records.delete(tx, durable)
+                Database.delete_ids(tx, "vectors", "record_id", durable)
+                Database.delete_ids(tx, "associations", "source_id", durable)
+                Database.delete_ids(tx, "associations", "target_id", ids)
+                seq = self.db.bump(tx, "records_seq")
+            self.records.forget_heads(durable)
+            self.working.remove(ids)
+            self.graph.remove_nodes(ids)
+            self.vectors.remove(ids)
+            self.text.delete(str(i) for i in ids)
+            self.text.commit(seq)
+        return m.ForgetResponse(records_deleted=len(ids))
+
+    # ================================================================ introspect
+
+    def introspect_stats(self, req: m.StatsRequest | None = None) -> m.StatsResponse:
+        counts = {s.value: 0 for s in ALL_STORES}
+        sums = {s.value: 0.0 for s in ALL_STORES}
+        oldest = newest = None
+        heads: list[Head] = list(self.records.heads.values())
+        for h in heads:
+            counts[h.store.value] += 1
+            sums[h.store.value] += h.fidelity_score
+        created = [h.created_at for h in heads]
+        for r in self.working.records():
+            counts["working"] += 1
+            sums["working"] += r.fidelity.score
+            created.append(ts(r.created_at))
+        if created:
+            oldest, newest = dt(min(created)), dt(max(created))
+        total = sum(counts.values())
+        raw_total, raw_pending = self.journal.counts()
+        return m.StatsResponse(
+            total_records=total,
+            records_by_store=counts,
+            total_associations=len(self.graph),
+            avg_fidelity=round(sum(sums.values()) / total, 6) if total else 0.0,
+            avg_fidelity_by_store={s: round(sums[s] / counts[s], 6) if counts[s] else 0.0 for s in counts},
+            oldest_record=oldest,
+            newest_record=newest,
+            total_recall_count=self.total_recall_count,
+            raw_journal_records=raw_total,
+            raw_journal_pending_dream=raw_pending,
+            vector_index_records=len(self.vectors),
+            vector_search_backend=self.vectors.backend,
+            embedder=self.embedder.name if self.embedder else None,
+            semantic_search=self.embedder is not None,
+            semantic_off_reason=self.semantic_off_reason,
+            working_capacity=self.working.capacity,
+            recall_mode=self.modes[None],
+            data_dir=str(self.data_dir),
+        )
+
+    def introspect_record(self, req: m.IntrospectRecordRequest) -> MemoryRecord:
+        return self.get(req.record_id)
+
+
+
+def bucket_start(moment: datetime, granularity: m.TimelineGranularity) -> datetime:
+    g = m.TimelineGranularity
+    moment = moment.astimezone(UTC)
+    if granularity is g.MINUTE:
+        return moment.replace(second=0, microsecond=0)
+    if granularity is g.HOUR:
+        return moment.replace(minute=0, second=0, microsecond=0)
+    day = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    if granularity is g.DAY:
+        return day
+    if granularity is g.WEEK:
+        return day - timedelta(days=day.weekday())
+    return day.replace(day=1)
+
+
+def bucket_end(start: datetime, granularity: m.TimelineGranularity) -> datetime:
+    g = m.TimelineGranularity
+    if granularity is g.MONTH:
+        return (start.replace(year=start.year + 1, month=1) if start.month == 12
+                else start.replace(month=start.month + 1))
+    step = {g.MINUTE: timedelta(minutes=1), g.HOUR: timedelta(hours=1), g.DAY: timedelta(days=1),
+            g.WEEK: timedelta(weeks=1)}[granularity]
+    return start + step

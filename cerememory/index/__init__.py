@@ -1,0 +1,1 @@
+"""Derived indexes: full text (tantivy), vectors (numpy), associations (networkx)."""

@@ -1,0 +1,161 @@
+"""Full-text search over tantivy: BM25 with English stemming and stop words.
+
+The index is derived data. A stamp file records the database mutation counter the index was
+last committed at; an index whose stamp disagrees with the database is rebuilt on open.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import tantivy
+
+ANALYZER = "cm_en"
+WRITER_HEAP = 50_000_000
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class TextDoc:
+    id: str
+    group: str  # the store of a record, the session of a raw journal entry
+    body: str
+    summary: str = ""
+    why: str = ""
+
+
+def _analyzer() -> tantivy.TextAnalyzer:
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())
+        .filter(tantivy.Filter.stopword("english"))
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+def _schema() -> tantivy.Schema:
+    b = tantivy.SchemaBuilder()
+    b.add_text_field("id", stored=True, tokenizer_name="raw")
+    b.add_text_field("group", stored=False, tokenizer_name="raw")
+    for field in ("body", "summary", "why"):
+        b.add_text_field(field, stored=False, tokenizer_name=ANALYZER)
+    return b.build()
+
+
+def query_terms(text: str) -> list[str]:
+    """Words of a free-text cue; the query language's operators are never interpreted."""
+    return _WORD.findall(text)
+
+
+class TextIndex:
+    """One tantivy directory with a long-lived writer (the writer lock doubles as ownership)."""
+
+    FIELD_BOOSTS = {"body": 1.0, "summary": 1.2, "why": 0.8}
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.stamp_path = path.with_suffix(".stamp.json")
+        self._open()
+
+    def _open(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.schema = _schema()
+        try:
+            self.index = tantivy.Index(self.schema, path=str(self.path), reuse=True)
+        except ValueError:
+            # an incompatible or damaged directory: it is derived data, so start over
+            shutil.rmtree(self.path)
+            self.path.mkdir(parents=True)
+            self.stamp_path.unlink(missing_ok=True)
+            self.index = tantivy.Index(self.schema, path=str(self.path), reuse=False)
+        self.index.register_tokenizer(ANALYZER, _analyzer())
+        self.writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=1)
+
+    # ------------------------------------------------------------ staleness
+
+    def stamp(self) -> int | None:
+        try:
+            return int(json.loads(self.stamp_path.read_text())["seq"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write_stamp(self, seq: int) -> None:
+        tmp = self.stamp_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"seq": seq}))
+        tmp.replace(self.stamp_path)
+
+    def num_docs(self) -> int:
+        self.index.reload()
+        return self.index.searcher().num_docs
+
+    # ------------------------------------------------------------ writes
+
+    def add(self, docs: Iterable[TextDoc]) -> None:
+        for doc in docs:
+            self.writer.add_document(
+                tantivy.Document(id=doc.id, group=doc.group, body=doc.body,
+                                 summary=doc.summary, why=doc.why)
+            )
+
+    def delete(self, ids: Iterable[str]) -> None:
+        for record_id in ids:
+            self.writer.delete_documents_by_term("id", record_id)
+
+    def purge_group(self, group: str) -> None:
+        """Drop a whole group now, keeping the stamp (used for volatile working memory)."""
+        self.writer.delete_documents_by_term("group", group)
+        self.writer.commit()
+        self.index.reload()
+
+    def replace(self, docs: Sequence[TextDoc]) -> None:
+        self.delete(d.id for d in docs)
+        self.add(docs)
+
+    def commit(self, seq: int) -> None:
+        """Make writes visible and durable, then record which database state they reflect."""
+        self.writer.commit()
+        self.index.reload()
+        self.write_stamp(seq)
+
+    def rebuild(self, docs: Iterable[TextDoc], seq: int) -> int:
+        self.writer.delete_all_documents()
+        count = 0
+        for doc in docs:
+            self.add([doc])
+            count += 1
+        self.commit(seq)
+        return count
+
+    # ------------------------------------------------------------ reads
+
+    def search(
+        self, text: str, limit: int, groups: Sequence[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """Top `limit` (id, bm25) pairs for the words of `text`, restricted to `groups`."""
+        terms = query_terms(text)
+        if not terms or limit <= 0:
+            return []
+        query, _errors = self.index.parse_query_lenient(
+            " ".join(terms), ["body", "summary", "why"], field_boosts=self.FIELD_BOOSTS
+        )
+        if groups is not None:
+            query = tantivy.Query.boolean_query([
+                (tantivy.Occur.Must, query),
+                (tantivy.Occur.Must, tantivy.Query.term_set_query(self.schema, "group", list(groups))),
+            ])
+        searcher = self.index.searcher()
+        hits = searcher.search(query, limit).hits
+        return [(searcher.doc(addr)["id"][0], float(score)) for score, addr in hits]
+
+    def close(self) -> None:
+        # dropping the writer releases tantivy's directory lock
+        self.writer = None
+        self.index = None

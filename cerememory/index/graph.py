@@ -1,0 +1,99 @@
+"""The association graph in RAM (networkx), mirrored from the `associations` table."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+import networkx as nx
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: uuid.UUID
+    target: uuid.UUID
+    type: str
+    weight: float
+    created_at: float
+    last_co_activation: float | None = None
+
+
+@dataclass(frozen=True)
+class Activation:
+    record_id: uuid.UUID
+    level: float
+    path: tuple[uuid.UUID, ...]
+
+
+class AssociationGraph:
+    """Directed, typed, weighted edges; one edge per (source, target, type)."""
+
+    def __init__(self) -> None:
+        self.g = nx.MultiDiGraph()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self.g.number_of_edges()
+
+    def add(self, edges: Iterable[Edge]) -> None:
+        with self._lock:
+            for e in edges:
+                self.g.add_edge(e.source, e.target, key=e.type, weight=e.weight,
+                                created_at=e.created_at, last_co_activation=e.last_co_activation)
+
+    def remove_nodes(self, ids: Iterable[uuid.UUID]) -> None:
+        with self._lock:
+            self.g.remove_nodes_from(list(ids))
+
+    def out_edges(self, node: uuid.UUID, types: Collection[str] | None = None) -> list[Edge]:
+        if node not in self.g:
+            return []
+        return [
+            Edge(node, target, key, d["weight"], d["created_at"], d["last_co_activation"])
+            for _, target, key, d in self.g.out_edges(node, keys=True, data=True)
+            if types is None or key in types
+        ]
+
+    def neighbours(self, node: uuid.UUID) -> set[uuid.UUID]:
+        """Both directions: what a record points at and what points at it."""
+        if node not in self.g:
+            return set()
+        return set(self.g.successors(node)) | set(self.g.predecessors(node))
+
+    def degree_ranking(self) -> list[uuid.UUID]:
+        return [n for n, _ in sorted(self.g.degree, key=lambda nd: -nd[1])]
+
+    def spread(
+        self,
+        source: uuid.UUID,
+        *,
+        depth: int,
+        min_weight: float = 0.0,
+        types: Collection[str] | None = None,
+        decay: float = 0.5,
+        threshold: float = 0.05,
+        start: float = 1.0,
+    ) -> dict[uuid.UUID, Activation]:
+        """Weighted BFS: child = parent x weight x decay; the best path to each node wins."""
+        best: dict[uuid.UUID, Activation] = {}
+        frontier = [Activation(source, start, (source,))]
+        for _ in range(depth):
+            nxt: list[Activation] = []
+            for act in frontier:
+                for edge in self.out_edges(act.record_id, types):
+                    if edge.weight < min_weight or edge.target in act.path:
+                        continue
+                    level = act.level * edge.weight * decay
+                    if level < threshold:
+                        continue
+                    known = best.get(edge.target)
+                    if known is None or level > known.level:
+                        reached = Activation(edge.target, level, act.path + (edge.target,))
+                        best[edge.target] = reached
+                        nxt.append(reached)
+            frontier = nxt
+            if not frontier:
+                break
+        return best

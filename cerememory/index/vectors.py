@@ -1,0 +1,140 @@
+"""Exact cosine search over L2-normalised float32 rows held in RAM (numpy).
+
+Vectors of different dimensions (an embedder's and caller-supplied ones) live in separate
+groups; a query only meets vectors of its own dimension.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def normalise(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    if matrix.ndim == 1:
+        matrix = matrix[None, :]
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+class _Group:
+    """Rows of one dimension, grown by doubling; deletes swap the last row into the hole."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.matrix = np.zeros((16, dim), dtype=np.float32)
+        self.codes = np.zeros(16, dtype=np.int8)
+        self.ids: list[uuid.UUID] = []
+        self.row_of: dict[uuid.UUID, int] = {}
+
+    def add(self, ids: Sequence[uuid.UUID], codes: Sequence[int], rows: np.ndarray) -> None:
+        for record_id in ids:
+            if record_id in self.row_of:
+                self.remove([record_id])
+        n, need = len(self.ids), len(self.ids) + len(ids)
+        if need > len(self.matrix):
+            cap = max(need, 2 * len(self.matrix))
+            grown = np.zeros((cap, self.dim), dtype=np.float32)
+            grown[:n] = self.matrix[:n]
+            codes_grown = np.zeros(cap, dtype=np.int8)
+            codes_grown[:n] = self.codes[:n]
+            self.matrix, self.codes = grown, codes_grown
+        self.matrix[n:need] = rows
+        self.codes[n:need] = codes
+        for offset, record_id in enumerate(ids):
+            self.row_of[record_id] = n + offset
+        self.ids.extend(ids)
+
+    def remove(self, ids: Sequence[uuid.UUID]) -> None:
+        for record_id in ids:
+            row = self.row_of.pop(record_id, None)
+            if row is None:
+                continue
+            last = len(self.ids) - 1
+            if row != last:
+                moved = self.ids[last]
+                self.matrix[row] = self.matrix[last]
+                self.codes[row] = self.codes[last]
+                self.ids[row] = moved
+                self.row_of[moved] = row
+            self.ids.pop()
+
+    def set_code(self, record_id: uuid.UUID, code: int) -> None:
+        row = self.row_of.get(record_id)
+        if row is not None:
+            self.codes[row] = code
+
+    def search(self, query: np.ndarray, k: int, allowed_codes: Sequence[int] | None):
+        n = len(self.ids)
+        if n == 0:
+            return []
+        scores = self.matrix[:n] @ query
+        if allowed_codes is not None:
+            scores = np.where(np.isin(self.codes[:n], allowed_codes), scores, -np.inf)
+        k = min(k, n)
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top])]
+        return [(self.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+
+class VectorIndex:
+    """id -> unit vector, searchable by exact cosine, with a small integer tag per row for filters."""
+
+    backend = "numpy_exact_cosine"
+
+    def __init__(self) -> None:
+        self._groups: dict[int, _Group] = {}
+        self._dim_of: dict[uuid.UUID, int] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._dim_of)
+
+    def __contains__(self, record_id: uuid.UUID) -> bool:
+        return record_id in self._dim_of
+
+    def add(self, ids: Sequence[uuid.UUID], codes: Sequence[int], rows: np.ndarray) -> None:
+        """Add or replace vectors; rows must already be normalised."""
+        if not len(ids):
+            return
+        with self._lock:
+            for record_id in ids:
+                self._discard(record_id)
+            dim = rows.shape[1]
+            group = self._groups.setdefault(dim, _Group(dim))
+            group.add(list(ids), codes, rows)
+            for record_id in ids:
+                self._dim_of[record_id] = dim
+
+    def remove(self, ids: Sequence[uuid.UUID]) -> None:
+        with self._lock:
+            for record_id in ids:
+                self._discard(record_id)
+
+    def _discard(self, record_id: uuid.UUID) -> None:
+        dim = self._dim_of.pop(record_id, None)
+        if dim is not None:
+            self._groups[dim].remove([record_id])
+
+    def set_code(self, record_id: uuid.UUID, code: int) -> None:
+        dim = self._dim_of.get(record_id)
+        if dim is not None:
+            self._groups[dim].set_code(record_id, code)
+
+    def dimensions(self) -> list[int]:
+        return sorted(d for d, g in self._groups.items() if g.ids)
+
+    def search(
+        self, query: Sequence[float] | np.ndarray, k: int, allowed_codes: Sequence[int] | None = None
+    ) -> list[tuple[uuid.UUID, float]]:
+        q = normalise(np.asarray(query, dtype=np.float32))[0]
+        with self._lock:
+            group = self._groups.get(q.shape[0])
+            if group is None:
+                return []
+            return group.search(q, k, allowed_codes)

@@ -1,0 +1,549 @@
+"""The record model: memory records, content blocks, emotion, associations, meta-memory, raw journal.
+
+Every type here is a pydantic model so that one definition validates JSON from any transport,
+serialises to JSON (bytes as base64) and to Python values for the msgpack codec.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+# ---------------------------------------------------------------- identifiers and time
+
+_uuid7_lock = threading.Lock()
+_uuid7_last = (0, 0)
+
+
+def new_id() -> uuid.UUID:
+    """A UUIDv7: time-ordered, so ids sort by creation and index locality stays good."""
+    global _uuid7_last
+    with _uuid7_lock:
+        ms = time.time_ns() // 1_000_000
+        last_ms, last_seq = _uuid7_last
+        if ms <= last_ms:
+            ms, seq = last_ms, last_seq + 1
+        else:
+            seq = int.from_bytes(os.urandom(2), "big") & 0x3FF
+        _uuid7_last = (ms, seq)
+    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= (seq & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand
+    return uuid.UUID(int=value)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _as_utc(value: Any) -> Any:
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+UtcDatetime = Annotated[
+    datetime,
+    BeforeValidator(_as_utc),
+    PlainSerializer(
+        lambda v: v.astimezone(UTC).isoformat().replace("+00:00", "Z"), when_used="json"
+    ),
+]
+
+
+# ---------------------------------------------------------------- bytes on the wire
+
+
+def _parse_bytes(value: Any) -> Any:
+    """Bytes arrive as base64 strings (our form) or integer arrays (the reference's form)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        try:
+            return base64.b64decode(value, validate=True)
+        except ValueError as exc:
+            raise PydanticCustomError("bytes_encoding", "bytes must be base64 or an integer array") from exc
+    if isinstance(value, list):
+        if not all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 255 for b in value):
+            raise PydanticCustomError("bytes_encoding", "integer array entries must be 0..255")
+        return bytes(value)
+    return value
+
+
+Bytes = Annotated[
+    bytes,
+    BeforeValidator(_parse_bytes),
+    PlainSerializer(lambda v: base64.b64encode(v).decode("ascii"), when_used="json"),
+]
+
+
+def _finite_vector(value: list[float] | None) -> list[float] | None:
+    if value is None:
+        return None
+    if not value:
+        raise ValueError("embedding must not be empty")
+    if not all(math.isfinite(x) for x in value):
+        raise ValueError("embedding must hold finite numbers (no NaN or Infinity)")
+    return value
+
+
+# ---------------------------------------------------------------- enums
+
+
+class StoreType(StrEnum):
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+    PROCEDURAL = "procedural"
+    EMOTIONAL = "emotional"
+    WORKING = "working"
+
+
+class Modality(StrEnum):
+    TEXT = "text"
+    IMAGE = "image"
+    AUDIO = "audio"
+    VIDEO = "video"
+    STRUCTURED = "structured"
+    SPATIAL = "spatial"
+    TEMPORAL = "temporal"
+    INTEROCEPTIVE = "interoceptive"
+
+
+MODALITY_LIMITS: dict[Modality, int] = {
+    Modality.TEXT: 1 * MIB,
+    Modality.STRUCTURED: 1 * MIB,
+    Modality.SPATIAL: 1 * MIB,
+    Modality.TEMPORAL: 1 * MIB,
+    Modality.INTEROCEPTIVE: 1 * MIB,
+    Modality.IMAGE: 10 * MIB,
+    Modality.AUDIO: 50 * MIB,
+    Modality.VIDEO: 50 * MIB,
+}
+
+# Modalities whose payload is JSON text and therefore searchable once flattened.
+JSON_MODALITIES = {Modality.STRUCTURED, Modality.SPATIAL, Modality.TEMPORAL, Modality.INTEROCEPTIVE}
+
+DEFAULT_FORMATS: dict[Modality, str] = {
+    Modality.TEXT: "text/plain",
+    Modality.STRUCTURED: "application/json",
+    Modality.SPATIAL: "application/json",
+    Modality.TEMPORAL: "application/json",
+    Modality.INTEROCEPTIVE: "application/json",
+    Modality.IMAGE: "application/octet-stream",
+    Modality.AUDIO: "application/octet-stream",
+    Modality.VIDEO: "application/octet-stream",
+}
+
+
+class AssociationType(StrEnum):
+    TEMPORAL = "temporal"
+    SPATIAL = "spatial"
+    SEMANTIC = "semantic"
+    EMOTIONAL = "emotional"
+    CAUSAL = "causal"
+    SEQUENTIAL = "sequential"
+    CROSS_MODAL = "cross_modal"
+    USER_DEFINED = "user_defined"
+
+
+class RawSource(StrEnum):
+    CONVERSATION = "conversation"
+    TOOL_IO = "tool_io"
+    SCRATCHPAD = "scratchpad"
+    SUMMARY = "summary"
+    IMPORTED = "imported"
+
+
+class RawSpeaker(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class RawVisibility(StrEnum):
+    NORMAL = "normal"
+    PRIVATE_SCRATCH = "private_scratch"
+    SEALED = "sealed"
+
+
+class SecrecyLevel(StrEnum):
+    PUBLIC = "public"
+    SENSITIVE = "sensitive"
+    SECRET = "secret"
+
+
+class CaptureStatus(StrEnum):
+    PROVIDED = "provided"
+    INFERRED = "inferred"
+    LEGACY = "legacy"
+    UNAVAILABLE = "unavailable"
+
+
+class MetaRelation(StrEnum):
+    MOTIVATED_BY = "motivated_by"
+    CAUSED_BY = "caused_by"
+    DERIVED_FROM = "derived_from"
+    SUPPORTS = "supports"
+    CONTRADICTS = "contradicts"
+    CHOSE_OVER = "chose_over"
+    EXPLAINS = "explains"
+    CONTEXT_OF = "context_of"
+
+
+class RecallMode(StrEnum):
+    HUMAN = "human"
+    PERFECT = "perfect"
+
+
+# ---------------------------------------------------------------- base
+
+
+class Model(BaseModel):
+    """Strict about unknown fields so that a typo in a request is an error, not a silent no-op."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=False)
+
+
+Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+# ---------------------------------------------------------------- content
+
+
+class ContentBlock(Model):
+    modality: Modality = Modality.TEXT
+    format: str | None = None
+    data: Bytes = b""
+    embedding: list[float] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_text(cls, value: Any) -> Any:
+        """`{"text": "..."}` is accepted as a convenience for a UTF-8 text block."""
+        if isinstance(value, dict) and "text" in value:
+            value = dict(value)
+            text = value.pop("text")
+            if not isinstance(text, str):
+                raise PydanticCustomError("string_type", "text must be a string")
+            if "data" in value and _parse_bytes(value["data"]) != text.encode():
+                raise PydanticCustomError("text_mismatch", "give either text or data, not both")
+            value["data"] = text.encode("utf-8")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _with_text(self, handler: Any, info: Any) -> Any:
+        """JSON readers get text blocks as text too, beside the base64 `data`."""
+        data = handler(self)
+        if info.mode == "json" and self.modality is Modality.TEXT and isinstance(data, dict):
+            data["text"] = self.data.decode("utf-8")
+        return data
+
+    @field_validator("embedding")
+    @classmethod
+    def _check_embedding(cls, value: list[float] | None) -> list[float] | None:
+        return _finite_vector(value)
+
+    @model_validator(mode="after")
+    def _check_payload(self) -> ContentBlock:
+        if self.format is None:
+            self.format = DEFAULT_FORMATS[self.modality]
+        limit = MODALITY_LIMITS[self.modality]
+        if len(self.data) > limit:
+            raise PydanticCustomError(
+                "content_too_large",
+                "{modality} block is {size} bytes; the limit is {limit} bytes",
+                {"modality": self.modality.value, "size": len(self.data), "limit": limit},
+            )
+        if not self.data:
+            raise PydanticCustomError("empty_content", "block has no data")
+        if self.modality is Modality.TEXT or self.modality in JSON_MODALITIES:
+            try:
+                text = self.data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise PydanticCustomError(
+                    "invalid_utf8", "{modality} block is not valid UTF-8 (byte {pos})",
+                    {"modality": self.modality.value, "pos": exc.start},
+                ) from exc
+            if self.modality in JSON_MODALITIES:
+                try:
+                    json.loads(text)
+                except ValueError as exc:
+                    raise PydanticCustomError(
+                        "invalid_json", "{modality} block is not valid JSON: {error}",
+                        {"modality": self.modality.value, "error": str(exc)},
+                    ) from exc
+            elif not text.strip():
+                raise PydanticCustomError("empty_content", "text block is blank")
+        return self
+
+    @property
+    def text(self) -> str | None:
+        """The block as a string when it is text or JSON, else None."""
+        if self.modality is Modality.TEXT or self.modality in JSON_MODALITIES:
+            return self.data.decode("utf-8")
+        return None
+
+    @classmethod
+    def of_text(cls, text: str, embedding: list[float] | None = None) -> ContentBlock:
+        return cls(modality=Modality.TEXT, data=text.encode("utf-8"), embedding=embedding)
+
+
+class MemoryContent(Model):
+    blocks: list[ContentBlock] = Field(min_length=1)
+    summary: str | None = None
+
+    @field_validator("summary")
+    @classmethod
+    def _summary_size(cls, value: str | None) -> str | None:
+        if value is not None and len(value.encode("utf-8")) > MODALITY_LIMITS[Modality.TEXT]:
+            raise PydanticCustomError("content_too_large", "summary exceeds 1 MiB")
+        return value
+
+    @classmethod
+    def of_text(cls, text: str, *, summary: str | None = None,
+                embedding: list[float] | None = None) -> MemoryContent:
+        return cls(blocks=[ContentBlock.of_text(text, embedding)], summary=summary)
+
+    def plain_text(self) -> str:
+        """Text blocks joined: what a person would read."""
+        return "\n".join(b.text for b in self.blocks if b.modality is Modality.TEXT and b.text)
+
+    def first_embedding(self) -> list[float] | None:
+        for block in self.blocks:
+            if block.embedding is not None:
+                return block.embedding
+        return None
+
+
+# ---------------------------------------------------------------- fidelity and emotion
+
+
+class FidelityState(Model):
+    score: Score = 1.0
+    noise_level: Score = 0.0
+    decay_rate: Annotated[float, Field(ge=0.0, le=10.0, allow_inf_nan=False)] = 0.3
+    emotional_anchor: Annotated[float, Field(ge=0.0, le=2.0, allow_inf_nan=False)] = 1.0
+    reinforcement_count: int = Field(default=0, ge=0)
+    stability: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] = 1.0
+    last_decay_tick: UtcDatetime = Field(default_factory=utcnow)
+
+
+EMOTION_CHANNELS = ("joy", "trust", "fear", "surprise", "sadness", "disgust", "anger", "anticipation")
+
+_LABELS: dict[str, tuple[str, float]] = {
+    "joy": ("joy", 1.0), "happy": ("joy", 1.0), "happiness": ("joy", 1.0),
+    "trust": ("trust", 0.7),
+    "fear": ("fear", -0.8),
+    "surprise": ("surprise", 0.0),
+    "sadness": ("sadness", -1.0), "sad": ("sadness", -1.0),
+    "disgust": ("disgust", -0.9),
+    "anger": ("anger", -0.9), "angry": ("anger", -0.9),
+    "anticipation": ("anticipation", 0.4), "anticipatory": ("anticipation", 0.4),
+}
+
+
+class EmotionVector(Model):
+    joy: Score = 0.0
+    trust: Score = 0.0
+    fear: Score = 0.0
+    surprise: Score = 0.0
+    sadness: Score = 0.0
+    disgust: Score = 0.0
+    anger: Score = 0.0
+    anticipation: Score = 0.0
+    intensity: Score = 0.0
+    valence: Annotated[float, Field(ge=-1.0, le=1.0, allow_inf_nan=False)] = 0.0
+
+    @classmethod
+    def from_label(cls, label: str) -> EmotionVector:
+        """Parse a Plutchik label ("joy", "angry", ...) into a full-intensity vector."""
+        key = label.strip().lower()
+        if key not in _LABELS:
+            raise ValueError(
+                f"unknown emotion label {label!r}; expected one of {', '.join(sorted(_LABELS))}"
+            )
+        channel, valence = _LABELS[key]
+        return cls(**{channel: 1.0}, intensity=1.0, valence=valence)
+
+    def dominant(self) -> str | None:
+        """The strongest channel, or None for a neutral vector."""
+        name, value = max(((c, getattr(self, c)) for c in EMOTION_CHANNELS), key=lambda kv: kv[1])
+        return name if value > 0 else None
+
+    def channels(self) -> list[float]:
+        return [getattr(self, c) for c in EMOTION_CHANNELS]
+
+
+# ---------------------------------------------------------------- associations
+
+
+class Association(Model):
+    target_id: uuid.UUID
+    association_type: AssociationType
+    weight: Score
+    created_at: UtcDatetime = Field(default_factory=utcnow)
+    last_co_activation: UtcDatetime | None = None
+
+
+# ---------------------------------------------------------------- meta-memory plane
+
+
+class MetaEvidenceRef(Model):
+    record_id: uuid.UUID | None = None
+    raw_record_id: uuid.UUID | None = None
+    label: str | None = None
+    excerpt: str | None = None
+    uri: str | None = None
+    confidence: Score | None = None
+
+
+class MetaAlternative(Model):
+    option: str
+    reason: str | None = None
+    chosen: bool = False
+
+
+class MetaEdge(Model):
+    source_id: uuid.UUID | None = None
+    target_id: uuid.UUID
+    relation: MetaRelation = MetaRelation.CONTEXT_OF
+    rationale: str | None = None
+    evidence: list[MetaEvidenceRef] = Field(default_factory=list)
+    confidence: Score | None = None
+    created_at: UtcDatetime | None = None
+
+    @field_validator("target_id")
+    @classmethod
+    def _not_nil(cls, value: uuid.UUID) -> uuid.UUID:
+        if value.int == 0:
+            raise ValueError("target_id must not be the nil UUID")
+        return value
+
+
+class MetaMemory(Model):
+    """Why a memory exists: intent, rationale, evidence, alternatives, decision, context edges."""
+
+    schema_version: int = Field(default=1, ge=1)
+    capture_status: CaptureStatus = CaptureStatus.LEGACY
+    intent: str | None = None
+    rationale: str | None = None
+    trigger: str | None = None
+    goals: list[str] = Field(default_factory=list)
+    evidence: list[MetaEvidenceRef] = Field(default_factory=list)
+    assumptions: list[str] = Field(default_factory=list)
+    alternatives: list[MetaAlternative] = Field(default_factory=list)
+    decision: str | None = None
+    confidence: Score | None = None
+    source_record_ids: list[uuid.UUID] = Field(default_factory=list)
+    parent_meta_ids: list[uuid.UUID] = Field(default_factory=list)
+    context_edges: list[MetaEdge] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    captured_at: UtcDatetime | None = None
+
+    def searchable_text(self) -> str:
+        """The "why" plane as text; empty unless the meta was provided or inferred."""
+        if self.capture_status not in (CaptureStatus.PROVIDED, CaptureStatus.INFERRED):
+            return ""
+        parts: list[str | None] = [self.intent, self.rationale, self.trigger, self.decision]
+        parts += self.goals + self.assumptions + self.tags
+        for ev in self.evidence:
+            parts += [ev.label, ev.excerpt, ev.uri]
+        for alt in self.alternatives:
+            parts += [alt.option, alt.reason]
+        for edge in self.context_edges:
+            parts.append(edge.rationale)
+            for ev in edge.evidence:
+                parts += [ev.label, ev.excerpt, ev.uri]
+        return "\n".join(p for p in parts if p)
+
+
+def normalise_meta(meta: MetaMemory | None, trigger: str) -> MetaMemory:
+    """Ingest rule: absent meta is `unavailable`; supplied legacy meta counts as `provided`."""
+    now = utcnow()
+    if meta is None:
+        return MetaMemory(
+            capture_status=CaptureStatus.UNAVAILABLE,
+            rationale="no meta-memory was supplied with this record",
+            trigger=trigger,
+            captured_at=now,
+        )
+    update: dict[str, Any] = {}
+    if meta.capture_status is CaptureStatus.LEGACY:
+        update["capture_status"] = CaptureStatus.PROVIDED
+    if meta.trigger is None:
+        update["trigger"] = trigger
+    if meta.captured_at is None:
+        update["captured_at"] = now
+    return meta.model_copy(update=update) if update else meta
+
+
+# ---------------------------------------------------------------- records
+
+
+class MemoryRecord(Model):
+    id: uuid.UUID = Field(default_factory=new_id)
+    store: StoreType
+    created_at: UtcDatetime = Field(default_factory=utcnow)
+    updated_at: UtcDatetime = Field(default_factory=utcnow)
+    last_accessed_at: UtcDatetime = Field(default_factory=utcnow)
+    access_count: int = Field(default=0, ge=0)
+    content: MemoryContent
+    fidelity: FidelityState = Field(default_factory=FidelityState)
+    emotion: EmotionVector = Field(default_factory=EmotionVector)
+    associations: list[Association] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    version: int = Field(default=1, ge=1)
+    meta: MetaMemory = Field(default_factory=MetaMemory)
+
+
+class RawJournalRecord(Model):
+    id: uuid.UUID = Field(default_factory=new_id)
+    session_id: str
+    turn_id: str | None = None
+    topic_id: str | None = None
+    source: RawSource = RawSource.CONVERSATION
+    speaker: RawSpeaker = RawSpeaker.USER
+    visibility: RawVisibility = RawVisibility.NORMAL
+    secrecy_level: SecrecyLevel = SecrecyLevel.PUBLIC
+    created_at: UtcDatetime = Field(default_factory=utcnow)
+    updated_at: UtcDatetime = Field(default_factory=utcnow)
+    content: MemoryContent
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    derived_memory_ids: list[uuid.UUID] = Field(default_factory=list)
+    suppressed: bool = False
+    meta: MetaMemory = Field(default_factory=MetaMemory)
+
+    @field_validator("session_id")
+    @classmethod
+    def _non_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("session_id must not be blank")
+        return value

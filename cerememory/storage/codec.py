@@ -1,0 +1,54 @@
+"""The one place records become bytes: msgpack blobs (the hook for at-rest encryption)."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import msgpack
+from pydantic import BaseModel
+
+_UUID = 1
+_DATETIME = 2
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, uuid.UUID):
+        return msgpack.ExtType(_UUID, obj.bytes)
+    if isinstance(obj, datetime):
+        ts = obj if obj.tzinfo else obj.replace(tzinfo=UTC)
+        micros = (ts - _EPOCH) // timedelta(microseconds=1)
+        return msgpack.ExtType(_DATETIME, struct.pack(">q", micros))
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code == _UUID:
+        return uuid.UUID(bytes=data)
+    if code == _DATETIME:
+        return _EPOCH + timedelta(microseconds=struct.unpack(">q", data)[0])
+    return msgpack.ExtType(code, data)
+
+
+def pack(value: Any) -> bytes:
+    """Python values (dicts, lists, bytes, UUIDs, datetimes) to msgpack."""
+    return msgpack.packb(value, default=_default, use_bin_type=True)
+
+
+def unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False)
+
+
+def pack_model(model: BaseModel, *, include: set[str] | None = None) -> bytes:
+    return pack(model.model_dump(mode="python", include=include, exclude_none=True))
+
+
+def unpack_model(cls: type[M], data: bytes, **extra: Any) -> M:
+    values = unpack(data)
+    values.update(extra)
+    return cls.model_validate(values)

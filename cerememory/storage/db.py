@@ -1,0 +1,223 @@
+"""DuckDB as the system of record: schema, numbered migrations, transactions, bulk writes.
+
+DuckDB is slow at single-row writes and fast at columnar ones, so every write path hands
+whole batches over as Arrow tables. Times are stored as epoch seconds (DOUBLE) and record
+bodies as codec blobs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ..cmp.errors import CMPError, ErrorCode
+
+DB_NAME = "cerememory.duckdb"
+
+# Append-only: an applied migration is never edited (its hash is checked on every open).
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "initial schema",
+        """
+        CREATE TABLE records (
+            id UUID PRIMARY KEY,
+            store VARCHAR NOT NULL,
+            created_at DOUBLE NOT NULL,
+            updated_at DOUBLE NOT NULL,
+            last_accessed_at DOUBLE NOT NULL,
+            access_count INTEGER NOT NULL,
+            fidelity_score DOUBLE NOT NULL,
+            noise_level DOUBLE NOT NULL,
+            decay_rate DOUBLE NOT NULL,
+            emotional_anchor DOUBLE NOT NULL,
+            reinforcement_count INTEGER NOT NULL,
+            stability DOUBLE NOT NULL,
+            last_decay_tick DOUBLE NOT NULL,
+            emotion_intensity DOUBLE NOT NULL,
+            emotion_valence DOUBLE NOT NULL,
+            version INTEGER NOT NULL,
+            body BLOB NOT NULL
+        );
+        CREATE TABLE raw_journal (
+            id UUID PRIMARY KEY,
+            session_id VARCHAR NOT NULL,
+            turn_id VARCHAR,
+            topic_id VARCHAR,
+            source VARCHAR NOT NULL,
+            speaker VARCHAR NOT NULL,
+            visibility VARCHAR NOT NULL,
+            secrecy_level VARCHAR NOT NULL,
+            created_at DOUBLE NOT NULL,
+            updated_at DOUBLE NOT NULL,
+            suppressed BOOLEAN NOT NULL,
+            dream_processed_at DOUBLE,
+            body BLOB NOT NULL
+        );
+        CREATE TABLE associations (
+            source_id UUID NOT NULL,
+            target_id UUID NOT NULL,
+            association_type VARCHAR NOT NULL,
+            weight DOUBLE NOT NULL,
+            created_at DOUBLE NOT NULL,
+            last_co_activation DOUBLE,
+            PRIMARY KEY (source_id, target_id, association_type)
+        );
+        CREATE TABLE vectors (
+            record_id UUID PRIMARY KEY,
+            dim INTEGER NOT NULL,
+            model VARCHAR NOT NULL,
+            vec BLOB NOT NULL
+        );
+        CREATE TABLE state (
+            key VARCHAR PRIMARY KEY,
+            value VARCHAR NOT NULL
+        );
+        """,
+    ),
+]
+
+
+def _sha(sql: str) -> str:
+    return hashlib.sha256(sql.encode()).hexdigest()
+
+
+class Database:
+    """One DuckDB file; one writer connection plus a cursor per reading thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._conn = duckdb.connect(str(path))
+        except duckdb.Error as exc:
+            raise CMPError(
+                ErrorCode.INTERNAL_ERROR,
+                f"cannot open the database {path}: {exc}",
+                hint="the file may be damaged or held by another program",
+            ) from exc
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._migrate()
+
+    # ------------------------------------------------------------ schema
+
+    def _migrate(self) -> None:
+        c = self._conn
+        c.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            "version INTEGER PRIMARY KEY, name VARCHAR, sha256 VARCHAR)"
+        )
+        applied = dict(c.execute("SELECT version, sha256 FROM schema_migrations").fetchall())
+        known = {v for v, _, _ in MIGRATIONS}
+        newer = [v for v in applied if v not in known]
+        if newer:
+            raise CMPError(
+                ErrorCode.VERSION_MISMATCH,
+                f"the database was written by a newer Cerememory (schema {max(newer)})",
+                hint="upgrade Cerememory to open this data directory",
+            )
+        for version, name, sql in MIGRATIONS:
+            if version in applied:
+                if applied[version] != _sha(sql):
+                    raise CMPError(
+                        ErrorCode.INTERNAL_ERROR,
+                        f"schema migration {version} ({name}) differs from the one applied",
+                        hint="this build's migrations were edited; use the release that created the data",
+                    )
+                continue
+            with self.transaction() as tx:
+                tx.execute(sql)
+                tx.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, _sha(sql)])
+
+    @property
+    def schema_version(self) -> int:
+        return self._conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+
+    # ------------------------------------------------------------ connections
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The single writer: serialised, all-or-nothing."""
+        with self._write_lock:
+            self._conn.execute("BEGIN TRANSACTION")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def reader(self) -> duckdb.DuckDBPyConnection:
+        """A cursor for the calling thread, so reads run beside the writer."""
+        cursor = getattr(self._local, "cursor", None)
+        if cursor is None:
+            cursor = self._conn.cursor()
+            self._local.cursor = cursor
+        return cursor
+
+    def fresh_reader(self) -> duckdb.DuckDBPyConnection:
+        """A cursor of its own, for long scans that must not disturb the thread's cursor."""
+        return self._conn.cursor()
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
+        return self.reader().execute(sql, params or []).fetchall()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # ------------------------------------------------------------ bulk helpers
+
+    @staticmethod
+    def insert_columns(
+        tx: duckdb.DuckDBPyConnection,
+        table: str,
+        columns: dict[str, list[Any]],
+        *,
+        uuid_columns: Sequence[str] = (),
+        replace: bool = False,
+    ) -> None:
+        """Insert many rows in one statement through an Arrow table."""
+        if not columns or not next(iter(columns.values())):
+            return
+        batch = pa.table(
+            {k: ([str(x) for x in v] if k in uuid_columns else v) for k, v in columns.items()}
+        )
+        names = ", ".join(columns)
+        select = ", ".join(f"{k}::UUID" if k in uuid_columns else k for k in columns)
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        name = f"_batch_{threading.get_ident()}"
+        tx.register(name, batch)
+        try:
+            tx.execute(f"{verb} INTO {table} ({names}) SELECT {select} FROM {name}")
+        finally:
+            tx.unregister(name)
+
+    @staticmethod
+    def delete_ids(tx: duckdb.DuckDBPyConnection, table: str, column: str, ids: Sequence[Any]) -> None:
+        if ids:
+            tx.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?::UUID[]))",
+                       [[str(i) for i in ids]])
+
+    # ------------------------------------------------------------ small key/value state
+
+    def get_state(self, key: str, default: str | None = None) -> str | None:
+        row = self.reader().execute("SELECT value FROM state WHERE key = ?", [key]).fetchone()
+        return row[0] if row else default
+
+    @staticmethod
+    def set_state(tx: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
+        tx.execute("INSERT OR REPLACE INTO state VALUES (?, ?)", [key, value])
+
+    def bump(self, tx: duckdb.DuckDBPyConnection, key: str) -> int:
+        """Increment a counter inside the caller's transaction; used to detect stale indexes."""
+        row = tx.execute("SELECT value FROM state WHERE key = ?", [key]).fetchone()
+        value = int(row[0]) + 1 if row else 1
+        self.set_state(tx, key, str(value))
+        return value

@@ -1,0 +1,70 @@
+"""One process owns a data directory; a second opener is told which process to talk to."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+
+from ..cmp.errors import CMPError, ErrorCode
+
+LOCK_NAME = "cerememory.lock"
+
+
+class DataDirLock:
+    """An exclusive `flock` on `<data_dir>/cerememory.lock`, holding the owner's pid and URL.
+
+    The kernel drops the lock when the process dies, so a crash never leaves a stale lock.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self, *, server_url: str | None = None) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = self._read_owner(fd)
+            os.close(fd)
+            pid = owner.get("pid", "unknown")
+            url = owner.get("server_url")
+            hint = (
+                f"talk to the running server instead: --server-url {url}"
+                if url
+                else "stop that process, or run `cerememory serve` there and use --server-url"
+            )
+            raise CMPError(
+                ErrorCode.DATA_DIR_LOCKED,
+                f"data directory {self.path.parent} is in use by process {pid}",
+                hint=hint,
+                details={"pid": pid, "server_url": url, "data_dir": str(self.path.parent)},
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "server_url": server_url}).encode())
+        os.fsync(fd)
+        self._fd = fd
+
+    def set_server_url(self, url: str) -> None:
+        """Advertise the server URL so that other openers can be pointed at it."""
+        if self._fd is None:
+            return
+        os.ftruncate(self._fd, 0)
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        os.write(self._fd, json.dumps({"pid": os.getpid(), "server_url": url}).encode())
+
+    @staticmethod
+    def _read_owner(fd: int) -> dict:
+        try:
+            os.lseek(fd, 0, os.SEEK_SET)
+            return json.loads(os.read(fd, 4096) or b"{}")
+        except (OSError, ValueError):
+            return {}
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

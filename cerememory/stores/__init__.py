@@ -1,0 +1,1 @@
+"""The curated stores (one table, partitioned by store), the working memory and the raw journal."""

@@ -1,0 +1,120 @@
+"""The raw journal: conversations, tool I/O and scratchpads kept verbatim, never ranked with
+curated memories. Filtering is SQL; text search goes through its own tantivy index."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import duckdb
+
+from ..model import RawJournalRecord, RawVisibility, SecrecyLevel
+from ..storage import codec
+from ..storage.db import Database
+from .records import dt, ts
+
+BODY_FIELDS = {"content", "metadata", "derived_memory_ids", "meta"}
+COLUMNS = ["id", "session_id", "turn_id", "topic_id", "source", "speaker", "visibility",
+           "secrecy_level", "created_at", "updated_at", "suppressed", "dream_processed_at", "body"]
+DEFAULT_SECRECY = (SecrecyLevel.PUBLIC, SecrecyLevel.SENSITIVE)
+
+
+def allowed_visibility(include_private_scratch: bool, include_sealed: bool) -> list[str]:
+    allowed = [RawVisibility.NORMAL.value]
+    if include_private_scratch:
+        allowed.append(RawVisibility.PRIVATE_SCRATCH.value)
+    if include_sealed:
+        allowed.append(RawVisibility.SEALED.value)
+    return allowed
+
+
+class JournalStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def insert(self, tx: duckdb.DuckDBPyConnection, records: Sequence[RawJournalRecord]) -> None:
+        columns: dict[str, list[Any]] = {c: [] for c in COLUMNS}
+        for r in records:
+            processed = (r.metadata.get("_dream") or {}).get("processed_at")
+            columns["id"].append(r.id)
+            columns["session_id"].append(r.session_id)
+            columns["turn_id"].append(r.turn_id)
+            columns["topic_id"].append(r.topic_id)
+            columns["source"].append(r.source.value)
+            columns["speaker"].append(r.speaker.value)
+            columns["visibility"].append(r.visibility.value)
+            columns["secrecy_level"].append(r.secrecy_level.value)
+            columns["created_at"].append(ts(r.created_at))
+            columns["updated_at"].append(ts(r.updated_at))
+            columns["suppressed"].append(r.suppressed)
+            columns["dream_processed_at"].append(processed.timestamp() if processed else None)
+            columns["body"].append(codec.pack_model(r, include=BODY_FIELDS))
+        Database.insert_columns(tx, "raw_journal", columns, uuid_columns=("id",))
+
+    def _row_to_record(self, row: tuple) -> RawJournalRecord:
+        values = dict(zip(COLUMNS, row, strict=True))
+        body = codec.unpack(values.pop("body"))
+        values.pop("dream_processed_at")
+        values["created_at"] = dt(values["created_at"])
+        values["updated_at"] = dt(values["updated_at"])
+        values.update(body)
+        return RawJournalRecord.model_validate(values)
+
+    def get(self, ids: Sequence[uuid.UUID]) -> list[RawJournalRecord]:
+        if not ids:
+            return []
+        rows = self.db.query(
+            f"SELECT {', '.join(COLUMNS)} FROM raw_journal WHERE id IN (SELECT unnest(?::UUID[]))",
+            [[str(i) for i in ids]],
+        )
+        return [self._row_to_record(r) for r in rows]
+
+    def query(
+        self,
+        *,
+        visibility: Sequence[str],
+        secrecy: Sequence[str],
+        session_id: str | None = None,
+        ids: Sequence[uuid.UUID] | None = None,
+        start: float | None = None,
+        end: float | None = None,
+        limit: int | None = None,
+        newest_first: bool = True,
+    ) -> tuple[list[RawJournalRecord], int]:
+        """Records passing every filter (never suppressed ones) and how many passed in all."""
+        where = ["NOT suppressed", "visibility IN (SELECT unnest(?))", "secrecy_level IN (SELECT unnest(?))"]
+        params: list[Any] = [list(visibility), list(secrecy)]
+        if session_id is not None:
+            where.append("session_id = ?")
+            params.append(session_id)
+        if ids is not None:
+            where.append("id IN (SELECT unnest(?::UUID[]))")
+            params.append([str(i) for i in ids])
+        if start is not None:
+            where.append("created_at >= ?")
+            params.append(start)
+        if end is not None:
+            where.append("created_at <= ?")
+            params.append(end)
+        clause = " AND ".join(where)
+        total = self.db.query(f"SELECT count(*) FROM raw_journal WHERE {clause}", params)[0][0]
+        order = "DESC" if newest_first else "ASC"
+        sql = f"SELECT {', '.join(COLUMNS)} FROM raw_journal WHERE {clause} ORDER BY created_at {order}, id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [self._row_to_record(r) for r in self.db.query(sql, params)], total
+
+    def counts(self) -> tuple[int, int]:
+        """(all records, records not yet consolidated by a dream tick)."""
+        row = self.db.query(
+            "SELECT count(*), count(*) FILTER (WHERE dream_processed_at IS NULL AND NOT suppressed) "
+            "FROM raw_journal"
+        )[0]
+        return int(row[0]), int(row[1])
+
+    def iter_all(self, batch: int = 5000) -> Iterable[RawJournalRecord]:
+        cursor = self.db.fresh_reader().execute(f"SELECT {', '.join(COLUMNS)} FROM raw_journal ORDER BY id")
+        while rows := cursor.fetchmany(batch):
+            for row in rows:
+                yield self._row_to_record(row)

@@ -1,0 +1,190 @@
+"""The curated stores (episodic, semantic, procedural, emotional) over the `records` table.
+
+The hot, mutable part of each record (its *head*: store, times, access, fidelity, emotion
+summary) is held in RAM for every record, so ranking and filtering never query per
+candidate; the body (content, emotion, metadata, meta-memory) stays in DuckDB as a codec blob
+and is fetched for the few records a response returns.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+
+import duckdb
+import pyarrow as pa
+
+from ..model import FidelityState, MemoryRecord, StoreType
+from ..storage import codec
+from ..storage.db import Database
+
+BODY_FIELDS = {"content", "emotion", "metadata", "meta"}
+
+
+def ts(value: datetime) -> float:
+    return value.timestamp()
+
+
+def dt(value: float) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
+
+
+@dataclass(slots=True)
+class Head:
+    store: StoreType
+    created_at: float
+    updated_at: float
+    last_accessed_at: float
+    access_count: int
+    fidelity_score: float
+    noise_level: float
+    decay_rate: float
+    emotional_anchor: float
+    reinforcement_count: int
+    stability: float
+    last_decay_tick: float
+    emotion_intensity: float
+    emotion_valence: float
+    version: int
+
+    @classmethod
+    def of(cls, record: MemoryRecord) -> Head:
+        f = record.fidelity
+        return cls(
+            store=record.store,
+            created_at=ts(record.created_at),
+            updated_at=ts(record.updated_at),
+            last_accessed_at=ts(record.last_accessed_at),
+            access_count=record.access_count,
+            fidelity_score=f.score,
+            noise_level=f.noise_level,
+            decay_rate=f.decay_rate,
+            emotional_anchor=f.emotional_anchor,
+            reinforcement_count=f.reinforcement_count,
+            stability=f.stability,
+            last_decay_tick=ts(f.last_decay_tick),
+            emotion_intensity=record.emotion.intensity,
+            emotion_valence=record.emotion.valence,
+            version=record.version,
+        )
+
+    def fidelity(self) -> FidelityState:
+        return FidelityState(
+            score=self.fidelity_score,
+            noise_level=self.noise_level,
+            decay_rate=self.decay_rate,
+            emotional_anchor=self.emotional_anchor,
+            reinforcement_count=self.reinforcement_count,
+            stability=self.stability,
+            last_decay_tick=dt(self.last_decay_tick),
+        )
+
+
+HEAD_COLUMNS = [f.name for f in fields(Head)]
+
+
+def _head_columns(ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> dict[str, list]:
+    columns: dict[str, list] = {"id": list(ids)}
+    for name in HEAD_COLUMNS:
+        columns[name] = [getattr(h, name) for h in heads]
+    columns["store"] = [h.store.value for h in heads]
+    return columns
+
+
+class RecordStore:
+    """Persistence and RAM heads for the curated records that live on disk."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.heads: dict[uuid.UUID, Head] = {}
+        self.dirty: set[uuid.UUID] = set()
+
+    def load(self) -> None:
+        rows = self.db.query(f"SELECT id, {', '.join(HEAD_COLUMNS)} FROM records")
+        heads = self.heads
+        for row in rows:
+            head = Head(*row[1:])
+            head.store = StoreType(head.store)
+            heads[row[0]] = head
+
+    def __contains__(self, record_id: uuid.UUID) -> bool:
+        return record_id in self.heads
+
+    def ids_of(self, stores: Iterable[StoreType]) -> list[uuid.UUID]:
+        wanted = set(stores)
+        return [i for i, h in self.heads.items() if h.store in wanted]
+
+    # ------------------------------------------------------------ writes (caller holds a transaction)
+
+    def insert(self, tx: duckdb.DuckDBPyConnection, records: Sequence[MemoryRecord],
+               *, replace: bool = False) -> None:
+        heads = [Head.of(r) for r in records]
+        columns = _head_columns([r.id for r in records], heads)
+        columns["body"] = [codec.pack_model(r, include=BODY_FIELDS) for r in records]
+        Database.insert_columns(tx, "records", columns, uuid_columns=("id",), replace=replace)
+
+    def commit_heads(self, records: Sequence[MemoryRecord]) -> None:
+        """After the transaction commits: make the records visible to ranking."""
+        for r in records:
+            self.heads[r.id] = Head.of(r)
+            self.dirty.discard(r.id)
+
+    def delete(self, tx: duckdb.DuckDBPyConnection, ids: Sequence[uuid.UUID]) -> None:
+        Database.delete_ids(tx, "records", "id", ids)
+
+    def forget_heads(self, ids: Iterable[uuid.UUID]) -> None:
+        for i in ids:
+            self.heads.pop(i, None)
+            self.dirty.discard(i)
+
+    def flush_dirty(self, tx: duckdb.DuckDBPyConnection) -> int:
+        """Write back heads changed in RAM only (access counts, stability after recall)."""
+        ids = [i for i in list(self.dirty) if i in self.heads]
+        self.dirty.clear()
+        if not ids:
+            return 0
+        columns = _head_columns(ids, [self.heads[i] for i in ids])
+        batch_name = "_dirty_heads"
+        table = pa.table({k: ([str(x) for x in v] if k == "id" else v) for k, v in columns.items()})
+        sets = ", ".join(f"{c} = d.{c}" for c in HEAD_COLUMNS if c != "store")
+        tx.register(batch_name, table)
+        try:
+            tx.execute(f"UPDATE records SET {sets} FROM {batch_name} d WHERE records.id = d.id::UUID")
+        finally:
+            tx.unregister(batch_name)
+        return len(ids)
+
+    # ------------------------------------------------------------ reads
+
+    def bodies(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, bytes]:
+        if not ids:
+            return {}
+        rows = self.db.query(
+            "SELECT id, body FROM records WHERE id IN (SELECT unnest(?::UUID[]))",
+            [[str(i) for i in ids]],
+        )
+        return dict(rows)
+
+    def assemble(self, record_id: uuid.UUID, body: bytes, associations: list) -> MemoryRecord:
+        head = self.heads[record_id]
+        values = codec.unpack(body)
+        values.update(
+            id=record_id,
+            store=head.store,
+            created_at=dt(head.created_at),
+            updated_at=dt(head.updated_at),
+            last_accessed_at=dt(head.last_accessed_at),
+            access_count=head.access_count,
+            fidelity=head.fidelity(),
+            version=head.version,
+            associations=associations,
+        )
+        return MemoryRecord.model_validate(values)
+
+    def iter_bodies(self, batch: int = 5000) -> Iterable[tuple[uuid.UUID, bytes]]:
+        """Every stored body, in batches, for rebuilding derived indexes."""
+        cursor = self.db.fresh_reader().execute("SELECT id, body FROM records ORDER BY id")
+        while rows := cursor.fetchmany(batch):
+            yield from rows

@@ -1,0 +1,71 @@
+"""Shared fixtures: a clean environment per test, an embedded engine on a temporary data
+directory, and a runner for the `cerememory` CLI as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cerememory
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No user config or CEREMEMORY_* variable leaks into a test."""
+    for key in list(os.environ):
+        if key.startswith("CEREMEMORY_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("CEREMEMORY_CONFIG", str(tmp_path / "no-config.toml"))
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def mem(data_dir: Path) -> Iterator[cerememory.Memory]:
+    """An embedded engine with keyword search only (fast, deterministic)."""
+    with cerememory.open(data_dir, semantic="off") as memory:
+        yield memory
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+@pytest.fixture
+def cli(data_dir: Path, tmp_path: Path):
+    """Run `python -m cerememory ...` against the test's data directory."""
+
+    def run(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None,
+            data: Path | None = None) -> CliResult:
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
+        environ.update({
+            "CEREMEMORY_DATA_DIR": str(data or data_dir),
+            "CEREMEMORY_CONFIG": str(tmp_path / "no-config.toml"),
+            "CEREMEMORY_EMBED__SEMANTIC": "off",
+        })
+        environ.update(env or {})
+        proc = subprocess.run(
+            [sys.executable, "-m", "cerememory", *args],
+            input=input.encode() if isinstance(input, str) else input,
+            capture_output=True, env=environ, timeout=120,
+        )
+        return CliResult(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+    return run
