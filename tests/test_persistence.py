@@ -1,0 +1,108 @@
+"""Data survives close and reopen; derived indexes repair themselves; one owner per directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+import cerememory
+from cerememory import CMPError, ErrorCode
+
+
+def open_mem(data_dir, **settings):
+    return cerememory.open(data_dir, semantic="off", **settings)
+
+
+def test_everything_survives_reopen(data_dir):
+    with open_mem(data_dir) as mem:
+        a = mem.store("the deploy key rotates on Monday", embedding=[1.0, 0.0]).record_id
+        b = mem.store("Ana owns the key", store="semantic", associations=[
+            {"target_id": str(a), "association_type": "semantic", "weight": 0.6}]).record_id
+        raw = mem.store_raw("user: rotate it", session_id="s1").record_id
+        mem.set_mode("perfect")
+        mem.recall("deploy key")
+    with open_mem(data_dir) as mem:
+        assert mem.engine.repaired == []
+        stats = mem.stats()
+        assert stats.total_records == 2
+        assert stats.total_associations == 1
+        assert stats.vector_index_records == 1
+        assert stats.recall_mode == "perfect"
+        assert stats.total_recall_count == 1
+        assert mem.inspect(a).access_count == 1
+        assert mem.inspect(b).associations[0].target_id == a
+        assert mem.recall("deploy key").memories[0].record.id == a
+        assert mem.recall(embedding=[1.0, 0.1]).memories[0].record.id == a
+        assert mem.raw_recall("rotate").records[0].id == raw
+
+
+def test_reopen_does_not_re_embed(data_dir):
+    with open_mem(data_dir) as mem:
+        mem.store("vector only", embedding=[0.0, 1.0, 0.0])
+    with open_mem(data_dir) as mem:
+        # the vector came back from DuckDB, bit for bit
+        assert mem.stats().vector_index_records == 1
+        hit = mem.recall(embedding=[0.0, 1.0, 0.0]).memories[0]
+        assert hit.score_breakdown.vector == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("damage", ["delete", "garbage"])
+def test_missing_or_damaged_text_index_is_rebuilt(data_dir, damage):
+    with open_mem(data_dir) as mem:
+        for i in range(30):
+            mem.store(f"note {i} about penguins" if i == 7 else f"note {i}")
+        mem.store_raw("raw penguin talk", session_id="s")
+    index = data_dir / "index"
+    if damage == "delete":
+        shutil.rmtree(index)
+    else:
+        for path in (index / "records").iterdir():
+            path.write_bytes(b"\x00garbage")
+    with open_mem(data_dir) as mem:
+        assert set(mem.engine.repaired) >= {"records"}
+        assert [h.record.content.plain_text() for h in mem.recall("penguins").memories] == ["note 7 about penguins"]
+        assert mem.raw_recall("penguin").records[0].content.plain_text() == "raw penguin talk"
+
+
+def test_stale_index_after_crash_is_rebuilt(data_dir):
+    with open_mem(data_dir) as mem:
+        mem.store("first")
+        stamp = (data_dir / "index" / "records.stamp.json").read_text()
+        mem.store("second after the stamp")
+    # as if the process died after the database commit but before the index commit
+    (data_dir / "index" / "records.stamp.json").write_text(stamp)
+    with open_mem(data_dir) as mem:
+        assert mem.engine.repaired == ["records"]
+        assert len(mem.recall("second").memories) == 1
+
+
+def test_reindex_rebuilds_on_demand(data_dir):
+    with open_mem(data_dir) as mem:
+        for i in range(10):
+            mem.store(f"item {i}")
+        mem.store_raw("raw", session_id="s")
+        seen = []
+        counts = mem.reindex(lambda done, total: seen.append((done, total)))
+        assert counts == {"records": 10, "journal": 1}
+        assert seen[-1] == (1, 1)
+        assert len(mem.recall("item", limit=20).memories) == 10
+
+
+def test_second_opener_is_told_who_owns_the_directory(data_dir):
+    with open_mem(data_dir):
+        with pytest.raises(CMPError) as err:
+            open_mem(data_dir)
+    assert err.value.code is ErrorCode.DATA_DIR_LOCKED
+    assert str(os.getpid()) in err.value.message
+    assert "--server-url" in err.value.hint
+    with open_mem(data_dir) as mem:  # released on close
+        assert mem.stats().total_records == 0
+
+
+def test_failed_open_releases_the_lock(data_dir):
+    with pytest.raises(CMPError):
+        cerememory.open(data_dir, semantic="on", embedder="http")  # http backend without a URL
+    with open_mem(data_dir) as mem:
+        assert mem.stats().total_records == 0
