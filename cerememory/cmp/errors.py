@@ -53,6 +53,26 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.INTERNAL_ERROR: 500,
 }
 
+WHEN: dict[ErrorCode, str] = {
+    ErrorCode.RECORD_NOT_FOUND: "a record id names nothing stored (inspect, update, associate, forget, associations)",
+    ErrorCode.STORE_INVALID: "a store name is not one of the five stores",
+    ErrorCode.CONTENT_TOO_LARGE: "a block exceeds its modality limit (1 MiB text, 10 MiB image, 50 MiB audio or video)",
+    ErrorCode.VALIDATION_ERROR: "a request is malformed: the message names the field",
+    ErrorCode.MODALITY_UNSUPPORTED: "a recall cue uses a modality no configured backend can search (image, audio)",
+    ErrorCode.WORKING_MEMORY_FULL: "one request puts more records into working memory than it holds",
+    ErrorCode.DECAY_ENGINE_BUSY: "a decay tick is running and the operation cannot wait (retry_after is set)",
+    ErrorCode.CONSOLIDATION_IN_PROGRESS: "another consolidation or dream tick is running",
+    ErrorCode.EXPORT_FAILED: "an archive could not be written",
+    ErrorCode.IMPORT_CONFLICT: "an archive is damaged, of an unknown version, or conflicts with stored records",
+    ErrorCode.FORGET_UNCONFIRMED: "lifecycle.forget was sent without confirm: true",
+    ErrorCode.VERSION_MISMATCH: "the request header names a CMP major version this server does not speak",
+    ErrorCode.UNAUTHORIZED: "a bearer key is missing or wrong",
+    ErrorCode.RATE_LIMITED: "a client exceeded its request rate (retry_after is set)",
+    ErrorCode.DATA_DIR_LOCKED: "another process owns the data directory; the details name its pid and URL",
+    ErrorCode.NOT_IMPLEMENTED: "the operation exists in CMP but this server does not offer it yet",
+    ErrorCode.INTERNAL_ERROR: "a bug or an I/O failure; the server log has the details",
+}
+
 # gRPC status names (grpc.StatusCode members); kept as strings so this module needs no grpc.
 GRPC_STATUS: dict[ErrorCode, str] = {
     ErrorCode.RECORD_NOT_FOUND: "NOT_FOUND",

@@ -1,0 +1,34 @@
+"""Docs cannot drift: every operation, error code, setting and CLI command is documented."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+gen = runpy.run_path(str(ROOT / "scripts" / "gen_docs.py"))
+
+
+def test_generated_reference_sections_are_current():
+    assert gen["stale"]() == [], "run `python scripts/gen_docs.py`"
+
+
+def test_every_operation_error_setting_and_command_is_documented():
+    from cerememory.cmp.dispatch import OPERATIONS
+    from cerememory.cmp.errors import ErrorCode
+    from cerememory.config import SETTINGS
+
+    cmp = (ROOT / "docs" / "cmp.md").read_text()
+    assert all(f"`{name}`" in cmp for name in OPERATIONS)
+    assert all(f"`{code.value}`" in cmp for code in ErrorCode)
+    config = (ROOT / "docs" / "configuration.md").read_text()
+    assert all(f"`{s.name}`" in config and s.env in config for s in SETTINGS)
+    cli = (ROOT / "docs" / "cli.md").read_text()
+    for command in ("store", "batch", "recall", "raw-store", "raw-recall", "timeline", "graph",
+                    "associate", "inspect", "forget", "mode", "stats", "reindex", "config"):
+        assert f"### `cerememory {command}`" in cli
+
+
+def test_readme_names_both_setup_commands():
+    readme = (ROOT / "README.md").read_text()
+    assert "./scripts/test" in readme and "./scripts/cerememory" in readme
