@@ -21,4 +21,6 @@ from .model import MemoryRecord as MemoryRecord
 from .model import MetaMemory as MetaMemory
 from .model import RawJournalRecord as RawJournalRecord
 from .model import StoreType as StoreType
+from .transport.client import AsyncClient as AsyncClient
+from .transport.client import Client as Client
 from .version import __version__ as __version__

@@ -95,8 +95,8 @@ class MemoryAPI:
 
     def update(self, record_id: uuid.UUID | str, *, text: str | None = None, content: Any = None,
                emotion: EmotionLike = None, metadata: Mapping[str, Any] | None = None,
-               meta: Any = None) -> None:
-        self._call("encode.update", {
+               meta: Any = None) -> m.Empty:
+        return self._call("encode.update", {
             "record_id": record_id,
             "content": _content(text, content, None, None) if text or content else None,
             "emotion": _emotion(emotion), "metadata": metadata, "meta": meta,
@@ -183,8 +183,8 @@ class MemoryAPI:
             "cascade": cascade, "confirm": confirm,
         }, m.ForgetResponse)
 
-    def set_mode(self, mode: str, *, scope: Sequence[str] | None = None) -> None:
-        self._call("lifecycle.set_mode", {"mode": mode, "scope": scope}, m.Empty)
+    def set_mode(self, mode: str, *, scope: Sequence[str] | None = None) -> m.Empty:
+        return self._call("lifecycle.set_mode", {"mode": mode, "scope": scope}, m.Empty)
 
     def stats(self) -> m.StatsResponse:
         return self._call("introspect.stats", {}, m.StatsResponse)
@@ -258,10 +258,15 @@ def open(data_dir: str | Path | None = None, *, config: str | Path | None = None
     or any setting name with dots written as double underscores (`embed__http_url=...`).
     """
     from .config import load_config
-    from .engine import Engine, EngineOptions
 
     flags = {_OPEN_ALIASES.get(k, k.replace("__", ".")): v for k, v in settings.items()}
     if data_dir is not None:
         flags["data_dir"] = str(data_dir)
-    cfg = load_config(config, flags)
-    return Memory(Engine(cfg.data_dir, EngineOptions(**cfg.engine_options())))
+    return open_config(load_config(config, flags))
+
+
+def open_config(cfg: Any, *, server_url: str | None = None) -> Memory:
+    """Open the data directory a loaded `Config` names, with its engine settings."""
+    from .engine import Engine, EngineOptions
+
+    return Memory(Engine(cfg.data_dir, EngineOptions(**cfg.engine_options(), server_url=server_url)))

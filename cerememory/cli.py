@@ -397,8 +397,10 @@ RENDERERS: dict[str, Callable[[Any, dict], None]] = {
 # ---------------------------------------------------------------- parser
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, *, remote: bool = True) -> None:
     parser.add_argument("--data-dir", help="data directory (env CEREMEMORY_DATA_DIR; default ~/.cerememory/data)")
+    if remote:
+        parser.add_argument("--server-url", help="talk to a running `cerememory serve` (env CEREMEMORY_SERVER_URL)")
     parser.add_argument("--config", help="config file (env CEREMEMORY_CONFIG; default ~/.cerememory/config.toml)")
     parser.add_argument("--json", action="store_true", help="print JSON only on stdout")
 
@@ -513,27 +515,43 @@ def build_parser() -> argparse.ArgumentParser:
     add("stats", "Counts, fidelity and index figures.", cmd_stats)
     add("reindex", "Rebuild the full-text indexes from the database.", None)
 
+    p = sub.add_parser("serve", help="Serve CMP over HTTP (and gRPC) from one process that owns the data dir.",
+                       description="Serve CMP over HTTP (and gRPC) from one process that owns the data dir.")
+    _common(p, remote=False)
+    p.add_argument("--host", help="address to bind (default 127.0.0.1; env CEREMEMORY_HTTP__HOST)")
+    p.add_argument("--port", type=int, help="HTTP port (default 8420; env CEREMEMORY_HTTP__PORT)")
+    p.add_argument("--grpc-port", type=int, help="gRPC port (off by default; env CEREMEMORY_GRPC__PORT)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.set_defaults(handler=None)
+
     p = sub.add_parser("config", help="Show the effective configuration.")
     config_sub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True,
                                   parser_class=_Parser)
     show = config_sub.add_parser("show", help="Every setting, its value and where it came from.")
-    _common(show)
+    _common(show, remote=False)
     return parser
 
 
 # ---------------------------------------------------------------- main
 
 
-def _load_config(args: argparse.Namespace) -> Any:
+def _load_config(args: argparse.Namespace, **flags: Any) -> Any:
     from .config import load_config
 
-    return load_config(args.config, {"data_dir": args.data_dir})
+    return load_config(args.config, {"data_dir": args.data_dir,
+                                     "server_url": getattr(args, "server_url", None), **flags})
 
 
 def _open(args: argparse.Namespace, out: Output) -> Any:
-    from .api import open as open_memory
+    """The remote server when one is named, else the data directory in this process."""
+    config = _load_config(args)
+    if config["server_url"]:
+        from .transport.client import Client
 
-    mem = open_memory(args.data_dir, config=args.config)
+        return Client(config["server_url"])
+    from .api import open_config
+
+    mem = open_config(config)
     if mem.engine.repaired and not out.as_json:
         out.console(stderr=True).print(f"[dim]rebuilt stale index: {', '.join(mem.engine.repaired)}[/]")
     return mem
@@ -556,6 +574,25 @@ def _config_show(args: argparse.Namespace, out: Output) -> None:
     out.console().print(table)
 
 
+def _serve(args: argparse.Namespace, out: Output) -> int:
+    from .api import open_config
+    from .transport.server import ServeOptions, serve
+
+    config = _load_config(args, **{"http.host": args.host, "http.port": args.port, "grpc.port": args.grpc_port})
+    options = ServeOptions(host=config["http.host"], port=config["http.port"], grpc_port=config["grpc.port"],
+                           log_level=args.log_level)
+    url = f"http://{options.host}:{options.port}"
+    mem = open_config(config, server_url=url)
+    grpc = f", gRPC on {options.host}:{options.grpc_port}" if options.grpc_port else ""
+    stats = mem.engine.introspect_stats()
+    semantic = f"on ({stats.embedder})" if stats.embedder else "off"
+    print(f"cerememory {__version__} serving {mem.data_dir} on {url}{grpc}\n"
+          f"{stats.total_records} records, {stats.raw_journal_records} journal records; "
+          f"semantic search {semantic}; API docs at {url}/docs", file=sys.stderr, flush=True)
+    serve(mem.engine, options)
+    return 0
+
+
 def _reindex(mem: Any, out: Output) -> dict:
     with out.progress("reindexing", None) as advance:
         last = [0]
@@ -575,6 +612,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "config":
             _config_show(args, out)
             return 0
+        if args.command == "serve":
+            return _serve(args, out)
         request = args.handler(args) if args.handler else None
         with _open(args, out) as mem:
             if args.command == "batch":

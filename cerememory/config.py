@@ -104,6 +104,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("embed.batch_size", 64, _positive_int, "Texts per embedding call."),
     Setting("http.host", "127.0.0.1", str, "Address `cerememory serve` binds."),
     Setting("http.port", 8420, _port, "HTTP port of `cerememory serve`."),
+    Setting("grpc.port", None, lambda v: _port(v) if v not in (None, "") else None,
+            "gRPC port of `cerememory serve` (off when unset)."),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}

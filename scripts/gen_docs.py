@@ -72,7 +72,17 @@ def cli() -> str:
     return "\n".join(out)
 
 
+def routes() -> str:
+    from cerememory.transport.routes import ROUTES
+
+    lines = ["| method | path | operation | success |", "|---|---|---|---|"]
+    for r in ROUTES:
+        lines.append(f"| `{r.method}` | `{r.path}` | `{r.op}` | {'204' if r.no_content else '200'} |")
+    return "\n".join(lines)
+
+
 SECTIONS = {"cmp.md": {"operations": operations, "errors": errors},
+            "http.md": {"routes": routes},
             "configuration.md": {"settings": settings},
             "cli.md": {"commands": cli}}
 

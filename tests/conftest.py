@@ -69,3 +69,57 @@ def cli(data_dir: Path, tmp_path: Path):
         return CliResult(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
     return run
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerThread:
+    """A real uvicorn server on loopback, in a thread of the test process, over one engine."""
+
+    def __init__(self, engine: Any = None, *, app: Any = None) -> None:
+        import threading
+
+        import uvicorn
+
+        from cerememory.transport.http import create_app
+
+        self.engine = engine
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app or create_app(engine), host="127.0.0.1", port=self.port,
+                                log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        import time
+
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("test server did not start")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def http_server(mem) -> Iterator[ServerThread]:
+    server = ServerThread(mem.engine)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def client(http_server):
+    from cerememory.transport.client import Client
+
+    with Client(http_server.url) as c:
+        yield c

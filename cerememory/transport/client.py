@@ -1,0 +1,170 @@
+"""The HTTP client: the embedded API's typed methods, over the network.
+
+```python
+client = cerememory.Client("http://127.0.0.1:8420")
+client.store("the staging DB moved to eu-west-1", store="semantic")
+client.recall("where is the staging database").memories
+```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+from ..api import MemoryAPI, R
+from ..cmp.dispatch import operation
+from ..cmp.errors import CMPError, ErrorCode
+from .routes import ROUTE_OF, Route
+
+DEFAULT_URL = "http://127.0.0.1:8420"
+
+
+def _request_parts(route: Route, request: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+    body = dict(request)
+    path = route.path
+    for name in route.path_params:
+        if name not in body:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"{route.op}: {name}: field required")
+        path = path.replace("{" + name + "}", str(body.pop(name)))
+    if route.method == "GET":
+        params = {k: json.dumps(v) if isinstance(v, bool) else str(v) for k, v in body.items()}
+        return path, params, None
+    return path, {}, body
+
+
+def _error_from(response: httpx.Response) -> CMPError:
+    try:
+        envelope = response.json()
+    except ValueError:
+        envelope = None
+    if isinstance(envelope, dict) and "code" in envelope:
+        return CMPError.from_envelope(envelope)
+    return CMPError(ErrorCode.INTERNAL_ERROR, f"HTTP {response.status_code} without a CMP error envelope",
+                    details={"status": response.status_code, "body": response.text[:500]})
+
+
+def _unreachable(url: str, exc: Exception) -> CMPError:
+    return CMPError(ErrorCode.INTERNAL_ERROR, f"cannot reach the Cerememory server at {url}: {exc}",
+                    hint="start it with `cerememory serve`, or check --server-url")
+
+
+class _Base:
+    def __init__(self, url: str, api_key: str | None, retries: int) -> None:
+        self.url = url.rstrip("/")
+        self.retries = retries
+        self.headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+
+    @staticmethod
+    def _jsonable(request: dict[str, Any]) -> dict[str, Any]:
+        # typed objects (models, datetimes, UUIDs) become the JSON the server expects
+        return json.loads(json.dumps(request, default=_default))
+
+    @staticmethod
+    def _should_retry(exc: CMPError, attempt: int, retries: int) -> bool:
+        return exc.retry_after is not None and attempt < retries
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_none=True)
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+class Client(_Base, MemoryAPI):
+    """A synchronous client of `cerememory serve`; errors raise `CMPError` with the server's envelope.
+
+    **Parameters:** `url` (default http://127.0.0.1:8420), `api_key` (sent as a bearer key),
+    `timeout` in seconds, `retries` — how often to retry an error that carries `retry_after`.
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, *, api_key: str | None = None, timeout: float | None = 30.0,
+                 retries: int = 3, transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(url, api_key, retries)
+        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=self.headers, transport=transport)
+
+    def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
+        operation(op)
+        route = ROUTE_OF[op]
+        path, params, body = _request_parts(route, self._jsonable(request or {}))
+        for attempt in range(self.retries + 1):
+            try:
+                response = self._http.request(route.method, path, params=params, json=body)
+            except httpx.HTTPError as exc:
+                raise _unreachable(self.url, exc) from exc
+            if response.is_success:
+                return {} if response.status_code == 204 else response.json()
+            error = _error_from(response)
+            if not self._should_retry(error, attempt, self.retries):
+                raise error
+            time.sleep(error.retry_after or 1)
+        raise AssertionError("unreachable")
+
+    def _invoke(self, op: str, request: dict[str, Any]) -> BaseModel:
+        return operation(op).response.model_validate(self.dispatch(op, request))
+
+    def reindex(self, progress: Any = None) -> dict[str, int]:
+        """Rebuild the server's full-text indexes (progress is not reported remotely)."""
+        response = self._http.post("/v1/admin/reindex")
+        if not response.is_success:
+            raise _error_from(response)
+        return response.json()
+
+    def health(self) -> dict[str, str]:
+        return self._http.get("/readiness").json()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncClient(_Base, MemoryAPI):
+    """The asynchronous twin of `Client`: the same methods, each returning an awaitable."""
+
+    def __init__(self, url: str = DEFAULT_URL, *, api_key: str | None = None, timeout: float | None = 30.0,
+                 retries: int = 3, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        super().__init__(url, api_key, retries)
+        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, headers=self.headers,
+                                       transport=transport)
+
+    async def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:  # type: ignore[override]
+        operation(op)
+        route = ROUTE_OF[op]
+        path, params, body = _request_parts(route, self._jsonable(request or {}))
+        for attempt in range(self.retries + 1):
+            try:
+                response = await self._http.request(route.method, path, params=params, json=body)
+            except httpx.HTTPError as exc:
+                raise _unreachable(self.url, exc) from exc
+            if response.is_success:
+                return {} if response.status_code == 204 else response.json()
+            error = _error_from(response)
+            if not self._should_retry(error, attempt, self.retries):
+                raise error
+            await asyncio.sleep(error.retry_after or 1)
+        raise AssertionError("unreachable")
+
+    async def _call(self, op: str, request: dict[str, Any], response: type[R]) -> R:  # type: ignore[override]
+        result = await self.dispatch(op, {k: v for k, v in request.items() if v is not None})
+        return response.model_validate(result)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

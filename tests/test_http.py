@@ -1,0 +1,209 @@
+"""CMP over HTTP: routes, envelopes, request ids, limits, the Python clients, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import threading
+
+import httpx
+import pytest
+
+from cerememory import CMPError, ErrorCode
+from cerememory.cmp.dispatch import OPERATIONS
+from cerememory.transport.client import AsyncClient, Client
+from cerememory.transport.http import create_app
+from cerememory.transport.routes import ROUTES
+
+from .conftest import ServerThread
+
+
+def assert_envelope(response: httpx.Response, status: int, code: str) -> dict:
+    """The one error shape: {code, message, details, retry_after, request_id}, request id echoed."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"code", "message", "details", "retry_after", "request_id"}
+    assert body["code"] == code
+    assert body["message"]
+    assert body["request_id"] == response.headers["x-request-id"]
+    return body
+
+
+def test_every_operation_has_a_route():
+    assert {r.op for r in ROUTES} == set(OPERATIONS)
+
+
+def test_health_readiness_openapi_docs(http_server):
+    with httpx.Client(base_url=http_server.url) as h:
+        assert h.get("/health").json() == {"status": "ok"}
+        assert h.get("/readiness").json() == {"status": "ready"}
+        spec = h.get("/openapi.json").json()
+        assert "/v1/recall/query" in spec["paths"]
+        assert spec["paths"]["/v1/encode"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert h.get("/docs").status_code == 200
+
+
+def test_request_id_is_echoed_or_generated(http_server):
+    with httpx.Client(base_url=http_server.url) as h:
+        given = h.get("/v1/introspect/stats", headers={"x-request-id": "req-123"})
+        assert given.headers["x-request-id"] == "req-123"
+        generated = h.get("/v1/introspect/stats")
+        assert len(generated.headers["x-request-id"]) == 36
+        error = h.get("/v1/introspect/record/01890000-0000-7000-8000-000000000000",
+                      headers={"x-request-id": "req-404"})
+        assert assert_envelope(error, 404, "RECORD_NOT_FOUND")["request_id"] == "req-404"
+
+
+@pytest.mark.parametrize("method,path,body,status,code", [
+    ("POST", "/v1/encode", b"{bad", 400, "VALIDATION_ERROR"),
+    ("POST", "/v1/encode", b'{"content": {"blocks": [{"text": "x", "embedding": [NaN]}]}}', 400,
+     "VALIDATION_ERROR"),
+    ("POST", "/v1/encode", b"\xff\xfe", 400, "VALIDATION_ERROR"),
+    ("POST", "/v1/encode", b"[1, 2]", 400, "VALIDATION_ERROR"),
+    ("POST", "/v1/encode", b'{"content": {"blocks": [{"text": "x"}]}, "store": "attic"}', 400, "STORE_INVALID"),
+    ("POST", "/v1/encode", json.dumps({"content": {"blocks": [{"text": "x" * (1024 * 1024 + 1)}]}}).encode(),
+     413, "CONTENT_TOO_LARGE"),
+    ("DELETE", "/v1/lifecycle/forget", b'{"store": "episodic"}', 400, "FORGET_UNCONFIRMED"),
+    ("POST", "/v1/lifecycle/decay-tick", b"{}", 501, "NOT_IMPLEMENTED"),
+    ("GET", "/v1/introspect/stats?header=x", b"", 400, "VALIDATION_ERROR"),
+    ("POST", "/v1/recall/query", b'{"header": {"protocol": "cmp", "version": "9.0"}}', 400, "VERSION_MISMATCH"),
+    ("POST", "/v1/recall/associate/not-a-uuid", b"{}", 400, "VALIDATION_ERROR"),
+    ("GET", "/v1/nowhere", b"", 404, "VALIDATION_ERROR"),
+    ("GET", "/v1/encode", b"", 405, "VALIDATION_ERROR"),
+])
+def test_errors_map_to_statuses(http_server, method, path, body, status, code):
+    with httpx.Client(base_url=http_server.url) as h:
+        assert_envelope(h.request(method, path, content=body), status, code)
+        assert h.get("/v1/introspect/stats").json()["total_records"] == 0
+
+
+def test_body_limit(mem):
+    server = ServerThread(app=create_app(mem.engine, body_limit=1000))
+    try:
+        with httpx.Client(base_url=server.url) as h:
+            big = {"content": {"blocks": [{"text": "y" * 2000}]}}
+            assert_envelope(h.post("/v1/encode", json=big), 413, "CONTENT_TOO_LARGE")
+            assert h.post("/v1/encode", json={"content": {"blocks": [{"text": "small"}]}}).status_code == 200
+    finally:
+        server.stop()
+
+
+class Throttled:
+    """An engine stand-in that answers RATE_LIMITED once, to exercise Retry-After end to end."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.calls = 0
+
+    def introspect_stats(self, request):
+        self.calls += 1
+        if self.calls == 1:
+            raise CMPError(ErrorCode.RATE_LIMITED, "slow down", retry_after=1)
+        return self.engine.introspect_stats(request)
+
+
+def test_retry_after_header_and_client_retry(mem):
+    handler = Throttled(mem.engine)
+    server = ServerThread(app=create_app(handler))
+    try:
+        with httpx.Client(base_url=server.url) as h:
+            response = h.get("/v1/introspect/stats")
+            assert_envelope(response, 429, "RATE_LIMITED")
+            assert response.headers["retry-after"] == "1"
+        handler.calls = 0
+        with Client(server.url) as client:
+            assert client.stats().total_records == 0  # retried after the advertised second
+        assert handler.calls == 2
+    finally:
+        server.stop()
+
+
+def test_rest_shapes(http_server):
+    with httpx.Client(base_url=http_server.url) as h:
+        first = h.post("/v1/encode", json={"content": {"blocks": [
+            {"modality": "text", "data": list(b"int array bytes")}]}}).json()
+        second = h.post("/v1/encode", json={"content": {"blocks": [
+            {"modality": "text", "data": base64.b64encode(b"base64 bytes").decode()}]},
+            "associations": [{"target_id": first["record_id"], "association_type": "semantic", "weight": 1}]}).json()
+        record = h.get(f"/v1/introspect/record/{first['record_id']}?include_history=true").json()
+        assert record["content"]["blocks"][0]["text"] == "int array bytes"
+        assert h.patch(f"/v1/encode/{first['record_id']}", json={"metadata": {"k": 1}}).status_code == 204
+        # the record id travels in the path only
+        assoc = h.post(f"/v1/recall/associate/{second['record_id']}", json={"depth": 1}).json()
+        assert assoc["memories"][0]["record"]["id"] == first["record_id"]
+        assert h.put("/v1/lifecycle/mode", json={"mode": "perfect"}).status_code == 204
+        forget = h.request("DELETE", "/v1/lifecycle/forget", json={"record_ids": [second["record_id"]],
+                                                                    "confirm": True})
+        assert forget.json() == {"records_deleted": 1}
+
+
+def test_client_typed_methods_and_errors(client):
+    stored = client.store("the staging database moved to eu-west-1", store="semantic", emotion="surprise")
+    assert stored.store == "semantic"
+    hits = client.recall("where is the staging database")
+    assert hits.memories[0].record.id == stored.record_id
+    client.update(stored.record_id, metadata={"verified": True})
+    assert client.inspect(stored.record_id).metadata == {"verified": True}
+    client.store_raw("user: where is staging?", session_id="s1")
+    assert client.raw_recall("staging").records[0].session_id == "s1"
+    assert client.stats().total_records == 1
+    with pytest.raises(CMPError) as err:
+        client.forget([stored.record_id])
+    assert err.value.code is ErrorCode.FORGET_UNCONFIRMED
+    assert err.value.request_id
+    assert client.forget([stored.record_id], confirm=True).records_deleted == 1
+
+
+def test_client_reports_an_unreachable_server():
+    from .conftest import free_port
+
+    with Client(f"http://127.0.0.1:{free_port()}", timeout=2) as client:
+        with pytest.raises(CMPError) as err:
+            client.stats()
+    assert "cannot reach" in err.value.message
+    assert "cerememory serve" in err.value.hint
+
+
+def test_async_client(http_server):
+    async def scenario():
+        async with AsyncClient(http_server.url) as client:
+            stored = await client.store("async hello world")
+            hits = await client.recall("hello")
+            with pytest.raises(CMPError):
+                await client.inspect("01890000-0000-7000-8000-000000000000")
+            return stored, hits
+
+    stored, hits = asyncio.run(scenario())
+    assert hits.memories[0].record.id == stored.record_id
+
+
+def test_32_concurrent_clients_lose_nothing(http_server):
+    errors: list[BaseException] = []
+    acknowledged: list[str] = []
+    lock = threading.Lock()
+
+    def worker(n: int) -> None:
+        try:
+            with Client(http_server.url) as client:
+                for i in range(6):
+                    rid = client.store(f"worker {n} note {i} about concurrency").record_id
+                    with lock:
+                        acknowledged.append(str(rid))
+                    client.recall("concurrency", limit=5)
+                    client.raw_recall(session_id=f"w{n}")
+                client.store_batch([{"content": {"blocks": [{"text": f"w{n} batch {j}"}]}} for j in range(5)])
+                client.stats()
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with Client(http_server.url) as client:
+        assert client.stats().total_records == 32 * 6 + 32 * 5
+        for rid in acknowledged[::17]:
+            assert client.inspect(rid)

@@ -1,0 +1,102 @@
+"""`cerememory serve` as a real process: remote CLI, ownership, clean shutdown under load."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+
+import cerememory
+from cerememory import CMPError
+from cerememory.transport.client import Client
+
+from .conftest import free_port
+
+
+@pytest.fixture
+def server(data_dir, tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
+    env.update(CEREMEMORY_CONFIG=str(tmp_path / "none.toml"), CEREMEMORY_EMBED__SEMANTIC="off")
+    log = (tmp_path / "server.log").open("wb")
+    proc = subprocess.Popen([sys.executable, "-m", "cerememory", "serve", "--data-dir", str(data_dir),
+                             "--port", str(port), "--log-level", "warning"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{url}/readiness", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"server did not start: {(tmp_path / 'server.log').read_text()}")
+        time.sleep(0.1)
+    proc.url = url
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+def test_cli_talks_to_the_server_and_the_owner_is_named(server, cli):
+    stored = cli("store", "remote note about otters", "--server-url", server.url, "--json")
+    assert stored.code == 0, stored.stderr
+    via_env = cli("recall", "otters", "--json", env={"CEREMEMORY_SERVER_URL": server.url})
+    assert via_env.json()["memories"][0]["record"]["id"] == stored.json()["record_id"]
+    locked = cli("stats", "--json")
+    assert locked.code == 4
+    assert locked.json()["error"]["details"]["hint"] == f"talk to the running server instead: --server-url {server.url}"
+    assert cli("reindex", "--server-url", server.url, "--json").json() == {"records": 1, "journal": 0}
+
+
+def test_sigterm_under_load_loses_no_acknowledged_write(server, data_dir):
+    acknowledged: list[str] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def writer(n: int) -> None:
+        with Client(server.url, timeout=10, retries=0) as client:
+            i = 0
+            while not stop.is_set():
+                try:
+                    rid = client.store(f"writer {n} entry {i}").record_id
+                except CMPError:
+                    return  # the server is going away
+                with lock:
+                    acknowledged.append(str(rid))
+                i += 1
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(timeout=60) == 0
+    stop.set()
+    for t in threads:
+        t.join()
+    assert len(acknowledged) > 10
+    with cerememory.open(data_dir, semantic="off") as mem:  # released, and every write is there
+        stored = mem.engine.records.heads
+        assert all(cerememory.model.uuid.UUID(rid) in stored for rid in acknowledged)
+
+
+def test_serve_refuses_a_public_address(cli):
+    result = cli("serve", "--host", "0.0.0.0", "--port", str(free_port()), "--json")
+    assert result.code == 2
+    assert "loopback" in result.json()["error"]["message"]
+
+
+def test_serve_refuses_a_busy_port(cli, server):
+    port = server.url.rsplit(":", 1)[1]
+    result = cli("serve", "--port", port, "--json", data=None)
+    assert result.code in (2, 4)  # the port or the data directory is taken
