@@ -524,6 +524,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(handler=None)
 
+    p = sub.add_parser("mcp", help="A stdio MCP server that proxies to a running `cerememory serve`.",
+                       description="A stdio MCP server that proxies to a running `cerememory serve`. "
+                                   "Only MCP protocol traffic goes to stdout; logs go to stderr.")
+    p.add_argument("--server-url", help="the server to proxy to (env CEREMEMORY_SERVER_URL; "
+                                        "default http://127.0.0.1:8420)")
+    p.add_argument("--api-key", help="bearer key for the server (env CEREMEMORY_SERVER_API_KEY)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per request to the server (default 30)")
+    p.add_argument("--config", help=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+
     p = sub.add_parser("config", help="Show the effective configuration.")
     config_sub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True,
                                   parser_class=_Parser)
@@ -593,6 +603,17 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
     return 0
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    import os
+
+    from .transport.client import DEFAULT_URL
+    from .transport.mcp_server import run_stdio
+
+    url = args.server_url or _load_config(args)["server_url"] or DEFAULT_URL
+    run_stdio(url, api_key=args.api_key or os.environ.get("CEREMEMORY_SERVER_API_KEY"), timeout=args.timeout)
+    return 0
+
+
 def _reindex(mem: Any, out: Output) -> dict:
     with out.progress("reindexing", None) as advance:
         last = [0]
@@ -614,6 +635,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "serve":
             return _serve(args, out)
+        if args.command == "mcp":
+            return _mcp(args)
         request = args.handler(args) if args.handler else None
         with _open(args, out) as mem:
             if args.command == "batch":

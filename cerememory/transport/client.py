@@ -18,7 +18,7 @@ import httpx
 from pydantic import BaseModel
 
 from ..api import MemoryAPI, R
-from ..cmp.dispatch import operation
+from ..cmp.dispatch import operation, parse_request
 from ..cmp.errors import CMPError, ErrorCode
 from .routes import ROUTE_OF, Route
 
@@ -61,21 +61,14 @@ class _Base:
         self.headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
 
     @staticmethod
-    def _jsonable(request: dict[str, Any]) -> dict[str, Any]:
-        # typed objects (models, datetimes, UUIDs) become the JSON the server expects
-        return json.loads(json.dumps(request, default=_default))
+    def _prepare(op: str, request: dict[str, Any] | None) -> dict[str, Any]:
+        """Validate locally (the same models as the server) and render the wire JSON, so that a
+        bad request fails fast with the same CMP error and typed values serialise exactly."""
+        return parse_request(op, request).model_dump(mode="json", exclude_unset=True)
 
     @staticmethod
     def _should_retry(exc: CMPError, attempt: int, retries: int) -> bool:
         return exc.retry_after is not None and attempt < retries
-
-
-def _default(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", exclude_none=True)
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return str(value)
 
 
 class Client(_Base, MemoryAPI):
@@ -91,9 +84,8 @@ class Client(_Base, MemoryAPI):
         self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=self.headers, transport=transport)
 
     def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
-        operation(op)
-        route = ROUTE_OF[op]
-        path, params, body = _request_parts(route, self._jsonable(request or {}))
+        route = ROUTE_OF[operation(op).name]
+        path, params, body = _request_parts(route, self._prepare(op, request))
         for attempt in range(self.retries + 1):
             try:
                 response = self._http.request(route.method, path, params=params, json=body)
@@ -140,9 +132,8 @@ class AsyncClient(_Base, MemoryAPI):
                                        transport=transport)
 
     async def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:  # type: ignore[override]
-        operation(op)
-        route = ROUTE_OF[op]
-        path, params, body = _request_parts(route, self._jsonable(request or {}))
+        route = ROUTE_OF[operation(op).name]
+        path, params, body = _request_parts(route, self._prepare(op, request))
         for attempt in range(self.retries + 1):
             try:
                 response = await self._http.request(route.method, path, params=params, json=body)

@@ -1,0 +1,127 @@
+"""One conformance suite, every transport: the same operations give the same answers embedded,
+over HTTP with the Python client, and over gRPC with the typed stub."""
+
+from __future__ import annotations
+
+import importlib.util
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from cerememory import CMPError, ErrorCode
+
+from .conftest import ServerThread
+
+BACKENDS = ["embedded", "http"]
+if importlib.util.find_spec("cerememory.transport.grpc_client") is not None:
+    BACKENDS.append("grpc")
+
+
+@pytest.fixture(params=BACKENDS)
+def api(request, mem):
+    if request.param == "embedded":
+        yield mem
+    elif request.param == "http":
+        from cerememory.transport.client import Client
+
+        server = ServerThread(mem.engine)
+        with Client(server.url) as client:
+            yield client
+        server.stop()
+    else:
+        from cerememory.transport.grpc_client import GrpcClient
+        from cerememory.transport.grpc_server import build_grpc_server
+
+        server, port = build_grpc_server(mem.engine, host="127.0.0.1", port=0)
+        server.start()
+        with GrpcClient(f"127.0.0.1:{port}") as client:
+            yield client
+        server.stop(None)
+
+
+def ids(response) -> list:
+    return [hit.record.id for hit in response.memories]
+
+
+def test_encode_and_inspect(api):
+    a = api.store("alpha memory about rivers", store="semantic", emotion="joy",
+                  metadata={"k": [1, "two"]}, meta={"intent": "test", "tags": ["x"]})
+    assert (a.store, a.initial_fidelity, a.associations_created) == ("semantic", 1.0, 0)
+    record = api.inspect(a.record_id)
+    assert record.content.plain_text() == "alpha memory about rivers"
+    assert record.emotion.joy == 1.0 and record.metadata == {"k": [1, "two"]}
+    assert record.meta.capture_status == "provided" and record.meta.tags == ["x"]
+    image = api.store(content={"blocks": [{"modality": "image", "format": "image/png",
+                                           "data": list(b"\x89PNG\r\n\x1a\n\x00\xff")}]})
+    assert api.inspect(image.record_id).content.blocks[0].data == b"\x89PNG\r\n\x1a\n\x00\xff"
+
+
+def test_batch_update_and_associations(api):
+    batch = api.store_batch([{"content": {"blocks": [{"text": f"step {i} of the deploy"}]}} for i in range(3)],
+                            infer_associations=True)
+    assert batch.associations_inferred == 4
+    first, second, _ = (r.record_id for r in batch.results)
+    api.update(first, text="step zero of the deploy", metadata={"edited": True})
+    record = api.inspect(first)
+    assert (record.version, record.metadata) == (2, {"edited": True})
+    associated = api.associate(second, depth=1, min_weight=0.0)
+    assert {h.record.id for h in associated.memories} == {first, batch.results[2].record_id}
+    graph = api.graph(second, depth=1)
+    assert len(graph.nodes) == 3 and len(graph.edges) == 4
+
+
+def test_recall_variants(api):
+    rid = api.store("the deploy key rotates every Monday", embedding=[1.0, 0.0]).record_id
+    api.store("lunch was pasta", embedding=[0.0, 1.0], created_at=datetime(2024, 1, 1, tzinfo=UTC))
+    text = api.recall("deploy key")
+    assert ids(text)[0] == rid
+    assert text.query_metadata.signals[0] == "bm25"
+    assert text.memories[0].rendered_content.plain_text() == "the deploy key rotates every Monday"
+    assert ids(api.recall(embedding=[0.9, 0.1]))[0] == rid
+    assert ids(api.recall(limit=1)) == [rid]  # no cue: the most recent
+    old = api.recall(start=datetime(2023, 12, 31, tzinfo=UTC), end=datetime(2024, 1, 2, tzinfo=UTC))
+    assert [h.record.content.plain_text() for h in old.memories] == ["lunch was pasta"]
+    timeline = api.timeline(datetime.now(UTC) - timedelta(hours=1), datetime.now(UTC) + timedelta(hours=1))
+    assert sum(b.count for b in timeline.buckets) == 1
+
+
+def test_raw_journal(api):
+    api.store_raw("user: please rotate the key", session_id="s1", speaker="user", turn_id="1")
+    api.store_raw("private thought", session_id="s1", visibility="private_scratch")
+    batch = api.store_raw_batch([{"session_id": "s2", "content": {"blocks": [{"text": "tool output"}]},
+                                  "source": "tool_io", "speaker": "tool"}])
+    assert batch.results[0].session_id == "s2"
+    found = api.raw_recall("rotate")
+    assert [(r.turn_id, r.speaker) for r in found.records] == [("1", "user")]
+    assert api.raw_recall(session_id="s1").total_candidates == 1
+    assert api.raw_recall(session_id="s1", include_private_scratch=True).total_candidates == 2
+
+
+def test_mode_forget_and_stats(api):
+    keep = api.store("keep").record_id
+    gone = api.store("gone").record_id
+    api.set_mode("perfect")
+    assert api.stats().recall_mode == "perfect"
+    assert api.forget([gone], confirm=True).records_deleted == 1
+    stats = api.stats()
+    assert stats.total_records == 1 and stats.records_by_store["episodic"] == 1
+    assert api.inspect(keep).id == keep
+
+
+@pytest.mark.parametrize("call,code", [
+    (lambda api: api.inspect("01890000-0000-7000-8000-000000000000"), ErrorCode.RECORD_NOT_FOUND),
+    (lambda api: api.store("x", store="attic"), ErrorCode.STORE_INVALID),
+    (lambda api: api.store("x" * (1024 * 1024 + 1)), ErrorCode.CONTENT_TOO_LARGE),
+    (lambda api: api.store("x", embedding=[float("nan")]), ErrorCode.VALIDATION_ERROR),
+    (lambda api: api.forget(store="episodic"), ErrorCode.FORGET_UNCONFIRMED),
+    (lambda api: api.recall(limit=0), ErrorCode.VALIDATION_ERROR),
+    (lambda api: api.dispatch("lifecycle.decay_tick", {}), ErrorCode.NOT_IMPLEMENTED),
+    (lambda api: api.dispatch("introspect.stats", {"header": {"version": "2.0"}}), ErrorCode.VERSION_MISMATCH),
+    (lambda api: api.dispatch("recall.query", {"cue": {"image": "iVBORw0KGgo="}}), ErrorCode.MODALITY_UNSUPPORTED),
+])
+def test_error_codes(api, call, code):
+    with pytest.raises(CMPError) as err:
+        call(api)
+    assert err.value.code is code
+    assert err.value.message
+    assert api.stats().total_records == 0
