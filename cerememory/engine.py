@@ -119,6 +119,7 @@ class Engine:
         self._lock_file = DataDirLock(self.data_dir)
         self._lock_file.acquire(server_url=self.options.server_url)
         self._write = threading.RLock()
+        self._count_lock = threading.Lock()
         self._closed = False
         try:
             self._open(progress)
@@ -534,7 +535,7 @@ class Engine:
 
     def _candidate_ids(self, stores: Sequence[StoreType]) -> Iterable[uuid.UUID]:
         wanted = set(stores)
-        for record_id, head in self.records.heads.items():
+        for record_id, head in self.records.items():
             if head.store in wanted:
                 yield record_id
         if StoreType.WORKING in wanted:
@@ -651,7 +652,8 @@ class Engine:
         memories = self._recalled(top, final, req.recall_mode, breakdown, paths)
         if req.reconsolidate:
             self._reconsolidate(top)
-        self.total_recall_count += 1
+        with self._count_lock:
+            self.total_recall_count += 1
         return m.RecallQueryResponse(memories=memories, total_candidates=len(final),
                                      query_metadata=meta)
 

@@ -48,22 +48,25 @@ class AssociationGraph:
             self.g.remove_nodes_from(list(ids))
 
     def out_edges(self, node: uuid.UUID, types: Collection[str] | None = None) -> list[Edge]:
-        if node not in self.g:
-            return []
-        return [
-            Edge(node, target, key, d["weight"], d["created_at"], d["last_co_activation"])
-            for _, target, key, d in self.g.out_edges(node, keys=True, data=True)
-            if types is None or key in types
-        ]
+        with self._lock:
+            if node not in self.g:
+                return []
+            return [
+                Edge(node, target, key, d["weight"], d["created_at"], d["last_co_activation"])
+                for _, target, key, d in self.g.out_edges(node, keys=True, data=True)
+                if types is None or key in types
+            ]
 
     def neighbours(self, node: uuid.UUID) -> set[uuid.UUID]:
         """Both directions: what a record points at and what points at it."""
-        if node not in self.g:
-            return set()
-        return set(self.g.successors(node)) | set(self.g.predecessors(node))
+        with self._lock:
+            if node not in self.g:
+                return set()
+            return set(self.g.successors(node)) | set(self.g.predecessors(node))
 
     def degree_ranking(self) -> list[uuid.UUID]:
-        return [n for n, _ in sorted(self.g.degree, key=lambda nd: -nd[1])]
+        with self._lock:
+            return [n for n, _ in sorted(self.g.degree, key=lambda nd: -nd[1])]
 
     def spread(
         self,

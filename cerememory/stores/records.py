@@ -112,9 +112,9 @@ class RecordStore:
     def __contains__(self, record_id: uuid.UUID) -> bool:
         return record_id in self.heads
 
-    def ids_of(self, stores: Iterable[StoreType]) -> list[uuid.UUID]:
-        wanted = set(stores)
-        return [i for i, h in self.heads.items() if h.store in wanted]
+    def items(self) -> list[tuple[uuid.UUID, Head]]:
+        """A snapshot, safe to iterate while writers add or remove records."""
+        return list(self.heads.items())
 
     # ------------------------------------------------------------ writes (caller holds a transaction)
 
@@ -141,8 +141,8 @@ class RecordStore:
 
     def flush_dirty(self, tx: duckdb.DuckDBPyConnection) -> int:
         """Write back heads changed in RAM only (access counts, stability after recall)."""
-        ids = [i for i in list(self.dirty) if i in self.heads]
-        self.dirty.clear()
+        dirty, self.dirty = self.dirty, set()  # swap, so marks made meanwhile are kept for next time
+        ids = [i for i in dirty if i in self.heads]
         if not ids:
             return 0
         columns = _head_columns(ids, [self.heads[i] for i in ids])

@@ -1,0 +1,421 @@
+"""Proto messages <-> CMP JSON: the one place where the gRPC types meet the pydantic models.
+
+The proto mirrors the pydantic models field for field, so `google.protobuf.json_format` does
+the heavy lifting. This module adds what CMP JSON does differently, driven by the message
+descriptors: lower-case enum values (STORE_TYPE_EPISODIC <-> "episodic"), int64 as numbers,
+times written as pydantic writes them, null for absent optional fields and for empty lists
+the model allows to be null, and `text` beside `data` on text blocks. Requests come out with
+absent fields left out, so the CMP defaults apply; responses come out complete, exactly as
+`dispatch` returns them.
+"""
+
+from __future__ import annotations
+
+import base64
+import types
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from functools import cache
+from typing import Annotated, Any, Union, get_args, get_origin
+
+from google.protobuf import empty_pb2, json_format
+from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
+from google.protobuf.message import Message
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
+
+from ..cmp import messages as m
+from ..cmp.dispatch import OPERATIONS, operation
+from ..cmp.errors import CMPError, ErrorCode
+from ..model import Bytes, UtcDatetime
+from ..v1 import cerememory_pb2 as pb
+
+SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["CerememoryService"].full_name
+
+# CMP operation -> RPC of CerememoryService
+RPC_NAMES: dict[str, str] = {
+    "encode.store": "EncodeStore",
+    "encode.batch": "EncodeBatch",
+    "encode.update": "EncodeUpdate",
+    "encode.store_raw": "EncodeStoreRaw",
+    "encode.batch_raw": "EncodeBatchRaw",
+    "recall.query": "RecallQuery",
+    "recall.associate": "RecallAssociate",
+    "recall.timeline": "RecallTimeline",
+    "recall.graph": "RecallGraph",
+    "recall.raw_query": "RecallRawQuery",
+    "lifecycle.consolidate": "Consolidate",
+    "lifecycle.decay_tick": "DecayTick",
+    "lifecycle.dream_tick": "DreamTick",
+    "lifecycle.set_mode": "SetMode",
+    "lifecycle.forget": "Forget",
+    "lifecycle.export": "Export",
+    "lifecycle.import": "Import",
+    "introspect.stats": "Stats",
+    "introspect.record": "IntrospectRecord",
+    "introspect.decay_forecast": "DecayForecast",
+    "introspect.evolution": "Evolution",
+}
+
+_TIMESTAMP = "google.protobuf.Timestamp"
+_JSON_TYPES = {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
+_CONTENT_BLOCK = "cerememory.v1.ContentBlock"
+_TEXT_ALIAS = "cerememory.v1.ContentBlock.text"  # request convenience, not a model field
+_INT64 = {FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64}
+_FLOATS = {FieldDescriptor.CPPTYPE_DOUBLE, FieldDescriptor.CPPTYPE_FLOAT}
+_DATETIME: TypeAdapter[datetime] = TypeAdapter(UtcDatetime)
+_BYTES: TypeAdapter[bytes] = TypeAdapter(Bytes)
+
+
+# ---------------------------------------------------------------- message types
+
+
+def message_class(model: type[BaseModel]) -> type[Message]:
+    """The proto message mirroring a pydantic model (same name; m.Empty is protobuf's Empty)."""
+    if model is m.Empty:
+        return empty_pb2.Empty
+    return getattr(pb, model.__name__)
+
+
+def request_class(op: str) -> type[Message]:
+    return message_class(operation(op).request)
+
+
+def response_class(op: str) -> type[Message]:
+    return message_class(operation(op).response)
+
+
+# ---------------------------------------------------------------- enums
+
+
+@cache
+def _enum_names(enum: EnumDescriptor) -> dict[str, str]:
+    """STORE_TYPE_EPISODIC -> "episodic"; the prefix is the UNSPECIFIED value's."""
+    prefix = enum.values_by_number[0].name.removesuffix("UNSPECIFIED")
+    return {v.name: v.name.removeprefix(prefix).lower() for v in enum.values if v.number != 0}
+
+
+@cache
+def _enum_values(enum: EnumDescriptor) -> dict[str, str]:
+    return {value: name for name, value in _enum_names(enum).items()}
+
+
+def enum_values(enum: EnumDescriptor) -> list[str]:
+    """The CMP spellings of a proto enum's values, in proto order."""
+    return list(_enum_names(enum).values())
+
+
+# ---------------------------------------------------------------- CMP JSON -> proto
+
+
+class _Invalid(Exception):
+    def __init__(self, where: str, message: str, code: ErrorCode = ErrorCode.VALIDATION_ERROR) -> None:
+        super().__init__(message)
+        self.where, self.message, self.code = where or "request", message, code
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _as_dict(value: Any, where: str) -> dict[str, Any]:
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    if not isinstance(value, Mapping):
+        raise _Invalid(where, "Input should be an object")
+    return dict(value)
+
+
+def _as_list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list | tuple):
+        raise _Invalid(where, "Input should be a list")
+    return list(value)
+
+
+def _enum_to_wire(value: Any, enum: EnumDescriptor, where: str) -> str:
+    name = _enum_values(enum).get(value) if isinstance(value, str) else None
+    if name is None:
+        allowed = ", ".join(repr(v) for v in _enum_values(enum))
+        code = ErrorCode.STORE_INVALID if enum.name == "StoreType" else ErrorCode.VALIDATION_ERROR
+        raise _Invalid(where, f"Input should be one of {allowed}", code)
+    return name
+
+
+def _validated(adapter: TypeAdapter[Any], value: Any, where: str) -> Any:
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        raise _Invalid(where, exc.errors(include_url=False)[0]["msg"]) from None
+
+
+def _value_to_wire(value: Any, fd: FieldDescriptor, where: str) -> Any:
+    """One value of a field, as json_format.ParseDict wants it."""
+    if fd.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
+        return _enum_to_wire(value, fd.enum_type, where)
+    if fd.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE:
+        name = fd.message_type.full_name
+        if name == _TIMESTAMP:
+            moment = _validated(_DATETIME, value, where)
+            return _DATETIME.dump_python(moment, mode="json")
+        if name in _JSON_TYPES:
+            return to_jsonable_python(value)
+        return _to_wire(value, fd.message_type, where)
+    if fd.type == FieldDescriptor.TYPE_BYTES:
+        return base64.b64encode(_validated(_BYTES, value, where)).decode("ascii")
+    if isinstance(value, uuid.UUID | Enum):
+        return str(value.value if isinstance(value, Enum) else value)
+    return value
+
+
+def _to_wire(value: Any, desc: Descriptor, path: str) -> dict[str, Any]:
+    """CMP JSON (or the Python objects `dispatch` accepts) -> the proto JSON of `desc`."""
+    out: dict[str, Any] = {}
+    for key, item in _as_dict(value, path).items():
+        where = _join(path, key)
+        fd = desc.fields_by_name.get(key)
+        if fd is None:
+            raise _Invalid(where, "unknown field")
+        if item is None:
+            continue
+        if _is_map(fd):
+            value_fd = fd.message_type.fields_by_name["value"]
+            out[key] = {str(k): _value_to_wire(v, value_fd, _join(where, str(k)))
+                        for k, v in _as_dict(item, where).items()}
+        elif fd.is_repeated:
+            out[key] = [_value_to_wire(v, fd, f"{where}[{i}]") for i, v in enumerate(_as_list(item, where))]
+        else:
+            out[key] = _value_to_wire(item, fd, where)
+    if desc.full_name == _CONTENT_BLOCK and "text" in out and "data" in out:
+        # JSON repeats a text block's data as `text`; the wire carries it once
+        if isinstance(out["text"], str) and base64.b64decode(out["data"]) == out["text"].encode():
+            del out["text"]
+    return out
+
+
+def json_to_message(data: Any, cls: type[Message], *, context: str = "") -> Message:
+    """Build a `cls` message from CMP JSON; bad input raises a CMP validation error."""
+    prefix = f"{context}: " if context else ""
+    try:
+        return json_format.ParseDict(_to_wire(data or {}, cls.DESCRIPTOR, ""), cls())
+    except _Invalid as exc:
+        hint = "stores are episodic, semantic, procedural, emotional, working" \
+            if exc.code is ErrorCode.STORE_INVALID else None
+        raise CMPError(exc.code, f"{prefix}{exc.where}: {exc.message}", hint=hint,
+                       details={"field": exc.where}) from None
+    except json_format.ParseError as exc:
+        raise CMPError(ErrorCode.VALIDATION_ERROR, f"{prefix}{exc}") from None
+
+
+# ---------------------------------------------------------------- proto -> CMP JSON
+
+
+def _json_numbers(value: Any) -> Any:
+    """Struct numbers are doubles: integral ones go back to ints, as JSON parsers read them."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _json_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_numbers(v) for v in value]
+    return value
+
+
+def _value_from_wire(value: Any, fd: FieldDescriptor, full: bool) -> Any:
+    if fd.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
+        return _enum_names(fd.enum_type).get(value, value) if isinstance(value, str) else value
+    if fd.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE:
+        name = fd.message_type.full_name
+        if name == _TIMESTAMP:
+            return _DATETIME.dump_python(datetime.fromisoformat(value), mode="json")
+        if name in _JSON_TYPES:
+            return _json_numbers(value)
+        return _from_wire(value, fd.message_type, full)
+    if fd.cpp_type in _INT64:
+        return int(value)
+    if fd.cpp_type in _FLOATS and isinstance(value, str):
+        return float(value)  # "NaN", "Infinity", "-Infinity"
+    return value
+
+
+def _from_wire(data: dict[str, Any], desc: Descriptor, full: bool) -> dict[str, Any]:
+    """The proto JSON of `desc` -> CMP JSON; `full` writes every field (null when absent)."""
+    out: dict[str, Any] = {}
+    nullable = _schema().nullable
+    for fd in desc.fields:
+        name = fd.name
+        if fd.full_name == _TEXT_ALIAS:
+            continue
+        if _is_map(fd):
+            value_fd = fd.message_type.fields_by_name["value"]
+            entries = {k: _value_from_wire(v, value_fd, full) for k, v in data.get(name, {}).items()}
+            if entries or full:
+                out[name] = entries
+        elif fd.is_repeated:
+            items = [_value_from_wire(v, fd, full) for v in data.get(name, [])]
+            if items or fd.full_name not in nullable:
+                out[name] = items
+            elif full:
+                out[name] = None
+        elif name in data:
+            value = _value_from_wire(data[name], fd, full)
+            if fd.cpp_type == FieldDescriptor.CPPTYPE_ENUM and value == fd.enum_type.values_by_number[0].name:
+                value = None  # UNSPECIFIED: not given
+            if value is not None or full:
+                out[name] = value
+        elif full:
+            out[name] = None
+    if desc.full_name == _CONTENT_BLOCK:
+        if "text" in data:
+            out["text"] = data["text"]
+        elif full and out.get("modality") == "text":
+            out["text"] = base64.b64decode(out.get("data") or "").decode("utf-8")
+    return out
+
+
+def message_to_json(message: Message, *, full: bool) -> dict[str, Any]:
+    """CMP JSON of a message: `full` for responses, else only the fields that were given."""
+    data = json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                     always_print_fields_with_no_presence=full)
+    return _from_wire(data, message.DESCRIPTOR, full)
+
+
+# ---------------------------------------------------------------- per operation
+
+
+def _check(op: str, message: Message, cls: type[Message]) -> Message:
+    if not isinstance(message, cls):
+        raise TypeError(f"{op} expects {cls.DESCRIPTOR.full_name}, got {message.DESCRIPTOR.full_name}")
+    return message
+
+
+def to_proto(op: str, request: Mapping[str, Any] | None) -> Message:
+    """A CMP request (JSON or the Python objects `dispatch` accepts) as the op's proto request."""
+    return json_to_message(request or {}, request_class(op), context=op)
+
+
+def from_proto_request(op: str, message: Message) -> dict[str, Any]:
+    """The JSON `dispatch` takes for a proto request; absent fields are left to the defaults."""
+    return message_to_json(_check(op, message, request_class(op)), full=False)
+
+
+def to_proto_response(op: str, response: Mapping[str, Any]) -> Message:
+    """The op's proto response for the JSON `dispatch` returned."""
+    return json_to_message(response, response_class(op), context=op)
+
+
+def from_proto_response(op: str, message: Message) -> dict[str, Any]:
+    """Exactly the JSON `dispatch` returns, from the op's proto response."""
+    return message_to_json(_check(op, message, response_class(op)), full=True)
+
+
+# ---------------------------------------------------------------- the schema, checked
+
+
+def _is_map(fd: FieldDescriptor) -> bool:
+    return fd.message_type is not None and fd.message_type.GetOptions().map_entry
+
+
+def _unwrap(tp: Any) -> tuple[bool, Any]:
+    """(may it be None, the type without Annotated/Optional)."""
+    nullable = False
+    while True:
+        origin = get_origin(tp)
+        if origin is Annotated:
+            tp = get_args(tp)[0]
+        elif origin in (Union, types.UnionType):
+            args = [a for a in get_args(tp) if a is not type(None)]
+            nullable = nullable or len(args) < len(get_args(tp))
+            tp = args[0] if len(args) == 1 else Any
+        else:
+            return nullable or tp is Any, tp
+
+
+_SCALARS: dict[type, set[int]] = {
+    bool: {FieldDescriptor.TYPE_BOOL},
+    int: {FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_INT64},
+    float: {FieldDescriptor.TYPE_DOUBLE},
+    str: {FieldDescriptor.TYPE_STRING},
+    uuid.UUID: {FieldDescriptor.TYPE_STRING},
+    bytes: {FieldDescriptor.TYPE_BYTES},
+}
+_ZERO: dict[type, Any] = {bool: False, int: 0, float: 0.0, str: "", bytes: b""}
+
+
+@dataclass
+class _Schema:
+    nullable: set[str] = field(default_factory=set)  # proto fields whose model field may be None
+    problems: list[str] = field(default_factory=list)
+    seen: set[tuple[type, bool]] = field(default_factory=set)
+
+    def model(self, model: type[BaseModel], desc: Descriptor, request: bool) -> None:
+        if (model, request) in self.seen:
+            return
+        self.seen.add((model, request))
+        if message_class(model).DESCRIPTOR.full_name != desc.full_name:
+            self.problems.append(f"{model.__name__} is carried by {desc.full_name}")
+        for name, info in model.model_fields.items():
+            fd = desc.fields_by_name.get(name)
+            if fd is None:
+                self.problems.append(f"{desc.name}.{name} is missing from the proto")
+                continue
+            nullable, tp = _unwrap(info.annotation)
+            if nullable:
+                self.nullable.add(fd.full_name)
+                if not fd.is_repeated and not fd.has_presence:
+                    self.problems.append(f"{desc.name}.{name} may be null: make it optional")
+            if request and not info.is_required() and not nullable and tp in _ZERO \
+                    and not fd.has_presence and info.get_default(call_default_factory=True) != _ZERO[tp]:
+                self.problems.append(f"{desc.name}.{name} has a non-zero default: make it optional")
+            self.field(tp, fd, f"{desc.name}.{name}", request)
+        for fd in desc.fields:
+            if fd.name not in model.model_fields and fd.full_name != _TEXT_ALIAS:
+                self.problems.append(f"{desc.name}.{fd.name} is not a field of {model.__name__}")
+
+    def field(self, tp: Any, fd: FieldDescriptor, where: str, request: bool) -> None:
+        origin = get_origin(tp)
+        if _is_map(fd):
+            if origin is not dict:
+                self.problems.append(f"{where}: a proto map for {tp}")
+                return
+            self.value(_unwrap(get_args(tp)[1])[1], fd.message_type.fields_by_name["value"], where, request)
+        elif fd.is_repeated:
+            if origin is not list:
+                self.problems.append(f"{where}: a repeated field for {tp}")
+                return
+            self.value(_unwrap(get_args(tp)[0])[1], fd, where, request)
+        else:
+            self.value(tp, fd, where, request)
+
+    def value(self, tp: Any, fd: FieldDescriptor, where: str, request: bool) -> None:
+        proto = fd.message_type.full_name if fd.message_type else None
+        if tp is Any or get_origin(tp) is dict:
+            ok = proto in _JSON_TYPES
+        elif isinstance(tp, type) and issubclass(tp, BaseModel):
+            ok = proto is not None and proto not in _JSON_TYPES and proto != _TIMESTAMP
+            if ok:
+                self.model(tp, fd.message_type, request)
+        elif isinstance(tp, type) and issubclass(tp, Enum):
+            ok = fd.enum_type is not None and enum_values(fd.enum_type) == [e.value for e in tp]
+        elif tp is datetime:
+            ok = proto == _TIMESTAMP
+        else:
+            ok = fd.type in _SCALARS.get(tp, set())
+        if not ok:
+            self.problems.append(f"{where}: {fd.full_name} cannot carry {tp}")
+
+
+@cache
+def _schema() -> _Schema:
+    schema = _Schema()
+    for op in OPERATIONS.values():
+        schema.model(op.request, message_class(op.request).DESCRIPTOR, True)
+        schema.model(op.response, message_class(op.response).DESCRIPTOR, False)
+    return schema
+
+
+def schema_problems() -> list[str]:
+    """Where the proto and the pydantic models disagree (empty when they mirror each other)."""
+    return list(_schema().problems)
