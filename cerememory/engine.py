@@ -437,12 +437,12 @@ class Engine:
             persisted_edges = [e for e in edges
                                if e.source in durable_ids or e.source in self.records.heads]
             with self.db.transaction() as tx:
-                self.records.insert(tx, durable)
+                bodies = self.records.insert(tx, durable)
                 self._insert_edges(tx, persisted_edges)
                 self._insert_vectors(tx, {i: v for i, v in vectors.items() if i in durable_ids})
                 self._flush_in(tx)
                 seq = self.db.bump(tx, "records_seq")
-            self.records.commit_heads(durable)
+            self.records.commit_heads(durable, bodies)
             for record in records:
                 if record.store is StoreType.WORKING:
                     self._evict(self.working.put(record))
@@ -487,12 +487,12 @@ class Engine:
                 seq = int(self.db.get_state("records_seq", "0") or 0)
             else:
                 with self.db.transaction() as tx:
-                    self.records.insert(tx, [record], replace=True)
+                    bodies = self.records.insert(tx, [record], replace=True)
                     if req.content is not None:
                         Database.delete_ids(tx, "vectors", "record_id", [record.id])
                         self._insert_vectors(tx, vectors)
                     seq = self.db.bump(tx, "records_seq")
-                self.records.commit_heads([record])
+                self.records.commit_heads([record], bodies)
             if req.content is not None:
                 self.vectors.remove([record.id])
                 self._add_vectors_ram(vectors, stores)
@@ -586,14 +586,13 @@ class Engine:
         text = (cue.text or "").strip()
         pool = max(req.limit * 5, 50)
         rankings: list[list[tuple[uuid.UUID, float]]] = []
-        breakdown: dict[uuid.UUID, m.ScoreBreakdown] = {}
+        text_hits: list[tuple[uuid.UUID, float]] = []
+        vector_hits: list[tuple[uuid.UUID, float]] = []
 
         if text:
-            hits = [(uuid.UUID(i), s) for i, s in self.text.search(text, pool, [s.value for s in stores])]
-            rankings.append(hits)
+            text_hits = [(uuid.UUID(i), s) for i, s in self.text.search(text, pool, [s.value for s in stores])]
+            rankings.append(text_hits)
             meta.signals.append("bm25")
-            for rank, (i, s) in enumerate(hits):
-                breakdown[i] = m.ScoreBreakdown(text=round(s, 4), text_rank=rank + 1)
         query_vec = None
         if cue.embedding is not None:
             query_vec = np.asarray(cue.embedding, dtype=np.float32)
@@ -602,14 +601,11 @@ class Engine:
             query_vec = self._embed([text])[0]
             meta.embedding_ms = round((time.perf_counter() - started) * 1000, 3)
         if query_vec is not None:
-            hits = self.vectors.search(query_vec, pool, [STORE_CODE[s] for s in stores])
-            rankings.append(hits)
+            vector_hits = self.vectors.search(query_vec, pool, [STORE_CODE[s] for s in stores])
+            rankings.append(vector_hits)
             meta.signals.append("cosine")
             meta.semantic_search = True
             meta.semantic_off_reason = None
-            for rank, (i, s) in enumerate(hits):
-                b = breakdown.setdefault(i, m.ScoreBreakdown())
-                b.vector, b.vector_rank = round(s, 4), rank + 1
 
         start = ts(cue.temporal.start) if cue.temporal else None
         end = ts(cue.temporal.end) if cue.temporal else None
@@ -637,18 +633,29 @@ class Engine:
                 meta.fidelity_filtered += 1
                 continue
             kept[i] = s
+        fused = dict(kept)
 
+        gains: dict[uuid.UUID, float] = {}
         paths: dict[uuid.UUID, list[uuid.UUID]] = {}
         if req.activation_depth > 0 and kept and rankings:
-            self._spread_into(kept, req, paths, breakdown, wanted, threshold)
-            if paths:
+            gains, paths = self._spread(kept, req.activation_depth, wanted, threshold)
+            for i, gain in gains.items():
+                kept[i] = kept[i] + 0.3 * gain if i in kept else 0.5 * gain
+            if gains:
                 meta.signals.append("activation")
         final = {i: s * (0.5 + 0.5 * self._fidelity(i)) for i, s in kept.items()}
-        for i in final:
-            b = breakdown.setdefault(i, m.ScoreBreakdown())
-            b.fused = round(kept[i], 6)
-            b.fidelity = round(self._fidelity(i), 6)
         top = heapq.nlargest(req.limit, final, key=lambda i: (final[i], self._created(i)))
+        text_rank = {i: (r + 1, s) for r, (i, s) in enumerate(text_hits)}
+        vector_rank = {i: (r + 1, s) for r, (i, s) in enumerate(vector_hits)}
+        breakdown = {}
+        for i in top:
+            t_rank, t_score = text_rank.get(i, (None, None))
+            v_rank, v_score = vector_rank.get(i, (None, None))
+            breakdown[i] = m.ScoreBreakdown(
+                text=None if t_score is None else round(t_score, 4), text_rank=t_rank,
+                vector=None if v_score is None else round(v_score, 4), vector_rank=v_rank,
+                fused=round(fused.get(i, 0.0), 6), activation=round(gains.get(i, 0.0), 6),
+                fidelity=round(self._fidelity(i), 6))
         memories = self._recalled(top, final, req.recall_mode, breakdown, paths)
         if req.reconsolidate:
             self._reconsolidate(top)
@@ -657,31 +664,25 @@ class Engine:
         return m.RecallQueryResponse(memories=memories, total_candidates=len(final),
                                      query_metadata=meta)
 
-    def _spread_into(self, kept: dict[uuid.UUID, float], req: m.RecallQueryRequest,
-                     paths: dict[uuid.UUID, list[uuid.UUID]],
-                     breakdown: dict[uuid.UUID, m.ScoreBreakdown],
-                     wanted: set[StoreType], threshold: float | None) -> None:
-        """Spreading activation from the top seeds: neighbours join or gain score."""
+    def _spread(self, kept: dict[uuid.UUID, float], depth: int, wanted: set[StoreType],
+                threshold: float | None) -> tuple[dict[uuid.UUID, float], dict[uuid.UUID, list[uuid.UUID]]]:
+        """Spreading activation from the top seeds: the best gain and path to each reached record."""
         seeds = heapq.nlargest(self.options.activation_seeds, kept, key=kept.__getitem__)
-        bonus: dict[uuid.UUID, float] = {}
+        gains: dict[uuid.UUID, float] = {}
+        paths: dict[uuid.UUID, list[uuid.UUID]] = {}
         for seed in seeds:
-            reached = self.graph.spread(seed, depth=req.activation_depth,
-                                        min_weight=ACTIVATION_MIN_WEIGHT, decay=ACTIVATION_DECAY)
+            reached = self.graph.spread(seed, depth=depth, min_weight=ACTIVATION_MIN_WEIGHT,
+                                        decay=ACTIVATION_DECAY)
             for i, act in reached.items():
                 if self._store_of(i) not in wanted:
                     continue
                 if threshold is not None and self._fidelity(i) < threshold:
                     continue
                 gain = act.level * kept[seed]
-                if gain > bonus.get(i, 0.0):
-                    bonus[i] = gain
+                if gain > gains.get(i, 0.0):
+                    gains[i] = gain
                     paths[i] = list(act.path)
-        for i, gain in bonus.items():
-            if i in kept:
-                kept[i] += 0.3 * gain
-            else:
-                kept[i] = 0.5 * gain
-            breakdown.setdefault(i, m.ScoreBreakdown()).activation = round(gain, 6)
+        return gains, paths
 
     def recall_associate(self, req: m.RecallAssociateRequest) -> m.RecallAssociateResponse:
         if not self._exists(req.record_id):

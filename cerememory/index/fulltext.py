@@ -16,7 +16,7 @@ from pathlib import Path
 import tantivy
 
 ANALYZER = "cm_en"
-WRITER_HEAP = 50_000_000
+WRITER_HEAP = 15_000_000  # tantivy's minimum; larger heaps made each commit slower here
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 

@@ -8,7 +8,9 @@ and is fetched for the few records a response returns.
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -93,13 +95,56 @@ def _head_columns(ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> dict[str, 
     return columns
 
 
+class BodyCache:
+    """Recently written or read record bodies, bounded in bytes (LRU), so that returning
+    results rarely touches DuckDB."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._items: OrderedDict[uuid.UUID, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_many(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, bytes]:
+        with self._lock:
+            found = {}
+            for i in ids:
+                body = self._items.get(i)
+                if body is not None:
+                    self._items.move_to_end(i)
+                    found[i] = body
+            return found
+
+    def put_many(self, items: Iterable[tuple[uuid.UUID, bytes]]) -> None:
+        with self._lock:
+            for record_id, body in items:
+                old = self._items.pop(record_id, None)
+                if old is not None:
+                    self.bytes -= len(old)
+                if len(body) > self.max_bytes // 8:
+                    continue  # one huge body must not flush the whole cache
+                self._items[record_id] = body
+                self.bytes += len(body)
+            while self.bytes > self.max_bytes and self._items:
+                _, evicted = self._items.popitem(last=False)
+                self.bytes -= len(evicted)
+
+    def discard(self, ids: Iterable[uuid.UUID]) -> None:
+        with self._lock:
+            for i in ids:
+                old = self._items.pop(i, None)
+                if old is not None:
+                    self.bytes -= len(old)
+
+
 class RecordStore:
     """Persistence and RAM heads for the curated records that live on disk."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, cache_bytes: int = 256 * 1024 * 1024) -> None:
         self.db = db
         self.heads: dict[uuid.UUID, Head] = {}
         self.dirty: set[uuid.UUID] = set()
+        self.cache = BodyCache(cache_bytes)
 
     def load(self) -> None:
         rows = self.db.query(f"SELECT id, {', '.join(HEAD_COLUMNS)} FROM records")
@@ -119,25 +164,30 @@ class RecordStore:
     # ------------------------------------------------------------ writes (caller holds a transaction)
 
     def insert(self, tx: duckdb.DuckDBPyConnection, records: Sequence[MemoryRecord],
-               *, replace: bool = False) -> None:
+               *, replace: bool = False) -> list[tuple[uuid.UUID, bytes]]:
+        """Write records; returns their bodies for `commit_heads` to cache."""
         heads = [Head.of(r) for r in records]
         columns = _head_columns([r.id for r in records], heads)
         columns["body"] = [codec.pack_model(r, include=BODY_FIELDS) for r in records]
         Database.insert_columns(tx, "records", columns, uuid_columns=("id",), replace=replace)
+        return list(zip(columns["id"], columns["body"], strict=True))
 
-    def commit_heads(self, records: Sequence[MemoryRecord]) -> None:
+    def commit_heads(self, records: Sequence[MemoryRecord], bodies: Iterable[tuple[uuid.UUID, bytes]]) -> None:
         """After the transaction commits: make the records visible to ranking."""
         for r in records:
             self.heads[r.id] = Head.of(r)
             self.dirty.discard(r.id)
+        self.cache.put_many(bodies)
 
     def delete(self, tx: duckdb.DuckDBPyConnection, ids: Sequence[uuid.UUID]) -> None:
         Database.delete_ids(tx, "records", "id", ids)
 
     def forget_heads(self, ids: Iterable[uuid.UUID]) -> None:
+        ids = list(ids)
         for i in ids:
             self.heads.pop(i, None)
             self.dirty.discard(i)
+        self.cache.discard(ids)
 
     def flush_dirty(self, tx: duckdb.DuckDBPyConnection) -> int:
         """Write back heads changed in RAM only (access counts, stability after recall)."""
@@ -159,13 +209,17 @@ class RecordStore:
     # ------------------------------------------------------------ reads
 
     def bodies(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, bytes]:
-        if not ids:
-            return {}
-        rows = self.db.query(
-            "SELECT id, body FROM records WHERE id IN (SELECT unnest(?::UUID[]))",
-            [[str(i) for i in ids]],
-        )
-        return dict(rows)
+        """Bodies of `ids`: from the cache, the misses in one query."""
+        found = self.cache.get_many(ids)
+        missing = [i for i in ids if i not in found]
+        if missing:
+            rows = self.db.query(
+                "SELECT id, body FROM records WHERE id IN (SELECT unnest(?::UUID[]))",
+                [[str(i) for i in missing]],
+            )
+            self.cache.put_many(rows)
+            found.update(rows)
+        return found
 
     def assemble(self, record_id: uuid.UUID, body: bytes, associations: list) -> MemoryRecord:
         head = self.heads[record_id]

@@ -35,6 +35,12 @@ from ..v1 import cerememory_pb2 as pb
 
 SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["CerememoryService"].full_name
 
+# wire conventions the server and the client share
+ERROR_KEY = "cmp-error"  # trailing metadata: the CMP error envelope as JSON
+REQUEST_ID_KEY = "x-request-id"
+CHUNK_BYTES = 64 * 1024  # archive chunk size of Export and Import
+MAX_MESSAGE_BYTES = 128 * 1024 * 1024  # one unary message: a 50 MiB video block and then some
+
 # CMP operation -> RPC of CerememoryService
 RPC_NAMES: dict[str, str] = {
     "encode.store": "EncodeStore",
@@ -364,7 +370,7 @@ class _Schema:
             nullable, tp = _unwrap(info.annotation)
             if nullable:
                 self.nullable.add(fd.full_name)
-                if not fd.is_repeated and not fd.has_presence:
+                if not (fd.is_repeated or fd.has_presence or fd.enum_type):  # enums: UNSPECIFIED
                     self.problems.append(f"{desc.name}.{name} may be null: make it optional")
             if request and not info.is_required() and not nullable and tp in _ZERO \
                     and not fd.has_presence and info.get_default(call_default_factory=True) != _ZERO[tp]:

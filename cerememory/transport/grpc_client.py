@@ -1,0 +1,131 @@
+"""The gRPC client: the embedded API's typed methods over CerememoryService.
+
+```python
+with GrpcClient("127.0.0.1:8421") as client:
+    client.store("the staging DB moved to eu-west-1", store="semantic")
+    client.recall("where is the staging database").memories
+```
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+from pydantic import BaseModel
+
+from ..api import MemoryAPI
+from ..cmp.dispatch import operation
+from ..cmp.errors import CMPError, ErrorCode
+from ..v1 import cerememory_pb2 as pb
+from ..v1 import cerememory_pb2_grpc as pb_grpc
+from . import grpc_convert as convert
+from .grpc_convert import CHUNK_BYTES, ERROR_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KEY
+
+# statuses that arrive without a CMP envelope (transport failures) -> the closest CMP code
+_TRANSPORT_CODES = {
+    grpc.StatusCode.UNAUTHENTICATED: ErrorCode.UNAUTHORIZED,
+    grpc.StatusCode.UNIMPLEMENTED: ErrorCode.NOT_IMPLEMENTED,
+}
+
+
+def error_from_rpc(exc: grpc.RpcError, target: str) -> CMPError:
+    """The CMPError a failed call carries in `cmp-error`, or one describing the transport failure."""
+    for key, value in exc.trailing_metadata() or ():
+        if key == ERROR_KEY:
+            try:
+                return CMPError.from_envelope(json.loads(value))
+            except ValueError:
+                break
+    status, details = exc.code(), exc.details()
+    code = _TRANSPORT_CODES.get(status, ErrorCode.INTERNAL_ERROR)
+    hint = ("start it with `cerememory serve`, or check the address"
+            if status is grpc.StatusCode.UNAVAILABLE else None)
+    return CMPError(code, f"gRPC call to {target} failed: {status.name}: {details}", hint=hint,
+                    details={"grpc_status": status.name})
+
+
+class GrpcClient(MemoryAPI):
+    """A remote Cerememory over gRPC, with the same methods as the embedded `Memory`."""
+
+    def __init__(self, target: str, *, api_key: str | None = None, timeout: float | None = 30,
+                 tls_root_cert: bytes | None = None) -> None:
+        self.target = target
+        self.timeout = timeout
+        self._metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {api_key}"),) if api_key else ())
+        options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                   ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                   ("grpc.max_metadata_size", 64 * 1024)]
+        if tls_root_cert is None:
+            self._channel = grpc.insecure_channel(target, options=options)
+        else:
+            credentials = grpc.ssl_channel_credentials(root_certificates=tls_root_cert)
+            self._channel = grpc.secure_channel(target, credentials, options=options)
+        self._stub = pb_grpc.CerememoryServiceStub(self._channel)
+
+    # ------------------------------------------------------------ CMP
+
+    def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run a CMP operation on JSON-like data, exactly as `Memory.dispatch` does."""
+        operation(op)  # unknown operations fail here, as they do embedded
+        message = convert.to_proto(op, request)
+        metadata = self._call_metadata(request)
+        try:
+            if op == "lifecycle.export":
+                return self._export(message, metadata)
+            if op == "lifecycle.import":
+                reply = self._stub.Import(_import_chunks(message), metadata=metadata, timeout=self.timeout)
+            else:
+                rpc = getattr(self._stub, convert.RPC_NAMES[op])
+                reply = rpc(message, metadata=metadata, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc, self.target) from None
+        return convert.from_proto_response(op, reply)
+
+    def _invoke(self, op: str, request: dict[str, Any]) -> BaseModel:
+        return operation(op).response.model_validate(self.dispatch(op, request))
+
+    def _call_metadata(self, request: dict[str, Any] | None) -> tuple[tuple[str, str], ...]:
+        header = (request or {}).get("header") or {}
+        request_id = header.get("request_id") if isinstance(header, dict) else getattr(header, "request_id", None)
+        return self._metadata + (((REQUEST_ID_KEY, str(request_id)),) if request_id else ())
+
+    def _export(self, message: Message, metadata: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+        chunks = self._stub.Export(message, metadata=metadata, timeout=self.timeout)
+        first: pb.ExportResponse | None = None
+        data = bytearray()
+        for chunk in chunks:
+            if first is None and chunk.HasField("metadata"):
+                first = chunk.metadata
+            data += chunk.data
+        response = convert.from_proto_response("lifecycle.export", first or pb.ExportResponse())
+        if data:
+            response["archive_data"] = base64.b64encode(bytes(data)).decode("ascii")
+        return response
+
+    # ------------------------------------------------------------ lifetime
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> GrpcClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _import_chunks(request: Message) -> Iterator[pb.ImportChunk]:
+    """The ImportRequest on the first chunk, its archive_data in 64 KiB pieces."""
+    data = request.archive_data
+    head = pb.ImportRequest()
+    head.CopyFrom(request)
+    head.ClearField("archive_data")
+    yield pb.ImportChunk(request=head, data=data[:CHUNK_BYTES])
+    for start in range(CHUNK_BYTES, len(data), CHUNK_BYTES):
+        yield pb.ImportChunk(data=data[start:start + CHUNK_BYTES])

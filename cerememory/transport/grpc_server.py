@@ -1,0 +1,241 @@
+"""The gRPC server: CerememoryService over the one CMP dispatcher, plus health and reflection.
+
+Each RPC converts its proto request to CMP JSON, runs `dispatch` and converts the answer
+back, so gRPC clients get exactly what the embedded API and HTTP get. A CMPError becomes the
+gRPC status of `GRPC_STATUS` with the CMP envelope as JSON in trailing metadata `cmp-error`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from ..cmp.dispatch import OPERATIONS, dispatch
+from ..cmp.errors import CMPError, ErrorCode
+from ..v1 import cerememory_pb2 as pb
+from ..v1 import cerememory_pb2_grpc as pb_grpc
+from . import grpc_convert as convert
+from .grpc_convert import CHUNK_BYTES, ERROR_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KEY
+
+log = logging.getLogger(__name__)
+
+MAX_IMPORT_BYTES = 256 * 1024 * 1024  # the largest archive Import reassembles
+MAX_ENVELOPE_CHARS = 7000  # gRPC clients refuse metadata over 8 KiB by default
+
+
+# ---------------------------------------------------------------- errors and metadata
+
+
+def _request_id(context: grpc.ServicerContext, request: dict[str, Any] | None = None) -> str | None:
+    """`x-request-id` from the call's metadata, else the request's header.request_id."""
+    for key, value in context.invocation_metadata() or ():
+        if key == REQUEST_ID_KEY and value:
+            return str(value)
+    header = (request or {}).get("header") or {}
+    return header.get("request_id")
+
+
+def _envelope_json(error: CMPError) -> str:
+    text = json.dumps(error.envelope(), default=str)
+    if len(text) > MAX_ENVELOPE_CHARS:  # keep the code, message and hint; drop the long lists
+        details = {k: v for k, v in error.details.items() if k in ("field", "hint")}
+        text = json.dumps({**error.envelope(), "details": details or None}, default=str)
+    return text
+
+
+def _abort(context: grpc.ServicerContext, error: CMPError, request_id: str | None,
+           status: grpc.StatusCode | None = None) -> None:
+    """End the call with the error's gRPC status and its envelope in trailing metadata."""
+    if error.request_id is None:
+        error.request_id = request_id
+    trailing = [(ERROR_KEY, _envelope_json(error))]
+    if request_id:
+        trailing.append((REQUEST_ID_KEY, request_id))
+    context.set_trailing_metadata(tuple(trailing))
+    context.abort(status or grpc.StatusCode[error.grpc_status], error.message)
+
+
+def _as_cmp_error(exc: Exception, op: str) -> CMPError:
+    if isinstance(exc, CMPError):
+        return exc
+    log.exception("gRPC %s failed", op)
+    return CMPError(ErrorCode.INTERNAL_ERROR, "internal error", hint="the server log has the details",
+                    details={"operation": op, "exception": type(exc).__name__})
+
+
+class _Guard:
+    """Per call: the request id, the optional bearer key check and the error translation."""
+
+    def __init__(self, context: grpc.ServicerContext, op: str, api_key: str | None) -> None:
+        self.context, self.op, self.request_id = context, op, _request_id(context)
+        if self.request_id:
+            context.send_initial_metadata(((REQUEST_ID_KEY, self.request_id),))
+        if api_key is not None and not _authorized(context, api_key):
+            self.fail(CMPError(ErrorCode.UNAUTHORIZED, "missing or wrong API key",
+                               hint="send metadata `authorization: Bearer <key>`"))
+
+    def fail(self, exc: Exception, status: grpc.StatusCode | None = None) -> None:
+        _abort(self.context, _as_cmp_error(exc, self.op), self.request_id, status)
+
+
+def _authorized(context: grpc.ServicerContext, api_key: str) -> bool:
+    expected = f"Bearer {api_key}".encode()
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization":
+            return hmac.compare_digest(str(value).encode(), expected)
+    return False
+
+
+# ---------------------------------------------------------------- the servicer
+
+
+def _unary(handler: Any, op: str, api_key: str | None) -> Callable[[Any, Message, Any], Message]:
+    def rpc(self: Any, request: Message, context: grpc.ServicerContext) -> Message:
+        guard = _Guard(context, op, api_key)
+        try:
+            data = convert.from_proto_request(op, request)
+            if guard.request_id is None:
+                guard.request_id = _request_id(context, data)
+            return convert.to_proto_response(op, dispatch(handler, op, data))
+        except Exception as exc:  # every failure leaves as a CMP envelope
+            guard.fail(exc)
+            raise  # unreachable: abort raises
+
+    rpc.__name__ = convert.RPC_NAMES[op]
+    return rpc
+
+
+def _export(handler: Any, api_key: str | None) -> Callable[[Any, pb.ExportRequest, Any], Iterator[pb.ExportChunk]]:
+    op = "lifecycle.export"
+
+    def rpc(self: Any, request: pb.ExportRequest, context: grpc.ServicerContext) -> Iterator[pb.ExportChunk]:
+        guard = _Guard(context, op, api_key)
+        try:
+            response = dispatch(handler, op, convert.from_proto_request(op, request))
+            archive = convert.to_proto_response(op, response)
+        except Exception as exc:
+            guard.fail(exc)
+            raise
+        data = archive.archive_data if archive.HasField("archive_data") else b""
+        archive.ClearField("archive_data")
+        pieces = [data[i:i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
+        for n, piece in enumerate(pieces):
+            yield pb.ExportChunk(data=piece, is_last=n == len(pieces) - 1, metadata=archive if n == 0 else None)
+
+    return rpc
+
+
+def _import(handler: Any, api_key: str | None) -> Callable[[Any, Iterator[pb.ImportChunk], Any], Message]:
+    op = "lifecycle.import"
+
+    def rpc(self: Any, chunks: Iterator[pb.ImportChunk], context: grpc.ServicerContext) -> Message:
+        guard = _Guard(context, op, api_key)
+        try:
+            request, archive = _reassemble(chunks)
+            data = convert.from_proto_request(op, request)
+            if archive:
+                data["archive_data"] = archive  # raw bytes: the models accept them as they are
+            return convert.to_proto_response(op, dispatch(handler, op, data))
+        except _TooLarge as exc:
+            guard.fail(exc.error, grpc.StatusCode.RESOURCE_EXHAUSTED)
+            raise
+        except Exception as exc:
+            guard.fail(exc)
+            raise
+
+    return rpc
+
+
+class _TooLarge(Exception):
+    def __init__(self, error: CMPError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _reassemble(chunks: Iterator[pb.ImportChunk]) -> tuple[pb.ImportRequest, bytes]:
+    """The ImportRequest of the first chunk and the archive of all chunks, within the cap."""
+    request: pb.ImportRequest | None = None
+    archive = bytearray()
+    for chunk in chunks:
+        if chunk.HasField("request"):
+            if request is not None:
+                raise CMPError(ErrorCode.VALIDATION_ERROR, "lifecycle.import: request: sent twice",
+                               hint="send the ImportRequest on the first chunk only")
+            request = chunk.request
+            archive += request.archive_data
+        archive += chunk.data
+        if len(archive) > MAX_IMPORT_BYTES:
+            raise _TooLarge(CMPError(
+                ErrorCode.CONTENT_TOO_LARGE,
+                f"lifecycle.import: archive_data exceeds {MAX_IMPORT_BYTES} bytes",
+                hint="import the stores in several smaller archives",
+                details={"field": "archive_data", "limit": MAX_IMPORT_BYTES}))
+    request = request or pb.ImportRequest()
+    request.ClearField("archive_data")
+    return request, bytes(archive)
+
+
+def _servicer(handler: Any, api_key: str | None) -> pb_grpc.CerememoryServiceServicer:
+    """A servicer whose every RPC runs the matching CMP operation on `handler`."""
+    methods: dict[str, Any] = {}
+    for op in OPERATIONS:
+        name = convert.RPC_NAMES[op]
+        if not hasattr(pb_grpc.CerememoryServiceServicer, name):
+            raise RuntimeError(f"CerememoryService has no RPC {name} for {op}")
+        methods[name] = _unary(handler, op, api_key)
+    methods["Export"] = _export(handler, api_key)
+    methods["Import"] = _import(handler, api_key)
+    cls = type("CerememoryServicer", (pb_grpc.CerememoryServiceServicer,), methods)
+    return cls()
+
+
+# ---------------------------------------------------------------- the server
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+def build_grpc_server(handler: Any, *, host: str = "127.0.0.1", port: int = 0, max_workers: int = 16,
+                      tls: tuple[bytes, bytes] | None = None,
+                      api_key: str | None = None) -> tuple[grpc.Server, int]:
+    """A ready (not yet started) server for `handler` (the Engine), and the port it bound.
+
+    `tls` is (certificate chain PEM, private key PEM); without it the port is plaintext.
+    With `api_key`, CerememoryService calls need `authorization: Bearer <key>` (health and
+    reflection stay open for probes).
+    """
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="cerememory-grpc"),
+        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                 ("grpc.so_reuseport", 0)],  # a second server on the same port must fail
+    )
+    pb_grpc.add_CerememoryServiceServicer_to_server(_servicer(handler, api_key), server)
+
+    health_servicer = health.HealthServicer()
+    for service in ("", convert.SERVICE_NAME):
+        health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (convert.SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+         reflection.SERVICE_NAME), server)
+
+    address = _address(host, port)
+    if tls is None:
+        bound = server.add_insecure_port(address)
+    else:
+        cert_chain, private_key = tls
+        bound = server.add_secure_port(address, grpc.ssl_server_credentials([(private_key, cert_chain)]))
+    if not bound:
+        raise OSError(f"cannot bind the gRPC server to {address}")
+    return server, bound
