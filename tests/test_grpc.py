@@ -1,0 +1,484 @@
+"""The gRPC transport: a real server on 127.0.0.1 and a real channel, checked against the
+embedded API (same results, same errors), plus the proto's own upkeep (generated code fresh,
+every model field mirrored)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.descriptor_pool import DescriptorPool
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+
+import cerememory
+from cerememory import CMPError, ErrorCode
+from cerememory.cmp import messages as m
+from cerememory.cmp.dispatch import OPERATIONS, dispatch
+from cerememory.transport import grpc_convert as convert
+from cerememory.transport import grpc_server
+from cerememory.transport.grpc_client import GrpcClient
+from cerememory.transport.grpc_server import build_grpc_server
+from cerememory.v1 import cerememory_pb2 as pb
+from cerememory.v1 import cerememory_pb2_grpc as pb_grpc
+
+ROOT = Path(__file__).resolve().parent.parent
+T0 = datetime(2025, 3, 10, 9, 0, tzinfo=UTC)
+
+
+class Served:
+    """A gRPC server over its own engine; stopped (and the engine closed) on exit."""
+
+    def __init__(self, data_dir: Path, **options: Any) -> None:
+        self.mem = cerememory.open(data_dir, semantic="off")
+        self.server, self.port = build_grpc_server(self.mem.engine, **options)
+        self.server.start()
+        self.target = f"127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.server.stop(None).wait(10)
+        self.mem.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    served = Served(tmp_path / "served")
+    yield served
+    served.close()
+
+
+@pytest.fixture
+def client(served: Served) -> Iterator[GrpcClient]:
+    with GrpcClient(served.target, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+def channel(served: Served) -> Iterator[grpc.Channel]:
+    with grpc.insecure_channel(served.target) as channel:
+        yield channel
+
+
+@pytest.fixture
+def stub(channel: grpc.Channel) -> pb_grpc.CerememoryServiceStub:
+    return pb_grpc.CerememoryServiceStub(channel)
+
+
+# ---------------------------------------------------------------- the proto's upkeep
+
+
+def test_generated_code_matches_the_proto():
+    spec = importlib.util.spec_from_file_location("gen_proto", ROOT / "scripts" / "gen_proto.py")
+    gen_proto = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen_proto)
+    assert gen_proto.stale_files() == [], "run `python scripts/gen_proto.py`"
+
+
+def test_proto_mirrors_every_model_field():
+    assert convert.schema_problems() == []
+
+
+def test_schema_check_notices_drift():
+    class GraphEdge(m.GraphEdge):
+        colour: str = "red"
+
+    class DreamTickRequest(m.DreamTickRequest):
+        dry_run: bool = True  # a non-zero default on a plain proto bool would be lost
+
+    schema = convert._Schema()
+    schema.model(GraphEdge, pb.GraphEdge.DESCRIPTOR, False)
+    schema.model(DreamTickRequest, pb.DreamTickRequest.DESCRIPTOR, True)
+    assert schema.problems == ["GraphEdge.colour is missing from the proto",
+                               "DreamTickRequest.dry_run has a non-zero default: make it optional"]
+
+
+def test_one_rpc_per_operation():
+    service = pb.DESCRIPTOR.services_by_name["CerememoryService"]
+    assert set(convert.RPC_NAMES) == set(OPERATIONS)
+    assert {m.name for m in service.methods} == set(convert.RPC_NAMES.values())
+    for op, name in convert.RPC_NAMES.items():
+        method = service.methods_by_name[name]
+        if op == "lifecycle.export":
+            assert (method.output_type.name, method.server_streaming) == ("ExportChunk", True)
+        elif op == "lifecycle.import":
+            assert (method.input_type.name, method.client_streaming) == ("ImportChunk", True)
+        else:
+            assert method.input_type is convert.request_class(op).DESCRIPTOR
+            assert method.output_type is convert.response_class(op).DESCRIPTOR
+
+
+# ---------------------------------------------------------------- same results as embedded
+
+
+def scenario(api: cerememory.MemoryAPI) -> list[Any]:
+    """Every implemented operation, through the typed API; the JSON of each result."""
+    out: list[Any] = []
+
+    def keep(result: Any) -> Any:
+        out.append(None if result is None else result.model_dump(mode="json"))
+        return result
+
+    a = keep(api.store("the deploy key rotates every Monday", store="semantic", emotion="trust",
+                       metadata={"team": "ops", "n": 3, "ratio": 0.5, "tags": ["a", None], "deep": {"x": []}},
+                       meta={"intent": "remember rotations", "confidence": 0.0,
+                             "alternatives": [{"option": "never rotate", "reason": "risky"}]}))
+    b = keep(api.store("Bob likes green tea", created_at=T0, embedding=[1.0, 0.0, 0.0], summary="tea",
+                       associations=[{"target_id": str(a.record_id), "association_type": "semantic",
+                                      "weight": 0.8}]))
+    keep(api.store("jasmine tea tasting notes", store="procedural", embedding=[0.0, 1.0, 0.0]))
+    steps = [{"content": {"blocks": [{"text": f"step {i}"}]}, "created_at": T0 + timedelta(hours=i)} for i in range(3)]
+    batch = keep(api.store_batch(steps, infer_associations=True))
+    keep(api.update(b.record_id, text="Bob likes green tea and jasmine", metadata={"k": 1},
+                    meta={"rationale": "he said so"}))
+    raw = keep(api.store_raw("user: rotate the key?", session_id="chat-1", turn_id="1", metadata={"m": True}))
+    keep(api.store_raw_batch([
+        {"session_id": "chat-1", "turn_id": "2", "speaker": "assistant",
+         "content": {"blocks": [{"text": "assistant: done, rotated"}]}},
+        {"session_id": "chat-1", "secrecy_level": "secret", "visibility": "private_scratch",
+         "content": {"blocks": [{"text": "the password is hunter2"}]}},
+    ]))
+    keep(api.recall("when does the deploy key rotate"))
+    keep(api.recall(embedding=[0.1, 0.9, 0.0], reconsolidate=False))
+    keep(api.recall(limit=3, reconsolidate=False))
+    keep(api.recall("tea", stores=["semantic", "procedural"], min_fidelity=0.0, activation_depth=0, mode="perfect"))
+    keep(api.raw_recall("rotate", session_id="chat-1"))
+    keep(api.raw_recall(include_private_scratch=True, include_sealed=True, secrecy_levels=["public", "secret"]))
+    keep(api.raw_recall(record_ids=[raw.record_id]))
+    keep(api.associate(b.record_id, depth=2, min_weight=0.0))
+    keep(api.associate(batch.results[1].record_id, types=["sequential"], min_weight=0.0))
+    keep(api.timeline(T0 - timedelta(hours=1), T0 + timedelta(days=1), granularity="hour"))
+    keep(api.graph(a.record_id, depth=1, include_meta=True))
+    keep(api.graph(limit_nodes=5))
+    keep(api.set_mode("perfect", scope=["semantic"]))
+    keep(api.inspect(a.record_id))
+    keep(api.inspect(b.record_id))
+    keep(api.forget([batch.results[2].record_id], confirm=True))
+    keep(api.stats())
+    out.append(api.dispatch("introspect.record", {"record_id": str(batch.results[0].record_id)}))
+    out.append(api.dispatch("recall.query", {"cue": {"text": "rotate"}, "reconsolidate": False}))
+    return out
+
+
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+T0_DAY = T0.strftime("%Y-%m-%d")
+
+
+def canonical(value: Any, ids: dict[str, str] | None = None) -> Any:
+    """Ids become labels in order of appearance (references must still line up); times of
+    'now' and the data directory, which legitimately differ, are blanked."""
+    ids = {} if ids is None else ids
+    if isinstance(value, dict):
+        return {k: canonical(v, ids) for k, v in sorted(value.items()) if k != "data_dir"}
+    if isinstance(value, list):
+        return [canonical(v, ids) for v in value]
+    if isinstance(value, str) and UUID.match(value):
+        return ids.setdefault(value, f"id{len(ids)}")
+    if isinstance(value, str) and TIME.match(value) and not value.startswith(T0_DAY):
+        return "<now>"
+    return value
+
+
+def as_text(value: Any) -> str:
+    """JSON text, so that 1 and 1.0 or a missing key and null count as different."""
+    return json.dumps(value, sort_keys=True)
+
+
+def test_every_operation_gives_the_embedded_result(client: GrpcClient, mem: cerememory.Memory):
+    remote, embedded = scenario(client), scenario(mem)
+    assert len(remote) == len(embedded)
+    for n, (got, want) in enumerate(zip(remote, embedded, strict=True)):
+        assert as_text(canonical(got)) == as_text(canonical(want)), f"result {n} differs"
+
+
+class Recording(cerememory.Memory):
+    """The embedded API, keeping every request and response JSON that passed through it."""
+
+    calls: list[tuple[str, dict[str, Any], dict[str, Any]]]
+
+    def _invoke(self, op: str, request: dict[str, Any]) -> Any:
+        result = super()._invoke(op, request)
+        self.calls.append((op, request, result.model_dump(mode="json")))
+        return result
+
+
+def test_conversion_round_trips_the_dispatch_json(mem: cerememory.Memory):
+    recording = Recording(mem.engine)
+    recording.calls = []
+    scenario(recording)
+    assert {op for op, _, _ in recording.calls} >= {
+        "encode.store", "encode.batch", "encode.update", "encode.store_raw", "encode.batch_raw",
+        "recall.query", "recall.raw_query", "recall.associate", "recall.timeline", "recall.graph",
+        "lifecycle.set_mode", "lifecycle.forget", "introspect.stats", "introspect.record"}
+    for op, request, response in recording.calls:
+        model = OPERATIONS[op].request
+        wire = convert.from_proto_request(op, convert.to_proto(op, request))
+        assert model.model_validate(wire) == model.model_validate(request), op
+        back = convert.from_proto_response(op, convert.to_proto_response(op, response))
+        assert as_text(back) == as_text(response), op
+
+
+def test_request_defaults_and_explicit_zeros_survive():
+    assert convert.from_proto_request("recall.query", convert.to_proto("recall.query", {})) == {}
+    explicit = {"limit": 1, "reconsolidate": False, "activation_depth": 0, "min_fidelity": 0.0,
+                "recall_mode": "human", "cue": {"text": ""}}
+    wire = convert.from_proto_request("recall.query", convert.to_proto("recall.query", explicit))
+    assert wire == explicit
+    parsed = m.RecallQueryRequest.model_validate(wire)
+    assert (parsed.reconsolidate, parsed.activation_depth, parsed.limit) == (False, 0, 1)
+
+
+def test_conversion_errors_name_the_field():
+    with pytest.raises(CMPError) as err:
+        convert.to_proto("encode.store", {"content": {"blocks": [{"text": "x"}]}, "stroe": "semantic"})
+    assert (err.value.code, err.value.details["field"]) == (ErrorCode.VALIDATION_ERROR, "stroe")
+    with pytest.raises(CMPError) as err:
+        convert.to_proto("recall.query", {"stores": ["episodic", "attic"]})
+    assert (err.value.code, err.value.details["field"]) == (ErrorCode.STORE_INVALID, "stores[1]")
+    with pytest.raises(CMPError) as err:
+        convert.to_proto("recall.query", {"limit": "ten"})
+    assert err.value.code is ErrorCode.VALIDATION_ERROR and "limit" in err.value.message
+
+
+# ---------------------------------------------------------------- errors
+
+
+ERROR_CASES = [
+    ("Forget", pb.ForgetRequest(record_ids=[str(uuid.uuid4())]), "FAILED_PRECONDITION", "FORGET_UNCONFIRMED"),
+    ("IntrospectRecord", pb.IntrospectRecordRequest(record_id=str(uuid.uuid4())), "NOT_FOUND", "RECORD_NOT_FOUND"),
+    ("IntrospectRecord", pb.IntrospectRecordRequest(record_id="not-a-uuid"), "INVALID_ARGUMENT", "VALIDATION_ERROR"),
+    ("RecallAssociate", pb.RecallAssociateRequest(record_id=str(uuid.uuid4()), depth=9), "INVALID_ARGUMENT",
+     "VALIDATION_ERROR"),
+    ("DecayTick", pb.DecayTickRequest(), "UNIMPLEMENTED", "NOT_IMPLEMENTED"),
+    ("Stats", pb.StatsRequest(header=pb.CMPHeader(version="2.0")), "FAILED_PRECONDITION", "VERSION_MISMATCH"),
+]
+
+
+@pytest.mark.parametrize(("rpc", "request_message", "status", "code"), ERROR_CASES,
+                         ids=[case[3] + "-" + case[0] for case in ERROR_CASES])
+def test_errors_carry_status_envelope_and_request_id(stub, rpc, request_message, status, code):
+    with pytest.raises(grpc.RpcError) as err:
+        getattr(stub, rpc)(request_message, metadata=(("x-request-id", "req-42"),), timeout=30)
+    assert err.value.code() == grpc.StatusCode[status]
+    trailing = dict(err.value.trailing_metadata())
+    envelope = json.loads(trailing["cmp-error"])
+    assert envelope["code"] == code
+    assert envelope["request_id"] == "req-42"
+    assert envelope["message"] == err.value.details()
+    assert envelope["details"].get("hint") or envelope["details"].get("field")
+    assert trailing["x-request-id"] == "req-42"
+
+
+def test_request_id_comes_back_on_success_too(stub):
+    _, call = stub.Stats.with_call(pb.StatsRequest(), metadata=(("x-request-id", "req-7"),), timeout=30)
+    assert dict(call.initial_metadata())["x-request-id"] == "req-7"
+
+
+def test_client_raises_the_embedded_errors(client: GrpcClient, mem: cerememory.Memory):
+    missing = uuid.uuid4()
+    calls: list[Callable[[cerememory.MemoryAPI], Any]] = [
+        lambda api: api.forget([missing]),
+        lambda api: api.forget([missing], confirm=True),
+        lambda api: api.inspect(missing),
+        lambda api: api.associate(missing, depth=9),
+        lambda api: api.recall(limit=0),
+        lambda api: api.store(content={"blocks": []}),
+        lambda api: api.dispatch("encode.update", {"record_id": str(missing)}),
+        lambda api: api.dispatch("lifecycle.decay_tick", {}),
+        lambda api: api.dispatch("lifecycle.export", {}),
+        lambda api: api.dispatch("lifecycle.import", {"archive_data": "Q01B"}),
+        lambda api: api.dispatch("no.such_op", {}),
+    ]
+    for n, call in enumerate(calls):
+        with pytest.raises(CMPError) as remote:
+            call(client)
+        with pytest.raises(CMPError) as embedded:
+            call(mem)
+        assert remote.value.envelope() == embedded.value.envelope(), f"call {n}"
+
+
+def test_header_request_id_reaches_the_envelope(client: GrpcClient):
+    with pytest.raises(CMPError) as err:
+        client.dispatch("introspect.record", {"record_id": str(uuid.uuid4()), "header": {"request_id": "h-1"}})
+    assert err.value.request_id == "h-1"
+
+
+def test_import_streams_chunks_and_caps_the_archive(stub, monkeypatch):
+    metadata = (("x-request-id", "imp-1"),)
+    archive = bytes(range(256)) * 1024  # 256 KiB: four chunks
+    chunks = [pb.ImportChunk(request=pb.ImportRequest(archive_id="a1"), data=archive[:65536])]
+    chunks += [pb.ImportChunk(data=archive[i:i + 65536]) for i in range(65536, len(archive), 65536)]
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Import(iter(chunks), metadata=metadata, timeout=30)
+    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED  # reassembled, validated, then dispatched
+
+    monkeypatch.setattr(grpc_server, "MAX_IMPORT_BYTES", 100_000)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Import(iter(chunks), metadata=metadata, timeout=30)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    envelope = json.loads(dict(err.value.trailing_metadata())["cmp-error"])
+    assert (envelope["code"], envelope["request_id"]) == ("CONTENT_TOO_LARGE", "imp-1")
+
+
+class Archiver:
+    """A handler that implements only export and import, to drive the streaming RPCs."""
+
+    archive = bytes(range(256)) * 700 + b"end"  # 175 KiB: three chunks
+
+    def __init__(self) -> None:
+        self.imported: m.ImportRequest | None = None
+
+    def lifecycle_export(self, request: m.ExportRequest) -> m.ExportResponse:
+        return m.ExportResponse(archive_id="cma-1", size_bytes=len(self.archive), record_count=3,
+                                checksum="sha256:abc", archive_data=self.archive)
+
+    def lifecycle_import(self, request: m.ImportRequest) -> m.ImportResponse:
+        self.imported = request
+        return m.ImportResponse(records_imported=len(request.archive_data))
+
+
+def test_export_and_import_stream_in_chunks():
+    archiver = Archiver()
+    server, port = build_grpc_server(archiver)
+    server.start()
+    try:
+        with GrpcClient(f"127.0.0.1:{port}") as client, grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            assert client.dispatch("lifecycle.export", {}) == dispatch(archiver, "lifecycle.export", {})
+            chunks = list(pb_grpc.CerememoryServiceStub(channel).Export(pb.ExportRequest(), timeout=30))
+            assert [len(c.data) for c in chunks] == [65536, 65536, len(Archiver.archive) - 131072]
+            assert [c.is_last for c in chunks] == [False, False, True]
+            assert [c.HasField("metadata") for c in chunks] == [True, False, False]
+            assert not chunks[0].metadata.HasField("archive_data")
+
+            response = client.dispatch("lifecycle.import", {"archive_data": Archiver.archive, "strategy": "replace"})
+            assert response == {"records_imported": len(Archiver.archive)}
+            assert archiver.imported.archive_data == Archiver.archive
+            assert archiver.imported.strategy == "replace"
+    finally:
+        server.stop(None).wait(10)
+
+
+def test_export_surfaces_not_implemented(stub):
+    with pytest.raises(grpc.RpcError) as err:
+        list(stub.Export(pb.ExportRequest(), timeout=30))
+    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert json.loads(dict(err.value.trailing_metadata())["cmp-error"])["code"] == "NOT_IMPLEMENTED"
+
+
+def test_api_key_is_required_when_set(tmp_path: Path):
+    served = Served(tmp_path / "keyed", api_key="s3cret")
+    try:
+        with GrpcClient(served.target) as anonymous, pytest.raises(CMPError) as err:
+            anonymous.stats()
+        assert err.value.code is ErrorCode.UNAUTHORIZED
+        with GrpcClient(served.target, api_key="wrong") as wrong, pytest.raises(CMPError) as err:
+            wrong.stats()
+        assert err.value.code is ErrorCode.UNAUTHORIZED
+        with GrpcClient(served.target, api_key="s3cret") as keyed:
+            assert keyed.stats().total_records == 0
+        with grpc.insecure_channel(served.target) as channel:  # probes need no key
+            check = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=30)
+            assert check.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        served.close()
+
+
+def test_unreachable_server_is_a_cmp_error(tmp_path: Path):
+    served = Served(tmp_path / "gone")
+    target = served.target
+    served.close()
+    with GrpcClient(target, timeout=5) as client, pytest.raises(CMPError) as err:
+        client.stats()
+    assert err.value.code is ErrorCode.INTERNAL_ERROR
+    assert err.value.details["grpc_status"] == "UNAVAILABLE"
+
+
+# ---------------------------------------------------------------- health and reflection
+
+
+def test_health_is_serving(channel):
+    health = health_pb2_grpc.HealthStub(channel)
+    for service in ("", "cerememory.v1.CerememoryService"):
+        response = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=30)
+        assert response.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_reflection_lists_the_service(channel):
+    database = ProtoReflectionDescriptorDatabase(channel)
+    assert "cerememory.v1.CerememoryService" in database.get_services()
+    service = DescriptorPool(database).FindServiceByName("cerememory.v1.CerememoryService")
+    assert {method.name for method in service.methods} == set(convert.RPC_NAMES.values())
+    assert service.methods_by_name["RecallQuery"].input_type.fields_by_name["cue"].message_type.name == "RecallCue"
+
+
+# ---------------------------------------------------------------- bytes
+
+
+def test_binary_blocks_round_trip_exactly(client: GrpcClient, stub, mem: cerememory.Memory):
+    payload = bytes(range(256)) * 4 + b"\x00\xff\x80" + bytes(reversed(range(256)))
+    content = {"blocks": [{"modality": "image", "format": "image/png", "data": payload},
+                          {"text": "a picture of nothing"}]}
+    record_id = client.store(content=content).record_id
+    record = client.inspect(record_id)
+    assert record.content.blocks[0].data == payload
+    assert record.content.blocks[0].format == "image/png"
+    wire = stub.IntrospectRecord(pb.IntrospectRecordRequest(record_id=str(record_id)), timeout=30)
+    assert wire.content.blocks[0].data == payload  # raw bytes on the wire, not base64
+    assert wire.content.blocks[0].modality == pb.MODALITY_IMAGE
+    assert not wire.content.blocks[1].HasField("text")  # text travels once, as data
+    embedded = mem.inspect(mem.store(content=content).record_id)
+    assert as_text(canonical(record.model_dump(mode="json"))) == as_text(canonical(embedded.model_dump(mode="json")))
+
+
+def test_blocks_beyond_the_default_message_size(client: GrpcClient):
+    payload = bytes(range(256)) * (6 * 4096)  # 6 MiB: over gRPC's default 4 MiB message limit
+    record_id = client.store(content={"blocks": [{"modality": "image", "data": payload}]}).record_id
+    assert client.inspect(record_id).content.blocks[0].data == payload
+
+
+# ---------------------------------------------------------------- TLS
+
+
+def _self_signed() -> tuple[bytes, bytes]:
+    pytest.importorskip("cryptography")
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.now(UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=1))
+            .not_valid_after(now + timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+def test_tls(tmp_path: Path):
+    cert, key = _self_signed()
+    served = Served(tmp_path / "tls", tls=(cert, key))
+    try:
+        with GrpcClient(served.target, tls_root_cert=cert) as client:
+            assert client.store("over TLS").store == "episodic"
+        with GrpcClient(served.target, timeout=5) as plaintext, pytest.raises(CMPError):
+            plaintext.stats()
+    finally:
+        served.close()
