@@ -21,12 +21,12 @@ from .conftest import free_port
 
 @pytest.fixture
 def server(data_dir, tmp_path):
-    port = free_port()
+    port, grpc_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
     env.update(CEREMEMORY_CONFIG=str(tmp_path / "none.toml"), CEREMEMORY_EMBED__SEMANTIC="off")
     log = (tmp_path / "server.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-m", "cerememory", "serve", "--data-dir", str(data_dir),
-                             "--port", str(port), "--log-level", "warning"],
+                             "--port", str(port), "--grpc-port", str(grpc_port), "--log-level", "warning"],
                             env=env, stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -40,6 +40,7 @@ def server(data_dir, tmp_path):
             raise RuntimeError(f"server did not start: {(tmp_path / 'server.log').read_text()}")
         time.sleep(0.1)
     proc.url = url
+    proc.grpc_target = f"127.0.0.1:{grpc_port}"
     yield proc
     if proc.poll() is None:
         proc.kill()
@@ -56,6 +57,15 @@ def test_cli_talks_to_the_server_and_the_owner_is_named(server, cli):
     assert locked.code == 4
     assert locked.json()["error"]["details"]["hint"] == f"talk to the running server instead: --server-url {server.url}"
     assert cli("reindex", "--server-url", server.url, "--json").json() == {"records": 1, "journal": 0}
+
+
+def test_one_engine_behind_http_and_grpc(server):
+    from cerememory.transport.grpc_client import GrpcClient
+
+    with GrpcClient(server.grpc_target) as grpc_client, Client(server.url) as http_client:
+        rid = grpc_client.store("written over gRPC, read over HTTP").record_id
+        assert http_client.recall("gRPC").memories[0].record.id == rid
+        assert grpc_client.stats().total_records == http_client.stats().total_records == 1
 
 
 def test_sigterm_under_load_loses_no_acknowledged_write(server, data_dir):
