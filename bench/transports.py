@@ -1,0 +1,244 @@
+"""Transport overhead: encode.store, encode.batch and recall.query embedded, over HTTP and over gRPC.
+
+The server is a real `cerememory serve` subprocess (HTTP + gRPC) on loopback; the embedded
+engine runs in this process on its own copy of the same data. Concurrent clients are separate
+processes, so client-side Python does not share one GIL.
+
+    python bench/transports.py            # ~5 minutes
+    python bench/transports.py --quick    # ~1 minute
+
+Writes bench/results/transports.md, transports.json and transports_latency.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (  # noqa: E402
+    RESULTS_DIR,
+    clean_env,
+    env_line,
+    environment,
+    md_table,
+    ms_stats,
+    pyplot,
+    verdict,
+)
+
+WORDS = ("deploy key rotate monday budget review meeting river mountain lunch pasta team roadmap "
+         "release incident database migration latency cache token schema index vector memory agent "
+         "alice bob carol dave tokyo berlin lisbon paris q3 q4 sprint retro design").split()
+
+
+def sentence(rng: random.Random) -> str:
+    return " ".join(rng.choices(WORDS, k=12))
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_client(kind: str, target: dict):
+    if kind == "http":
+        from cerememory.transport.client import Client
+
+        return Client(target["http"], retries=0)
+    from cerememory.transport.grpc_client import GrpcClient
+
+    return GrpcClient(target["grpc"])
+
+
+def run_op(client, op: str, rng: random.Random) -> None:
+    if op == "encode.store":
+        client.store(sentence(rng))
+    elif op == "encode.batch":
+        client.store_batch([{"content": {"blocks": [{"text": sentence(rng)}]}} for _ in range(100)])
+    else:
+        client.recall(" ".join(rng.choices(WORDS, k=3)), reconsolidate=False)
+
+
+def worker(kind: str, target: dict, op: str, count: int, seed: int, start_at: float, queue) -> None:
+    """One client process: wait for the common start, run `count` calls, report latencies."""
+    rng = random.Random(seed)
+    client = make_client(kind, target)
+    for _ in range(3):
+        run_op(client, op, rng)
+    while time.time() < start_at:
+        time.sleep(0.001)
+    latencies = []
+    began = time.perf_counter()
+    for _ in range(count):
+        t = time.perf_counter()
+        run_op(client, op, rng)
+        latencies.append(time.perf_counter() - t)
+    queue.put((latencies, time.perf_counter() - began))
+    client.close()
+
+
+def concurrent(kind: str, target: dict, op: str, clients: int, per_client: int) -> dict:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    start_at = time.time() + 3.0 + 0.3 * clients
+    procs = [ctx.Process(target=worker, args=(kind, target, op, per_client, 1000 + i, start_at, queue))
+             for i in range(clients)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join()
+    latencies = [x for lat, _ in results for x in lat]
+    wall = max(w for _, w in results)
+    stats = ms_stats(latencies)
+    stats["throughput"] = len(latencies) / wall
+    return stats
+
+
+def embedded(mem, op: str, count: int) -> dict:
+    rng = random.Random(7)
+    for _ in range(3):
+        run_op(mem, op, rng)
+    latencies = []
+    began = time.perf_counter()
+    for _ in range(count):
+        t = time.perf_counter()
+        run_op(mem, op, rng)
+        latencies.append(time.perf_counter() - t)
+    stats = ms_stats(latencies)
+    stats["throughput"] = count / (time.perf_counter() - began)
+    return stats
+
+
+def load(client_or_mem, n: int) -> None:
+    rng = random.Random(1)
+    for start in range(0, n, 1000):
+        client_or_mem.store_batch([{"content": {"blocks": [{"text": sentence(rng)}]}}
+                                   for _ in range(min(1000, n - start))])
+
+
+def start_server(data_dir: Path) -> tuple[subprocess.Popen, dict]:
+    port, grpc_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
+    env.update(CEREMEMORY_EMBED__SEMANTIC="off", CEREMEMORY_CONFIG=str(data_dir / "none.toml"))
+    proc = subprocess.Popen([sys.executable, "-m", "cerememory", "serve", "--data-dir", str(data_dir),
+                             "--port", str(port), "--grpc-port", str(grpc_port), "--log-level", "error"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import httpx
+
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(f"{url}/readiness", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    return proc, {"http": url, "grpc": f"127.0.0.1:{grpc_port}"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--records", type=int, default=10_000)
+    args = parser.parse_args()
+    clean_env()
+    calls = 100 if args.quick else 400
+    levels = [1, 8] if args.quick else [1, 8, 32]
+    ops = ["encode.store", "encode.batch", "recall.query"]
+    import cerememory
+
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        server, target = start_server(Path(tmp) / "served")
+        try:
+            with make_client("http", target) as client:
+                load(client, args.records)
+            with cerememory.open(Path(tmp) / "embedded", semantic="off") as mem:
+                load(mem, args.records)
+                base = {op: embedded(mem, op, calls if op != "encode.batch" else calls // 10) for op in ops}
+            for op in ops:
+                rows.append({"op": op, "transport": "embedded", "clients": 1, **base[op]})
+                for kind in ("http", "grpc"):
+                    for clients in levels:
+                        per = max(calls // clients, 20) if op != "encode.batch" else max(calls // 10 // clients, 5)
+                        stats = concurrent(kind, target, op, clients, per)
+                        rows.append({"op": op, "transport": kind, "clients": clients, **stats})
+                        print(f"{op:13} {kind:5} x{clients:<2} p50 {stats['p50_ms']:.2f} ms  "
+                              f"p95 {stats['p95_ms']:.2f} ms  {stats['throughput']:.0f}/s", file=sys.stderr)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+    write_report(rows, args, base)
+    return 0
+
+
+def write_report(rows: list[dict], args: argparse.Namespace, base: dict) -> None:
+    RESULTS_DIR.mkdir(exist_ok=True)
+    (RESULTS_DIR / "transports.json").write_text(json.dumps(rows, indent=2))
+    table = []
+    for r in rows:
+        overhead = r["p50_ms"] - base[r["op"]]["p50_ms"]
+        table.append([r["op"], r["transport"], r["clients"], r["p50_ms"], r["p95_ms"],
+                      overhead if r["transport"] != "embedded" else float("nan"), r["throughput"]])
+    single = [r for r in rows if r["clients"] == 1 and r["transport"] != "embedded" and r["op"] != "encode.batch"]
+    recall8 = next((r for r in rows if r["op"] == "recall.query" and r["transport"] == "grpc" and r["clients"] == 8),
+                   None)
+    targets = [[f"{r['op']} over {r['transport']}: p50 added over embedded",
+                f"{r['p50_ms'] - base[r['op']]['p50_ms']:.2f} ms", "≤ 1 ms",
+                verdict(r["p50_ms"] - base[r["op"]]["p50_ms"] <= 1.0)] for r in single]
+    if recall8:
+        targets.append([f"recall.query/s over gRPC, 8 clients, {args.records:,} records",
+                        f"{recall8['throughput']:,.0f}/s", "≥ 2,000/s", verdict(recall8["throughput"] >= 2000)])
+    text = [
+        "# Transport overhead",
+        "",
+        f"`bench/transports.py{' --quick' if args.quick else ''}` — {env_line(environment())}",
+        "",
+        f"A real `cerememory serve` subprocess (HTTP + gRPC, loopback) over {args.records:,} records; the embedded "
+        "engine in the benchmark process over its own copy of the same data. Concurrent clients are separate "
+        "processes. encode.batch sends 100 records per call; recall.query is a 3-word text query, "
+        "reconsolidate=False. On this 2-core machine the server and its clients share the cores.",
+        "",
+        "## Targets",
+        "",
+        md_table(["measure", "value", "target", "result"], targets),
+        "",
+        "## Latency and throughput",
+        "",
+        md_table(["operation", "transport", "clients", "p50 ms", "p95 ms", "p50 added ms", "calls/s"], table),
+        "",
+        "![latency](transports_latency.png)",
+        "",
+    ]
+    (RESULTS_DIR / "transports.md").write_text("\n".join(text))
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for ax, op in zip(axes, ["encode.store", "encode.batch", "recall.query"], strict=True):
+        for kind in ("http", "grpc"):
+            pts = [(r["clients"], r["p50_ms"]) for r in rows if r["op"] == op and r["transport"] == kind]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=kind)
+        ax.axhline(base[op]["p50_ms"], color="grey", linestyle="--", label="embedded")
+        ax.set_xscale("log", base=2)
+        ax.set_title(op)
+        ax.set_xlabel("concurrent clients")
+        ax.set_ylabel("p50 ms")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(RESULTS_DIR / "transports_latency.png", dpi=110)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
