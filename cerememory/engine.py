@@ -199,11 +199,9 @@ class Engine:
                     yield record_text_doc(self.records.assemble(record_id, body, []))
                     if progress and n % 1000 == 0:
                         progress(n, total)
+                yield from (record_text_doc(r) for r in self.working.records())
 
-            count = self.text.rebuild(docs(), seq)
-            for record in self.working.records():
-                self.text.add([record_text_doc(record)])
-            self.text.commit(seq)
+            count = self.text.rebuild(docs(), seq) - len(self.working)
             if progress:
                 progress(count, total)
             return count
@@ -372,12 +370,12 @@ class Engine:
             self.vectors.add(ids, [STORE_CODE[stores[i]] for i in ids],
                              np.stack([vectors[i][0] for i in ids]))
 
-    def _evict(self, ids: Sequence[uuid.UUID]) -> None:
+    def _evict(self, ids: Sequence[uuid.UUID], seq: int) -> None:
         """Working-memory evictions leave no trace in the indexes."""
         if ids:
             self.graph.remove_nodes(ids)
             self.vectors.remove(ids)
-            self.text.delete(str(i) for i in ids)
+            self.text.stage(seq, delete=[str(i) for i in ids])
 
     # ================================================================ encode
 
@@ -445,11 +443,11 @@ class Engine:
             self.records.commit_heads(durable, bodies)
             for record in records:
                 if record.store is StoreType.WORKING:
-                    self._evict(self.working.put(record))
+                    self._evict(self.working.put(record), seq)
             self.graph.add(edges)
             self._add_vectors_ram(vectors, {r.id: r.store for r in records})
-            self.text.add(record_text_doc(r) for r in records)
-            self.text.commit(seq)
+            self.text.stage(seq, add=[record_text_doc(r) for r in records])
+        self.text.commit_through(seq)
         results = [
             m.EncodeStoreResponse(record_id=r.id, store=r.store, initial_fidelity=r.fidelity.score,
                                   associations_created=n)
@@ -482,22 +480,23 @@ class Engine:
             record = record.model_copy(update=update)
             vectors = self._vectors_for([record]) if req.content is not None else {}
             stores = {record.id: record.store}
-            if record.store is StoreType.WORKING:
-                self.working.put(record)
-                seq = int(self.db.get_state("records_seq", "0") or 0)
-            else:
-                with self.db.transaction() as tx:
+            durable = record.store is not StoreType.WORKING
+            with self.db.transaction() as tx:
+                if durable:
                     bodies = self.records.insert(tx, [record], replace=True)
                     if req.content is not None:
                         Database.delete_ids(tx, "vectors", "record_id", [record.id])
                         self._insert_vectors(tx, vectors)
-                    seq = self.db.bump(tx, "records_seq")
+                seq = self.db.bump(tx, "records_seq")
+            if durable:
                 self.records.commit_heads([record], bodies)
+            else:
+                self.working.put(record)
             if req.content is not None:
                 self.vectors.remove([record.id])
                 self._add_vectors_ram(vectors, stores)
-            self.text.replace([record_text_doc(record)])
-            self.text.commit(seq)
+            self.text.stage(seq, delete=[str(record.id)], add=[record_text_doc(record)])
+        self.text.commit_through(seq)
 
     def _encode_raw(self, reqs: Sequence[m.EncodeStoreRawRequest], op: str) -> list[m.EncodeStoreRawResponse]:
         now = utcnow()
@@ -514,8 +513,8 @@ class Engine:
             with self.db.transaction() as tx:
                 self.journal.insert(tx, records)
                 seq = self.db.bump(tx, "journal_seq")
-            self.raw_text.add(raw_text_doc(r) for r in records)
-            self.raw_text.commit(seq)
+            self.raw_text.stage(seq, add=[raw_text_doc(r) for r in records])
+        self.raw_text.commit_through(seq)
         return [m.EncodeStoreRawResponse(record_id=r.id, session_id=r.session_id,
                                          visibility=r.visibility, secrecy_level=r.secrecy_level)
                 for r in records]
@@ -841,8 +840,8 @@ class Engine:
             self.working.remove(ids)
             self.graph.remove_nodes(ids)
             self.vectors.remove(ids)
-            self.text.delete(str(i) for i in ids)
-            self.text.commit(seq)
+            self.text.stage(seq, delete=[str(i) for i in ids])
+        self.text.commit_through(seq)
         return m.ForgetResponse(records_deleted=len(ids))
 
     # ================================================================ introspect

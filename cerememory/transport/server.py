@@ -72,6 +72,7 @@ class _Server(uvicorn.Server):
 def serve(engine: Any, options: ServeOptions) -> None:
     """Serve HTTP (and gRPC when asked) from `engine` until a signal arrives; closes the engine."""
     from .http import create_app
+    from .mcp_server import mount_streamable_http
 
     if not is_loopback(options.host):
         raise CMPError(ErrorCode.VALIDATION_ERROR, f"refusing to serve on {options.host}: only loopback "
@@ -86,7 +87,7 @@ def serve(engine: Any, options: ServeOptions) -> None:
             grpc_server, bound = build_grpc_server(engine, host=options.host, port=options.grpc_port)
             grpc_server.start()
             log.info("gRPC listening on %s:%s", options.host, bound)
-        app = create_app(engine)
+        app = create_app(engine, extra_routes=lambda app: mount_streamable_http(app, engine))
         config = uvicorn.Config(app, host=options.host, port=options.port, log_level=options.log_level,
                                 timeout_graceful_shutdown=30, lifespan="off")
         _Server(config).run()
