@@ -785,14 +785,15 @@ class Engine:
             groups = [req.session_id] if req.session_id else None
             hits = self.raw_text.search(query, max(req.limit * 20, 200), groups)
             rank = {uuid.UUID(i): n for n, (i, _) in enumerate(hits)}
-            if req.record_ids is not None:
-                rank = {i: n for i, n in rank.items() if i in set(req.record_ids)}
+            if req.record_ids:
+                wanted_ids = set(req.record_ids)
+                rank = {i: n for i, n in rank.items() if i in wanted_ids}
             records, _ = self.journal.query(ids=list(rank), **filters)
             records.sort(key=lambda r: rank[r.id])
             total = len(records)
             records = records[: req.limit]
         else:
-            records, total = self.journal.query(ids=req.record_ids, limit=req.limit, **filters)
+            records, total = self.journal.query(ids=req.record_ids or None, limit=req.limit, **filters)
         records.sort(key=lambda r: (r.created_at, r.id))
         return m.RecallRawQueryResponse(records=records, total_candidates=total)
 

@@ -296,7 +296,7 @@ class RecallGraphResponse(Model):
 class RecallRawQueryRequest(Request):
     session_id: str | None = None
     query: str | None = None
-    record_ids: list[uuid.UUID] | None = None
+    record_ids: list[uuid.UUID] | None = Field(default=None, description="only these records (empty: no filter)")
     temporal: TemporalRange | None = None
     limit: int = Field(default=10, ge=1, le=MAX_RECALL_LIMIT)
     include_private_scratch: bool = False
