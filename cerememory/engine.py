@@ -64,7 +64,7 @@ ProgressFn = Callable[[int, int | None], None]
 class EngineOptions:
     working_capacity: int = 7
     fusion: str = "rrf"
-    rrf_k: int = 60
+    rrf_k: int = 10
     activation_seeds: int = 3
     embed: EmbedSettings = field(default_factory=EmbedSettings)
     server_url: str | None = None
@@ -137,13 +137,13 @@ class Engine:
                            hint=getattr(exc, "hint", None) or "set embed.semantic = auto or off") from exc
         self.db = Database(self.data_dir / DB_NAME)
         self.records = RecordStore(self.db)
-        self.records.load()
+        stored_vectors = self.records.load()
         self.journal = JournalStore(self.db)
         self.working = WorkingMemory(self.options.working_capacity)
         self.graph = AssociationGraph()
         self._load_graph()
         self.vectors = VectorIndex()
-        self._load_vectors()
+        self._load_vectors(stored_vectors)
         index_dir = self.data_dir / "index"
         self.text = TextIndex(index_dir / "records")
         self.raw_text = TextIndex(index_dir / "journal")
@@ -161,12 +161,10 @@ class Engine:
         heads = self.records.heads
         self.graph.add(Edge(*row) for row in rows if row[0] in heads and row[1] in heads)
 
-    def _load_vectors(self) -> None:
-        rows = self.db.query("SELECT record_id, dim, vec FROM vectors")
+    def _load_vectors(self, rows: list[tuple[uuid.UUID, int, bytes]]) -> None:
         by_dim: dict[int, list[tuple[uuid.UUID, bytes]]] = {}
         for record_id, dim, vec in rows:
-            if record_id in self.records.heads:
-                by_dim.setdefault(dim, []).append((record_id, vec))
+            by_dim.setdefault(dim, []).append((record_id, vec))
         for dim, items in by_dim.items():
             matrix = np.frombuffer(b"".join(v for _, v in items), dtype=np.float32).reshape(-1, dim)
             ids = [i for i, _ in items]
@@ -600,7 +598,8 @@ class Engine:
             query_vec = self._embed([text])[0]
             meta.embedding_ms = round((time.perf_counter() - started) * 1000, 3)
         if query_vec is not None:
-            vector_hits = self.vectors.search(query_vec, pool, [STORE_CODE[s] for s in stores])
+            codes = None if len(stores) == len(ALL_STORES) else [STORE_CODE[s] for s in stores]
+            vector_hits = self.vectors.search(query_vec, pool, codes)
             rankings.append(vector_hits)
             meta.signals.append("cosine")
             meta.semantic_search = True

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import os
 import threading
 import time
@@ -17,6 +16,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
+import numpy as np
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -57,6 +57,15 @@ def new_id() -> uuid.UUID:
     value |= 0b10 << 62
     value |= rand
     return uuid.UUID(int=value)
+
+
+def uuid_from_text(text: str) -> uuid.UUID:
+    """`uuid.UUID(text)` for trusted, canonical text (ids read back from our own database),
+    without the constructor's parsing: opening 100k records builds 100k of these."""
+    value = object.__new__(uuid.UUID)
+    object.__setattr__(value, "int", int(text.replace("-", ""), 16))
+    object.__setattr__(value, "is_safe", uuid.SafeUUID.unknown)
+    return value
 
 
 def utcnow() -> datetime:
@@ -109,7 +118,7 @@ def _finite_vector(value: list[float] | None) -> list[float] | None:
         return None
     if not value:
         raise ValueError("embedding must not be empty")
-    if not all(math.isfinite(x) for x in value):
+    if not np.isfinite(np.asarray(value, dtype=np.float64)).all():
         raise ValueError("embedding must hold finite numbers (no NaN or Infinity)")
     return value
 

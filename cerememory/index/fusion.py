@@ -14,7 +14,7 @@ from collections.abc import Sequence
 Ranking = Sequence[tuple[uuid.UUID, float]]
 
 
-def rrf(rankings: Sequence[Ranking], k: int = 60) -> dict[uuid.UUID, float]:
+def rrf(rankings: Sequence[Ranking], k: int = 10) -> dict[uuid.UUID, float]:
     fused: dict[uuid.UUID, float] = {}
     for ranking in rankings:
         for rank, (record_id, _) in enumerate(ranking):
@@ -35,5 +35,5 @@ def normalized(rankings: Sequence[Ranking]) -> dict[uuid.UUID, float]:
     return {i: s / n for i, s in fused.items()}
 
 
-def fuse(rankings: Sequence[Ranking], method: str, k: int = 60) -> dict[uuid.UUID, float]:
+def fuse(rankings: Sequence[Ranking], method: str, k: int = 10) -> dict[uuid.UUID, float]:
     return rrf(rankings, k) if method == "rrf" else normalized(rankings)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import duckdb
 import pyarrow as pa
 
-from ..model import FidelityState, MemoryRecord, StoreType
+from ..model import FidelityState, MemoryRecord, StoreType, uuid_from_text
 from ..storage import codec
 from ..storage.db import Database
 
@@ -146,13 +146,22 @@ class RecordStore:
         self.dirty: set[uuid.UUID] = set()
         self.cache = BodyCache(cache_bytes)
 
-    def load(self) -> None:
-        rows = self.db.query(f"SELECT id, {', '.join(HEAD_COLUMNS)} FROM records")
+    def load(self) -> list[tuple[uuid.UUID, int, bytes]]:
+        """Read every head, and every stored vector with it (one scan): (id, dim, vector bytes)."""
+        columns = ", ".join(f"r.{c}" for c in HEAD_COLUMNS)
+        rows = self.db.query(f"SELECT r.id::VARCHAR, {columns}, v.dim, v.vec FROM records r "
+                             "LEFT JOIN vectors v ON v.record_id = r.id")
+        stores = {s.value: s for s in StoreType}
         heads = self.heads
+        vectors = []
         for row in rows:
-            head = Head(*row[1:])
-            head.store = StoreType(head.store)
-            heads[row[0]] = head
+            record_id = uuid_from_text(row[0])
+            head = Head(*row[1:-2])
+            head.store = stores[head.store]
+            heads[record_id] = head
+            if row[-2] is not None:
+                vectors.append((record_id, row[-2], row[-1]))
+        return vectors
 
     def __contains__(self, record_id: uuid.UUID) -> bool:
         return record_id in self.heads
