@@ -39,6 +39,7 @@ from .model import (
     RawJournalRecord,
     RecallMode,
     StoreType,
+    new_id,
     normalise_meta,
     utcnow,
 )
@@ -57,6 +58,7 @@ RETRIEVAL_BOOST = 1.5
 ACTIVATION_DECAY = 0.5
 ACTIVATION_MIN_WEIGHT = 0.05
 CALLER_MODEL = "caller"
+FRESH_FIDELITY = {k: v.default for k, v in FidelityState.model_fields.items() if k != "last_decay_tick"}
 ProgressFn = Callable[[int, int | None], None]
 
 
@@ -383,26 +385,36 @@ class Engine:
             return req.store
         return StoreType.SEMANTIC if req.content.summary else StoreType.EPISODIC
 
-    def _build_record(self, req: m.EncodeStoreRequest, op: str, now: datetime) -> MemoryRecord:
-        metadata = dict(req.metadata or {})
-        if req.context is not None:
-            metadata["_context"] = req.context.model_dump(mode="json", exclude_none=True)
-        return MemoryRecord(
-            store=self._route(req),
-            created_at=req.created_at or now,
-            updated_at=now,
-            last_accessed_at=now,
-            content=req.content,
-            fidelity=FidelityState(last_decay_tick=now),
-            emotion=req.emotion or EmotionVector(),
-            metadata=metadata,
-            meta=normalise_meta(req.meta, op),
-        )
+    def _build_records(self, reqs: Sequence[m.EncodeStoreRequest], op: str, now: datetime) -> list[MemoryRecord]:
+        """Records from validated requests; constructed without re-validating what already was."""
+        no_meta = normalise_meta(None, op, now)  # shared: records are never mutated in place
+        neutral = EmotionVector()
+        records = []
+        for req in reqs:
+            metadata = dict(req.metadata or {})
+            if req.context is not None:
+                metadata["_context"] = req.context.model_dump(mode="json", exclude_none=True)
+            records.append(MemoryRecord.model_construct(
+                id=new_id(),
+                store=self._route(req),
+                created_at=req.created_at or now,
+                updated_at=now,
+                last_accessed_at=now,
+                access_count=0,
+                content=req.content,
+                fidelity=FidelityState.model_construct(**FRESH_FIDELITY, last_decay_tick=now),
+                emotion=req.emotion or neutral,
+                associations=[],
+                metadata=metadata,
+                version=1,
+                meta=no_meta if req.meta is None else normalise_meta(req.meta, op, now),
+            ))
+        return records
 
     def _encode(self, reqs: Sequence[m.EncodeStoreRequest], *, infer: bool,
                 op: str) -> tuple[list[m.EncodeStoreResponse], int]:
         now = utcnow()
-        records = [self._build_record(r, op, now) for r in reqs]
+        records = self._build_records(reqs, op, now)
         n_working = sum(r.store is StoreType.WORKING for r in records)
         if n_working > self.working.capacity:
             raise CMPError(

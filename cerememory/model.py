@@ -494,9 +494,9 @@ class MetaMemory(Model):
         return "\n".join(p for p in parts if p)
 
 
-def normalise_meta(meta: MetaMemory | None, trigger: str) -> MetaMemory:
+def normalise_meta(meta: MetaMemory | None, trigger: str, now: datetime | None = None) -> MetaMemory:
     """Ingest rule: absent meta is `unavailable`; supplied legacy meta counts as `provided`."""
-    now = utcnow()
+    now = now or utcnow()
     if meta is None:
         return MetaMemory(
             capture_status=CaptureStatus.UNAVAILABLE,
