@@ -156,6 +156,9 @@ class Engine:
         self._stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="cerememory-flush", daemon=True)
         self._flusher.start()
+        self._warmer = threading.Thread(target=self.records.warm, args=(self._stop,),
+                                        name="cerememory-warm", daemon=True)
+        self._warmer.start()
 
     def _load_graph(self) -> None:
         rows = self.db.query("SELECT source_id, target_id, association_type, weight, created_at, "
@@ -257,6 +260,7 @@ class Engine:
         self._closed = True
         self._stop.set()
         self._flusher.join(timeout=5)
+        self._warmer.join(timeout=5)
         try:
             self.flush()
         finally:

@@ -129,6 +129,19 @@ class BodyCache:
                 _, evicted = self._items.popitem(last=False)
                 self.bytes -= len(evicted)
 
+    def add_missing(self, items: Iterable[tuple[uuid.UUID, bytes]]) -> bool:
+        """Cache bodies not cached yet (never replacing a newer one); False once the cache is full."""
+        with self._lock:
+            for record_id, body in items:
+                if record_id in self._items or len(body) > self.max_bytes // 8:
+                    continue
+                if self.bytes + len(body) > self.max_bytes:
+                    return False
+                self._items[record_id] = body
+                self._items.move_to_end(record_id, last=False)  # warmed bodies are evicted first
+                self.bytes += len(body)
+            return True
+
     def discard(self, ids: Iterable[uuid.UUID]) -> None:
         with self._lock:
             for i in ids:
@@ -245,6 +258,19 @@ class RecordStore:
             associations=associations,
         )
         return MemoryRecord.model_validate(values)
+
+    def warm(self, stop: threading.Event, batch: int = 2000) -> None:
+        """Fill the body cache with the newest records, so first queries need not hit DuckDB."""
+        cursor = self.db.fresh_reader()
+        try:
+            cursor.execute("SELECT id::VARCHAR, body FROM records ORDER BY created_at DESC")
+            while not stop.is_set() and (rows := cursor.fetchmany(batch)):
+                if not self.cache.add_missing((uuid_from_text(i), body) for i, body in rows):
+                    break
+        except Exception:  # the database closed under us: warming is best effort
+            pass
+        finally:
+            cursor.close()
 
     def iter_bodies(self, batch: int = 5000) -> Iterable[tuple[uuid.UUID, bytes]]:
         """Every stored body, in batches, for rebuilding derived indexes."""
