@@ -401,6 +401,7 @@ def _common(parser: argparse.ArgumentParser, *, remote: bool = True) -> None:
     parser.add_argument("--data-dir", help="data directory (env CEREMEMORY_DATA_DIR; default ~/.cerememory/data)")
     if remote:
         parser.add_argument("--server-url", help="talk to a running `cerememory serve` (env CEREMEMORY_SERVER_URL)")
+        parser.add_argument("--api-key", help="bearer key for --server-url (env CEREMEMORY_SERVER_API_KEY)")
     parser.add_argument("--config", help="config file (env CEREMEMORY_CONFIG; default ~/.cerememory/config.toml)")
     parser.add_argument("--json", action="store_true", help="print JSON only on stdout")
 
@@ -521,6 +522,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", help="address to bind (default 127.0.0.1; env CEREMEMORY_HTTP__HOST)")
     p.add_argument("--port", type=int, help="HTTP port (default 8420; env CEREMEMORY_HTTP__PORT)")
     p.add_argument("--grpc-port", type=int, help="gRPC port (off by default; env CEREMEMORY_GRPC__PORT)")
+    p.add_argument("--tls-cert", help="PEM certificate chain for gRPC (env CEREMEMORY_GRPC__TLS_CERT)")
+    p.add_argument("--tls-key", help="PEM private key for gRPC (env CEREMEMORY_GRPC__TLS_KEY)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.set_defaults(handler=None)
 
@@ -532,6 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", help="bearer key for the server (env CEREMEMORY_SERVER_API_KEY)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per request to the server (default 30)")
     p.add_argument("--config", help=argparse.SUPPRESS)
+    p.add_argument("--data-dir", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
 
     p = sub.add_parser("config", help="Show the effective configuration.")
@@ -548,8 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _load_config(args: argparse.Namespace, **flags: Any) -> Any:
     from .config import load_config
 
-    return load_config(args.config, {"data_dir": args.data_dir,
-                                     "server_url": getattr(args, "server_url", None), **flags})
+    return load_config(args.config, {"data_dir": args.data_dir, "server_url": getattr(args, "server_url", None),
+                                     "server_api_key": getattr(args, "api_key", None), **flags})
 
 
 def _open(args: argparse.Namespace, out: Output) -> Any:
@@ -558,7 +562,7 @@ def _open(args: argparse.Namespace, out: Output) -> Any:
     if config["server_url"]:
         from .transport.client import Client
 
-        return Client(config["server_url"])
+        return Client(config["server_url"], api_key=config["server_api_key"])
     from .api import open_config
 
     mem = open_config(config)
@@ -586,11 +590,15 @@ def _config_show(args: argparse.Namespace, out: Output) -> None:
 
 def _serve(args: argparse.Namespace, out: Output) -> int:
     from .api import open_config
+    from .security.auth import KeyRing
     from .transport.server import ServeOptions, serve
 
-    config = _load_config(args, **{"http.host": args.host, "http.port": args.port, "grpc.port": args.grpc_port})
+    config = _load_config(args, **{"http.host": args.host, "http.port": args.port, "grpc.port": args.grpc_port,
+                                   "grpc.tls_cert": args.tls_cert, "grpc.tls_key": args.tls_key})
     options = ServeOptions(host=config["http.host"], port=config["http.port"], grpc_port=config["grpc.port"],
-                           log_level=args.log_level)
+                           log_level=args.log_level, keys=KeyRing.from_setting(config["auth.api_keys"]),
+                           tls_cert=config["grpc.tls_cert"], tls_key=config["grpc.tls_key"])
+    options.check()
     url = f"http://{options.host}:{options.port}"
     mem = open_config(config, server_url=url)
     grpc = f", gRPC on {options.host}:{options.grpc_port}" if options.grpc_port else ""
@@ -604,13 +612,11 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    import os
-
     from .transport.client import DEFAULT_URL
     from .transport.mcp_server import run_stdio
 
-    url = args.server_url or _load_config(args)["server_url"] or DEFAULT_URL
-    run_stdio(url, api_key=args.api_key or os.environ.get("CEREMEMORY_SERVER_API_KEY"), timeout=args.timeout)
+    config = _load_config(args)
+    run_stdio(config["server_url"] or DEFAULT_URL, api_key=config["server_api_key"], timeout=args.timeout)
     return 0
 
 

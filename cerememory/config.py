@@ -74,9 +74,11 @@ class Setting:
 
     @property
     def env(self) -> str:
-        if self.name == "data_dir":
-            return "CEREMEMORY_DATA_DIR"
-        return "CEREMEMORY_" + self.name.upper().replace(".", "__")
+        return ENV_NAMES.get(self.name) or "CEREMEMORY_" + self.name.upper().replace(".", "__")
+
+
+# settings whose environment variable is shorter than the derived name
+ENV_NAMES = {"data_dir": "CEREMEMORY_DATA_DIR", "auth.api_keys": "CEREMEMORY_API_KEYS"}
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -84,6 +86,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Directory holding the database, indexes and lock file."),
     Setting("server_url", None, _optional_str,
             "URL of a running `cerememory serve`; CLI commands talk to it instead of opening data_dir."),
+    Setting("server_api_key", None, _optional_str, "Bearer key sent to server_url.", secret=True),
+    Setting("auth.api_keys", None, _optional_str,
+            "Comma-separated bearer keys `cerememory serve` accepts; required off loopback.", secret=True),
     Setting("memory.working_capacity", 7, _positive_int,
             "Records the working memory holds before it evicts the least recently used."),
     Setting("recall.fusion", "rrf", _choice("rrf", "normalized"),
@@ -107,6 +112,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("http.port", 8420, _port, "HTTP port of `cerememory serve`."),
     Setting("grpc.port", None, lambda v: _port(v) if v not in (None, "") else None,
             "gRPC port of `cerememory serve` (off when unset)."),
+    Setting("grpc.tls_cert", None, _optional_str, "PEM certificate chain for gRPC (required off loopback)."),
+    Setting("grpc.tls_key", None, _optional_str, "PEM private key for gRPC (with grpc.tls_cert)."),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}

@@ -23,6 +23,7 @@ import cerememory
 from cerememory import CMPError, ErrorCode
 from cerememory.cmp import messages as m
 from cerememory.cmp.dispatch import OPERATIONS, dispatch
+from cerememory.security.auth import KeyRing
 from cerememory.transport import grpc_convert as convert
 from cerememory.transport import grpc_server
 from cerememory.transport.grpc_client import GrpcClient
@@ -374,7 +375,7 @@ def test_export_surfaces_not_implemented(stub):
 
 
 def test_api_key_is_required_when_set(tmp_path: Path):
-    served = Served(tmp_path / "keyed", api_key="s3cret")
+    served = Served(tmp_path / "keyed", keys=KeyRing(["s3cret", "other"]))
     try:
         with GrpcClient(served.target) as anonymous, pytest.raises(CMPError) as err:
             anonymous.stats()

@@ -100,12 +100,6 @@ def test_sigterm_under_load_loses_no_acknowledged_write(server, data_dir):
         assert all(cerememory.model.uuid.UUID(rid) in stored for rid in acknowledged)
 
 
-def test_serve_refuses_a_public_address(cli):
-    result = cli("serve", "--host", "0.0.0.0", "--port", str(free_port()), "--json")
-    assert result.code == 2
-    assert "loopback" in result.json()["error"]["message"]
-
-
 def test_serve_refuses_a_busy_port(cli, server):
     port = server.url.rsplit(":", 1)[1]
     result = cli("serve", "--port", port, "--json", data=None)

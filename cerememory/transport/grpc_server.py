@@ -7,7 +7,6 @@ gRPC status of `GRPC_STATUS` with the CMP envelope as JSON in trailing metadata 
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ from grpc_reflection.v1alpha import reflection
 
 from ..cmp.dispatch import OPERATIONS, dispatch
 from ..cmp.errors import CMPError, ErrorCode
+from ..security.auth import KeyRing
 from ..v1 import cerememory_pb2 as pb
 from ..v1 import cerememory_pb2_grpc as pb_grpc
 from . import grpc_convert as convert
@@ -75,11 +75,11 @@ def _as_cmp_error(exc: Exception, op: str) -> CMPError:
 class _Guard:
     """Per call: the request id, the optional bearer key check and the error translation."""
 
-    def __init__(self, context: grpc.ServicerContext, op: str, api_key: str | None) -> None:
+    def __init__(self, context: grpc.ServicerContext, op: str, keys: KeyRing | None) -> None:
         self.context, self.op, self.request_id = context, op, _request_id(context)
         if self.request_id:
             context.send_initial_metadata(((REQUEST_ID_KEY, self.request_id),))
-        if api_key is not None and not _authorized(context, api_key):
+        if keys is not None and not _authorized(context, keys):
             self.fail(CMPError(ErrorCode.UNAUTHORIZED, "missing or wrong API key",
                                hint="send metadata `authorization: Bearer <key>`"))
 
@@ -87,20 +87,17 @@ class _Guard:
         _abort(self.context, _as_cmp_error(exc, self.op), self.request_id, status)
 
 
-def _authorized(context: grpc.ServicerContext, api_key: str) -> bool:
-    expected = f"Bearer {api_key}".encode()
-    for key, value in context.invocation_metadata() or ():
-        if key == "authorization":
-            return hmac.compare_digest(str(value).encode(), expected)
-    return False
+def _authorized(context: grpc.ServicerContext, keys: KeyRing) -> bool:
+    header = next((str(v) for k, v in context.invocation_metadata() or () if k == "authorization"), None)
+    return keys.check_authorization(header)
 
 
 # ---------------------------------------------------------------- the servicer
 
 
-def _unary(handler: Any, op: str, api_key: str | None) -> Callable[[Any, Message, Any], Message]:
+def _unary(handler: Any, op: str, keys: KeyRing | None) -> Callable[[Any, Message, Any], Message]:
     def rpc(self: Any, request: Message, context: grpc.ServicerContext) -> Message:
-        guard = _Guard(context, op, api_key)
+        guard = _Guard(context, op, keys)
         try:
             data = convert.from_proto_request(op, request)
             if guard.request_id is None:
@@ -114,11 +111,11 @@ def _unary(handler: Any, op: str, api_key: str | None) -> Callable[[Any, Message
     return rpc
 
 
-def _export(handler: Any, api_key: str | None) -> Callable[[Any, pb.ExportRequest, Any], Iterator[pb.ExportChunk]]:
+def _export(handler: Any, keys: KeyRing | None) -> Callable[[Any, pb.ExportRequest, Any], Iterator[pb.ExportChunk]]:
     op = "lifecycle.export"
 
     def rpc(self: Any, request: pb.ExportRequest, context: grpc.ServicerContext) -> Iterator[pb.ExportChunk]:
-        guard = _Guard(context, op, api_key)
+        guard = _Guard(context, op, keys)
         try:
             response = dispatch(handler, op, convert.from_proto_request(op, request))
             archive = convert.to_proto_response(op, response)
@@ -134,11 +131,11 @@ def _export(handler: Any, api_key: str | None) -> Callable[[Any, pb.ExportReques
     return rpc
 
 
-def _import(handler: Any, api_key: str | None) -> Callable[[Any, Iterator[pb.ImportChunk], Any], Message]:
+def _import(handler: Any, keys: KeyRing | None) -> Callable[[Any, Iterator[pb.ImportChunk], Any], Message]:
     op = "lifecycle.import"
 
     def rpc(self: Any, chunks: Iterator[pb.ImportChunk], context: grpc.ServicerContext) -> Message:
-        guard = _Guard(context, op, api_key)
+        guard = _Guard(context, op, keys)
         try:
             request, archive = _reassemble(chunks)
             data = convert.from_proto_request(op, request)
@@ -184,16 +181,16 @@ def _reassemble(chunks: Iterator[pb.ImportChunk]) -> tuple[pb.ImportRequest, byt
     return request, bytes(archive)
 
 
-def _servicer(handler: Any, api_key: str | None) -> pb_grpc.CerememoryServiceServicer:
+def _servicer(handler: Any, keys: KeyRing | None) -> pb_grpc.CerememoryServiceServicer:
     """A servicer whose every RPC runs the matching CMP operation on `handler`."""
     methods: dict[str, Any] = {}
     for op in OPERATIONS:
         name = convert.RPC_NAMES[op]
         if not hasattr(pb_grpc.CerememoryServiceServicer, name):
             raise RuntimeError(f"CerememoryService has no RPC {name} for {op}")
-        methods[name] = _unary(handler, op, api_key)
-    methods["Export"] = _export(handler, api_key)
-    methods["Import"] = _import(handler, api_key)
+        methods[name] = _unary(handler, op, keys)
+    methods["Export"] = _export(handler, keys)
+    methods["Import"] = _import(handler, keys)
     cls = type("CerememoryServicer", (pb_grpc.CerememoryServiceServicer,), methods)
     return cls()
 
@@ -207,11 +204,11 @@ def _address(host: str, port: int) -> str:
 
 def build_grpc_server(handler: Any, *, host: str = "127.0.0.1", port: int = 0, max_workers: int = 16,
                       tls: tuple[bytes, bytes] | None = None,
-                      api_key: str | None = None) -> tuple[grpc.Server, int]:
+                      keys: KeyRing | None = None) -> tuple[grpc.Server, int]:
     """A ready (not yet started) server for `handler` (the Engine), and the port it bound.
 
     `tls` is (certificate chain PEM, private key PEM); without it the port is plaintext.
-    With `api_key`, CerememoryService calls need `authorization: Bearer <key>` (health and
+    With `keys`, CerememoryService calls need `authorization: Bearer <key>` (health and
     reflection stay open for probes).
     """
     server = grpc.server(
@@ -220,7 +217,7 @@ def build_grpc_server(handler: Any, *, host: str = "127.0.0.1", port: int = 0, m
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.so_reuseport", 0)],  # a second server on the same port must fail
     )
-    pb_grpc.add_CerememoryServiceServicer_to_server(_servicer(handler, api_key), server)
+    pb_grpc.add_CerememoryServiceServicer_to_server(_servicer(handler, keys), server)
 
     health_servicer = health.HealthServicer()
     for service in ("", convert.SERVICE_NAME):

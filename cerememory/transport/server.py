@@ -15,11 +15,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import uvicorn
 
 from ..cmp.errors import CMPError, ErrorCode
+from ..security.auth import KeyRing
 
 log = logging.getLogger("cerememory.server")
 GRPC_GRACE_SECONDS = 8.0
@@ -31,6 +33,29 @@ class ServeOptions:
     port: int = 8420
     grpc_port: int | None = None
     log_level: str = "info"
+    keys: KeyRing | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+    def check(self) -> None:
+        """Secure by default: no anonymous access off loopback, no plaintext gRPC off loopback."""
+        if not is_loopback(self.host) and self.keys is None:
+            raise CMPError(ErrorCode.VALIDATION_ERROR,
+                           f"refusing to serve on {self.host} without API keys",
+                           hint="set CEREMEMORY_API_KEYS (or auth.api_keys), or bind 127.0.0.1")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise CMPError(ErrorCode.VALIDATION_ERROR, "give both --tls-cert and --tls-key")
+        if self.grpc_port is not None and not is_loopback(self.host) and not self.tls_cert:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"refusing plaintext gRPC on {self.host}",
+                           hint="give --tls-cert and --tls-key, or bind 127.0.0.1")
+
+    def tls(self) -> tuple[bytes, bytes] | None:
+        if not self.tls_cert:
+            return None
+        try:
+            return Path(self.tls_cert).read_bytes(), Path(self.tls_key).read_bytes()
+        except OSError as exc:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"cannot read TLS file: {exc}") from None
 
 
 def is_loopback(host: str) -> bool:
@@ -74,20 +99,19 @@ def serve(engine: Any, options: ServeOptions) -> None:
     from .http import create_app
     from .mcp_server import mount_streamable_http
 
-    if not is_loopback(options.host):
-        raise CMPError(ErrorCode.VALIDATION_ERROR, f"refusing to serve on {options.host}: only loopback "
-                       "addresses are served without API keys",
-                       hint="bind 127.0.0.1 (the default) and put an authenticating TLS proxy in front")
+    options.check()
     _check_port_free(options.host, options.port)
     grpc_server = None
     try:
         if options.grpc_port is not None:
             from .grpc_server import build_grpc_server
 
-            grpc_server, bound = build_grpc_server(engine, host=options.host, port=options.grpc_port)
+            grpc_server, bound = build_grpc_server(engine, host=options.host, port=options.grpc_port,
+                                                   tls=options.tls(), keys=options.keys)
             grpc_server.start()
             log.info("gRPC listening on %s:%s", options.host, bound)
-        app = create_app(engine, extra_routes=lambda app: mount_streamable_http(app, engine))
+        app = create_app(engine, keys=options.keys,
+                         extra_routes=lambda app: mount_streamable_http(app, engine))
         config = uvicorn.Config(app, host=options.host, port=options.port, log_level=options.log_level,
                                 timeout_graceful_shutdown=30, lifespan="off")
         _Server(config).run()

@@ -1,0 +1,1 @@
+"""Security: API keys (and, later, rate limits, the audit log and the secret sanitiser)."""
