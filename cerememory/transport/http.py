@@ -164,6 +164,9 @@ def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyR
         return {"records": await run_in_threadpool(handler.reindex_records),
                 "journal": await run_in_threadpool(handler.reindex_journal)}
 
+    from .metrics import instrument
+
+    instrument(app, handler)
     if extra_routes is not None:
         extra_routes(app)
     return app

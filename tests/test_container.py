@@ -1,0 +1,86 @@
+"""The container's entry point, run directly (no Docker engine needed), and the compose file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from .conftest import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+ENTRYPOINT = ROOT / "docker" / "entrypoint.sh"
+
+
+def container_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(CEREMEMORY_DATA_DIR=str(tmp_path / "data"), CEREMEMORY_CONFIG=str(tmp_path / "none.toml"),
+               CEREMEMORY_EMBED__SEMANTIC="off", **extra)
+    return env
+
+
+def test_entrypoint_refuses_to_start_without_keys(tmp_path):
+    result = subprocess.run([str(ENTRYPOINT)], env=container_env(tmp_path), capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2
+    assert "CEREMEMORY_API_KEYS" in result.stderr
+
+
+def test_entrypoint_serves_all_interfaces_with_keys(tmp_path):
+    port = free_port()
+    log = (tmp_path / "server.log").open("wb")
+    proc = subprocess.Popen([str(ENTRYPOINT), "--log-level", "warning"], stdout=log, stderr=log,
+                            env=container_env(tmp_path, CEREMEMORY_API_KEYS="key-a,key-b",
+                                              CEREMEMORY_HTTP__PORT=str(port)))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"{url}/readiness", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        else:
+            pytest.fail((tmp_path / "server.log").read_text())
+        assert httpx.get(f"{url}/v1/introspect/stats").status_code == 401
+        stats = httpx.get(f"{url}/v1/introspect/stats", headers={"authorization": "Bearer key-b"})
+        assert stats.status_code == 200
+        assert stats.json()["data_dir"] == str(tmp_path / "data")
+        metrics = httpx.get(f"{url}/metrics", headers={"authorization": "Bearer key-a"})
+        assert "cerememory_records" in metrics.text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        log.close()
+
+
+def test_compose_file():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    server = compose["services"]["cerememory"]
+    assert any("8420:8420" in p for p in server["ports"]) and any("8421:8421" in p for p in server["ports"])
+    assert "cerememory-data:/data" in server["volumes"]
+    assert "/readiness" in " ".join(server["healthcheck"]["test"])
+    assert "CEREMEMORY_API_KEYS" in server["environment"]
+    assert compose["services"]["prometheus"]["profiles"] == ["metrics"]
+    scrape = yaml.safe_load((ROOT / "docker" / "prometheus.yml").read_text())
+    assert scrape["scrape_configs"][0]["metrics_path"] == "/metrics"
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "docker/entrypoint.sh" in dockerfile and "/readiness" in dockerfile
+
+
+@pytest.mark.skipif(shutil.which("docker") is None or subprocess.run(
+    ["docker", "compose", "version"], capture_output=True).returncode != 0, reason="no docker compose client")
+def test_compose_config_validates():
+    env = {**os.environ, "CEREMEMORY_API_KEYS": "k"}
+    result = subprocess.run(["docker", "compose", "config", "--quiet"], cwd=ROOT, env=env, capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stderr
