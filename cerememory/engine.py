@@ -23,6 +23,7 @@ import numpy as np
 
 from .cmp import messages as m
 from .cmp.errors import CMPError, ErrorCode, not_found
+from .dynamics import decay
 from .dynamics.render import render
 from .embed import EmbeddingUnavailable, EmbedSettings, make_embedder
 from .index.fulltext import TextDoc, TextIndex
@@ -41,7 +42,6 @@ from .model import (
     StoreType,
     new_id,
     normalise_meta,
-    utcnow,
 )
 from .storage.db import DB_NAME, Database
 from .storage.lock import DataDirLock
@@ -54,11 +54,11 @@ log = logging.getLogger("cerememory")
 ALL_STORES = tuple(StoreType)
 STORE_CODE = {s: i for i, s in enumerate(ALL_STORES)}
 SEQUENTIAL_WEIGHT = 0.7
-RETRIEVAL_BOOST = 1.5
 ACTIVATION_DECAY = 0.5
 ACTIVATION_MIN_WEIGHT = 0.05
 CALLER_MODEL = "caller"
-FRESH_FIDELITY = {k: v.default for k, v in FidelityState.model_fields.items() if k != "last_decay_tick"}
+FRESH_FIDELITY = {k: v.default for k, v in FidelityState.model_fields.items()
+                  if k not in ("last_decay_tick", "stability", "decay_rate", "emotional_anchor")}
 ProgressFn = Callable[[int, int | None], None]
 
 
@@ -69,6 +69,8 @@ class EngineOptions:
     rrf_k: int = 10
     activation_seeds: int = 3
     embed: EmbedSettings = field(default_factory=EmbedSettings)
+    decay: dict[StoreType, decay.DecayParams] = field(default_factory=lambda: dict(decay.DEFAULT_PARAMS))
+    clock: Callable[[], float] = time.time  # seconds since the epoch; injectable for tests
     server_url: str | None = None
     flush_interval: float = 2.0
 
@@ -116,6 +118,8 @@ class Engine:
     def __init__(self, data_dir: str | Path, options: EngineOptions | None = None,
                  *, progress: ProgressFn | None = None) -> None:
         self.options = options or EngineOptions()
+        self.params = self.options.decay
+        self.clock = self.options.clock
         self.data_dir = Path(data_dir).expanduser().resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_file = DataDirLock(self.data_dir)
@@ -271,6 +275,9 @@ class Engine:
 
     # ================================================================ helpers
 
+    def _now(self) -> datetime:
+        return dt(self.clock())
+
     def _exists(self, record_id: uuid.UUID) -> bool:
         return record_id in self.records.heads or record_id in self.working
 
@@ -280,12 +287,28 @@ class Engine:
             return head.store
         return StoreType.WORKING if record_id in self.working else None
 
-    def _fidelity(self, record_id: uuid.UUID) -> float:
+    def _head(self, record_id: uuid.UUID) -> Head | None:
         head = self.records.heads.get(record_id)
-        if head is not None:
-            return head.fidelity_score
-        record = self.working.get(record_id)
-        return record.fidelity.score if record else 0.0
+        if head is None:
+            record = self.working.get(record_id)
+            head = Head.of(record) if record is not None else None
+        return head
+
+    def _state(self, head: Head, now: float) -> tuple[float, float]:
+        """Current (fidelity, noise) of a record, from the closed-form curve of its store."""
+        p = self.params[head.store]
+        elapsed = now - head.last_accessed_at
+        score = float(decay.fidelity(head.fidelity_base, elapsed, head.stability, p.exponent,
+                                     head.emotion_intensity))
+        return score, float(decay.noise(0.0, elapsed, head.stability, p.interference, score))
+
+    def _fidelity(self, record_id: uuid.UUID, now: float | None = None) -> float:
+        head = self._head(record_id)
+        return self._state(head, now or self.clock())[0] if head is not None else 0.0
+
+    def _forgotten(self, record_id: uuid.UUID, now: float) -> bool:
+        head = self._head(record_id)
+        return head is None or self._state(head, now)[0] < self.params[head.store].prune
 
     def _created(self, record_id: uuid.UUID) -> float:
         head = self.records.heads.get(record_id)
@@ -298,13 +321,17 @@ class Engine:
         """Whole records for `ids` (missing ones are left out), in one database query."""
         durable = [i for i in ids if i in self.records.heads]
         out: dict[uuid.UUID, MemoryRecord] = {}
+        now = self.clock()
         for record_id, body in self.records.bodies(durable).items():
-            if record_id in self.records.heads:
-                out[record_id] = self.records.assemble(record_id, body, self._associations(record_id))
+            head = self.records.heads.get(record_id)
+            if head is not None:
+                out[record_id] = self.records.assemble(record_id, body, self._associations(record_id),
+                                                       head.fidelity(*self._state(head, now)))
         for i in ids:
             record = self.working.get(i)
             if record is not None:
-                out[i] = record.model_copy(update={"associations": self._associations(i)})
+                state = Head.of(record).fidelity(*self._state(Head.of(record), now))
+                out[i] = record.model_copy(update={"associations": self._associations(i), "fidelity": state})
         return out
 
     def _associations(self, record_id: uuid.UUID) -> list[dict]:
@@ -395,19 +422,23 @@ class Engine:
         neutral = EmotionVector()
         records = []
         for req in reqs:
+            store, emotion = self._route(req), req.emotion or neutral
+            params = self.params[store]
             metadata = dict(req.metadata or {})
             if req.context is not None:
                 metadata["_context"] = req.context.model_dump(mode="json", exclude_none=True)
             records.append(MemoryRecord.model_construct(
                 id=new_id(),
-                store=self._route(req),
+                store=store,
                 created_at=req.created_at or now,
                 updated_at=now,
                 last_accessed_at=now,
                 access_count=0,
                 content=req.content,
-                fidelity=FidelityState.model_construct(**FRESH_FIDELITY, last_decay_tick=now),
-                emotion=req.emotion or neutral,
+                fidelity=FidelityState.model_construct(
+                    **FRESH_FIDELITY, last_decay_tick=now, stability=params.stability, decay_rate=params.exponent,
+                    emotional_anchor=float(decay.emotion_factor(emotion.intensity))),
+                emotion=emotion,
                 associations=[],
                 metadata=metadata,
                 version=1,
@@ -417,7 +448,7 @@ class Engine:
 
     def _encode(self, reqs: Sequence[m.EncodeStoreRequest], *, infer: bool,
                 op: str) -> tuple[list[m.EncodeStoreResponse], int]:
-        now = utcnow()
+        now = self._now()
         records = self._build_records(reqs, op, now)
         n_working = sum(r.store is StoreType.WORKING for r in records)
         if n_working > self.working.capacity:
@@ -449,12 +480,12 @@ class Engine:
             persisted_edges = [e for e in edges
                                if e.source in durable_ids or e.source in self.records.heads]
             with self.db.transaction() as tx:
-                bodies = self.records.insert(tx, durable)
+                written = self.records.insert(tx, durable)
                 self._insert_edges(tx, persisted_edges)
                 self._insert_vectors(tx, {i: v for i, v in vectors.items() if i in durable_ids})
                 self._flush_in(tx)
                 seq = self.db.bump(tx, "records_seq")
-            self.records.commit_heads(durable, bodies)
+            self.records.commit_heads(written)
             for record in records:
                 if record.store is StoreType.WORKING:
                     self._evict(self.working.put(record), seq)
@@ -482,7 +513,7 @@ class Engine:
                            hint="give at least one of content, emotion, metadata, meta")
         with self._write:
             record = self.get(req.record_id)
-            update: dict[str, Any] = {"updated_at": utcnow(), "version": record.version + 1}
+            update: dict[str, Any] = {"updated_at": self._now(), "version": record.version + 1}
             if req.content is not None:
                 update["content"] = req.content
             if req.emotion is not None:
@@ -497,13 +528,13 @@ class Engine:
             durable = record.store is not StoreType.WORKING
             with self.db.transaction() as tx:
                 if durable:
-                    bodies = self.records.insert(tx, [record], replace=True)
+                    written = self.records.insert(tx, [record], replace=True)
                     if req.content is not None:
                         Database.delete_ids(tx, "vectors", "record_id", [record.id])
                         self._insert_vectors(tx, vectors)
                 seq = self.db.bump(tx, "records_seq")
             if durable:
-                self.records.commit_heads([record], bodies)
+                self.records.commit_heads(written)
             else:
                 self.working.put(record)
             if req.content is not None:
@@ -513,7 +544,7 @@ class Engine:
         self.text.commit_through(seq)
 
     def _encode_raw(self, reqs: Sequence[m.EncodeStoreRawRequest], op: str) -> list[m.EncodeStoreRawResponse]:
-        now = utcnow()
+        now = self._now()
         records = [
             RawJournalRecord(
                 session_id=r.session_id, turn_id=r.turn_id, topic_id=r.topic_id, source=r.source,
@@ -568,20 +599,23 @@ class Engine:
                 record=record,
                 relevance_score=round(scores.get(i, 0.0), 6),
                 activation_path=(paths or {}).get(i, [i]),
-                rendered_content=render(record.content, record.fidelity.score, perfect=perfect),
+                rendered_content=render(record.content, record.fidelity.score, record.fidelity.noise_level,
+                                        seed=record.id.int, perfect=perfect),
                 score_breakdown=(breakdown or {}).get(i),
             ))
         return out
 
     def _reconsolidate(self, ids: Iterable[uuid.UUID]) -> None:
-        now = time.time()
+        """Recall strengthens: a little fidelity back, more stability, the decay clock restarts."""
+        now = self.clock()
         for i in ids:
             head = self.records.heads.get(i)
             if head is not None:
+                head.fidelity_base, head.stability = decay.reinforce(
+                    head.fidelity_base, now - head.last_accessed_at, head.stability, self.params[head.store])
                 head.access_count += 1
                 head.last_accessed_at = now
                 head.reinforcement_count += 1
-                head.stability = head.stability * (1 + RETRIEVAL_BOOST * head.stability ** -0.2)
                 self.records.dirty.add(i)
             else:
                 self.working.touch(i)
@@ -636,14 +670,15 @@ class Engine:
             scores = {i: 1.0 / (1 + rank) ** 0.5 for rank, i in enumerate(newest)}
         meta.total_records_scanned = len(scores)
         wanted = set(stores)
-        threshold = None if req.include_decayed else req.min_fidelity
+        now = self.clock()
+        visible = self._visibility(req.include_decayed, req.min_fidelity, now)
         kept: dict[uuid.UUID, float] = {}
         for i, s in scores.items():
             if self._store_of(i) not in wanted:
                 continue
             if start is not None and not start <= self._created(i) <= end:
                 continue
-            if threshold is not None and self._fidelity(i) < threshold:
+            if not visible(i):
                 meta.fidelity_filtered += 1
                 continue
             kept[i] = s
@@ -652,12 +687,13 @@ class Engine:
         gains: dict[uuid.UUID, float] = {}
         paths: dict[uuid.UUID, list[uuid.UUID]] = {}
         if req.activation_depth > 0 and kept and rankings:
-            gains, paths = self._spread(kept, req.activation_depth, wanted, threshold)
+            gains, paths = self._spread(kept, req.activation_depth, wanted, visible)
             for i, gain in gains.items():
                 kept[i] = kept[i] + 0.3 * gain if i in kept else 0.5 * gain
             if gains:
                 meta.signals.append("activation")
-        final = {i: s * (0.5 + 0.5 * self._fidelity(i)) for i, s in kept.items()}
+        fidelity = {i: self._fidelity(i, now) for i in kept}
+        final = {i: s * (0.5 + 0.5 * fidelity[i]) for i, s in kept.items()}
         top = heapq.nlargest(req.limit, final, key=lambda i: (final[i], self._created(i)))
         text_rank = {i: (r + 1, s) for r, (i, s) in enumerate(text_hits)}
         vector_rank = {i: (r + 1, s) for r, (i, s) in enumerate(vector_hits)}
@@ -669,7 +705,7 @@ class Engine:
                 text=None if t_score is None else round(t_score, 4), text_rank=t_rank,
                 vector=None if v_score is None else round(v_score, 4), vector_rank=v_rank,
                 fused=round(fused.get(i, 0.0), 6), activation=round(gains.get(i, 0.0), 6),
-                fidelity=round(self._fidelity(i), 6))
+                fidelity=round(fidelity[i], 6))
         memories = self._recalled(top, final, req.recall_mode, breakdown, paths)
         if req.reconsolidate:
             self._reconsolidate(top)
@@ -678,8 +714,24 @@ class Engine:
         return m.RecallQueryResponse(memories=memories, total_candidates=len(final),
                                      query_metadata=meta)
 
+    def _visibility(self, include_decayed: bool, min_fidelity: float | None,
+                    now: float) -> Callable[[uuid.UUID], bool]:
+        """Forgotten records (below their store's prune threshold) and those under `min_fidelity`
+        are hidden, unless decayed records are asked for."""
+        if include_decayed:
+            return lambda i: True
+
+        def visible(i: uuid.UUID) -> bool:
+            head = self._head(i)
+            if head is None:
+                return False
+            score = self._state(head, now)[0]
+            return score >= self.params[head.store].prune and (min_fidelity is None or score >= min_fidelity)
+
+        return visible
+
     def _spread(self, kept: dict[uuid.UUID, float], depth: int, wanted: set[StoreType],
-                threshold: float | None) -> tuple[dict[uuid.UUID, float], dict[uuid.UUID, list[uuid.UUID]]]:
+                visible: Callable[[uuid.UUID], bool]) -> tuple[dict[uuid.UUID, float], dict]:
         """Spreading activation from the top seeds: the best gain and path to each reached record."""
         seeds = heapq.nlargest(self.options.activation_seeds, kept, key=kept.__getitem__)
         gains: dict[uuid.UUID, float] = {}
@@ -688,9 +740,7 @@ class Engine:
             reached = self.graph.spread(seed, depth=depth, min_weight=ACTIVATION_MIN_WEIGHT,
                                         decay=ACTIVATION_DECAY)
             for i, act in reached.items():
-                if self._store_of(i) not in wanted:
-                    continue
-                if threshold is not None and self._fidelity(i) < threshold:
+                if self._store_of(i) not in wanted or not visible(i):
                     continue
                 gain = act.level * kept[seed]
                 if gain > gains.get(i, 0.0):
@@ -704,7 +754,8 @@ class Engine:
         types = {t.value for t in req.association_types} if req.association_types else None
         reached = self.graph.spread(req.record_id, depth=req.depth or 2, min_weight=req.min_weight,
                                     types=types, decay=ACTIVATION_DECAY)
-        reached = {i: a for i, a in reached.items() if self._exists(i)}
+        visible = self._visibility(False, None, self.clock())
+        reached = {i: a for i, a in reached.items() if visible(i)}
         top = heapq.nlargest(req.limit, reached, key=lambda i: reached[i].level)
         scores = {i: reached[i].level for i in top}
         paths = {i: list(reached[i].path) for i in top}
@@ -716,8 +767,9 @@ class Engine:
     def recall_timeline(self, req: m.RecallTimelineRequest) -> m.RecallTimelineResponse:
         start, end = ts(req.range.start), ts(req.range.end)
         stores = req.stores or ALL_STORES
-        ids = [i for i in self._candidate_ids(stores) if start <= self._created(i) <= end
-               and (req.min_fidelity is None or self._fidelity(i) >= req.min_fidelity)]
+        now = self.clock()
+        visible = self._visibility(False, req.min_fidelity, now)
+        ids = [i for i in self._candidate_ids(stores) if start <= self._created(i) <= end and visible(i)]
         ids.sort(key=self._created)
         if req.emotion_filter is not None:
             ids = self._emotion_matches(ids, req.emotion_filter)
@@ -729,7 +781,7 @@ class Engine:
             shown = members[: req.limit_per_bucket]
             out.append(m.TimelineBucket(
                 start=bstart, end=bucket_end(bstart, req.granularity), count=len(members),
-                memories=self._recalled(shown, {i: self._fidelity(i) for i in shown}, RecallMode.HUMAN),
+                memories=self._recalled(shown, {i: self._fidelity(i, now) for i in shown}, RecallMode.HUMAN),
             ))
         return m.RecallTimelineResponse(buckets=out)
 

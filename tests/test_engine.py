@@ -188,10 +188,18 @@ def test_reconsolidation_counts_accesses(mem):
     assert mem.stats().total_recall_count == 2
 
 
-def test_human_mode_elides_and_perfect_mode_overrides(mem):
-    assert elide("one two three four", 0.95) == "one two three four"
-    assert elide("one two three four", 0.5) == "... two ... four"
-    assert elide("a b c d e f g", 0.85) == "... b c d e f ..."
+def test_human_mode_elides_deterministically_and_perfect_mode_overrides(mem):
+    text = " ".join(f"w{i}" for i in range(400))
+    assert elide(text, 0.95) == text
+
+    def lost(fidelity, noise=0.0, seed=1):
+        return elide(text, fidelity, noise, seed).split().count("...")
+
+    assert elide(text, 0.6, 0.1, seed=7) == elide(text, 0.6, 0.1, seed=7)  # the same memory reads the same
+    assert elide(text, 0.6, seed=7) != elide(text, 0.6, seed=8)             # another memory fades elsewhere
+    assert 0 < lost(0.85) < lost(0.6) < lost(0.3) <= 0.85 * 400             # fades as fidelity falls
+    assert lost(0.6, noise=0.5) > lost(0.6)                                  # and as noise grows
+    assert abs(lost(0.6) - 0.4 * 400) < 40
     rid = mem.store("alpha beta gamma delta").record_id
     hit = mem.recall("alpha").memories[0]
     assert hit.rendered_content.plain_text() == "alpha beta gamma delta"

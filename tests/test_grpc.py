@@ -175,7 +175,8 @@ T0_DAY = T0.strftime("%Y-%m-%d")
 
 def canonical(value: Any, ids: dict[str, str] | None = None) -> Any:
     """Ids become labels in order of appearance (references must still line up); times of
-    'now' and the data directory, which legitimately differ, are blanked."""
+    'now' and the data directory, which legitimately differ, are blanked; floats are rounded
+    because fidelity (and so relevance) moves with the instant a record is read."""
     ids = {} if ids is None else ids
     if isinstance(value, dict):
         return {k: canonical(v, ids) for k, v in sorted(value.items()) if k != "data_dir"}
@@ -185,6 +186,8 @@ def canonical(value: Any, ids: dict[str, str] | None = None) -> Any:
         return ids.setdefault(value, f"id{len(ids)}")
     if isinstance(value, str) and TIME.match(value) and not value.startswith(T0_DAY):
         return "<now>"
+    if isinstance(value, float):
+        return round(value, 5)
     return value
 
 

@@ -82,6 +82,18 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         );
         """,
     ),
+    (
+        2,
+        "closed-form decay: the strength at the last reinforcement, stability in seconds",
+        """
+        ALTER TABLE records ADD COLUMN fidelity_base DOUBLE DEFAULT 1.0;
+        UPDATE records SET fidelity_base = fidelity_score;
+        UPDATE records SET stability = CASE store
+            WHEN 'episodic' THEN 66960.0 WHEN 'semantic' THEN 259200.0 WHEN 'procedural' THEN 604800.0
+            WHEN 'emotional' THEN 172800.0 ELSE 60.0 END
+        WHERE stability <= 1.0;
+        """,
+    ),
 ]
 
 

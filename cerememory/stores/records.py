@@ -50,6 +50,7 @@ class Head:
     emotion_intensity: float
     emotion_valence: float
     version: int
+    fidelity_base: float  # F0: strength (before emotion) at the last reinforcement
 
     @classmethod
     def of(cls, record: MemoryRecord) -> Head:
@@ -70,12 +71,14 @@ class Head:
             emotion_intensity=record.emotion.intensity,
             emotion_valence=record.emotion.valence,
             version=record.version,
+            fidelity_base=f.score,
         )
 
-    def fidelity(self) -> FidelityState:
+    def fidelity(self, score: float, noise: float) -> FidelityState:
+        """The record's fidelity state, with the current score and noise."""
         return FidelityState(
-            score=self.fidelity_score,
-            noise_level=self.noise_level,
+            score=score,
+            noise_level=noise,
             decay_rate=self.decay_rate,
             emotional_anchor=self.emotional_anchor,
             reinforcement_count=self.reinforcement_count,
@@ -93,6 +96,13 @@ def _head_columns(ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> dict[str, 
         columns[name] = [getattr(h, name) for h in heads]
     columns["store"] = [h.store.value for h in heads]
     return columns
+
+
+@dataclass
+class Written:
+    ids: list[uuid.UUID]
+    heads: list[Head]
+    bodies: list[bytes]
 
 
 class BodyCache:
@@ -185,21 +195,28 @@ class RecordStore:
 
     # ------------------------------------------------------------ writes (caller holds a transaction)
 
+    def _head_for(self, record: MemoryRecord) -> Head:
+        head = Head.of(record)
+        old = self.heads.get(record.id)
+        if old is not None:  # an update: its decay clock and strength stay as they were
+            head.fidelity_base, head.fidelity_score = old.fidelity_base, old.fidelity_score
+        return head
+
     def insert(self, tx: duckdb.DuckDBPyConnection, records: Sequence[MemoryRecord],
-               *, replace: bool = False) -> list[tuple[uuid.UUID, bytes]]:
-        """Write records; returns their bodies for `commit_heads` to cache."""
-        heads = [Head.of(r) for r in records]
+               *, replace: bool = False) -> Written:
+        """Write records; returns what `commit_heads` makes visible once the transaction commits."""
+        heads = [self._head_for(r) for r in records]
         columns = _head_columns([r.id for r in records], heads)
         columns["body"] = [codec.pack_model(r, include=BODY_FIELDS) for r in records]
         Database.insert_columns(tx, "records", columns, uuid_columns=("id",), replace=replace)
-        return list(zip(columns["id"], columns["body"], strict=True))
+        return Written(columns["id"], heads, columns["body"])
 
-    def commit_heads(self, records: Sequence[MemoryRecord], bodies: Iterable[tuple[uuid.UUID, bytes]]) -> None:
+    def commit_heads(self, written: Written) -> None:
         """After the transaction commits: make the records visible to ranking."""
-        for r in records:
-            self.heads[r.id] = Head.of(r)
-            self.dirty.discard(r.id)
-        self.cache.put_many(bodies)
+        for record_id, head in zip(written.ids, written.heads, strict=True):
+            self.heads[record_id] = head
+            self.dirty.discard(record_id)
+        self.cache.put_many(zip(written.ids, written.bodies, strict=True))
 
     def delete(self, tx: duckdb.DuckDBPyConnection, ids: Sequence[uuid.UUID]) -> None:
         Database.delete_ids(tx, "records", "id", ids)
@@ -243,7 +260,8 @@ class RecordStore:
             found.update(rows)
         return found
 
-    def assemble(self, record_id: uuid.UUID, body: bytes, associations: list) -> MemoryRecord:
+    def assemble(self, record_id: uuid.UUID, body: bytes, associations: list,
+                 fidelity: FidelityState | None = None) -> MemoryRecord:
         head = self.heads[record_id]
         values = codec.unpack(body)
         values.update(
@@ -253,7 +271,7 @@ class RecordStore:
             updated_at=dt(head.updated_at),
             last_accessed_at=dt(head.last_accessed_at),
             access_count=head.access_count,
-            fidelity=head.fidelity(),
+            fidelity=fidelity or head.fidelity(head.fidelity_score, head.noise_level),
             version=head.version,
             associations=associations,
         )

@@ -1,0 +1,142 @@
+"""Helpers shared by the benchmark scripts: timing, percentiles, environment, markdown, plots."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+BENCH_DIR = Path(__file__).resolve().parent
+RESULTS_DIR = BENCH_DIR / "results"
+REPO_DIR = BENCH_DIR.parent
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def clean_env() -> None:
+    """Benchmarks measure the defaults: drop CEREMEMORY_* settings inherited from the shell."""
+    for key in [k for k in os.environ if k.startswith("CEREMEMORY_")]:
+        print(f"note: ignoring {key} from the environment", file=sys.stderr)
+        del os.environ[key]
+
+
+def now() -> float:
+    return time.perf_counter()
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if len(values) else float("nan")
+
+
+def ms_stats(seconds: Sequence[float]) -> dict[str, float]:
+    """p50 / p95 / mean in milliseconds."""
+    return {"p50_ms": pct(seconds, 50) * 1000, "p95_ms": pct(seconds, 95) * 1000,
+            "mean_ms": float(np.mean(seconds)) * 1000 if len(seconds) else float("nan"),
+            "n": len(seconds)}
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process (ru_maxrss is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def rss_mb() -> float:
+    try:
+        import psutil
+        return psutil.Process().memory_info().rss / 2**20
+    except ImportError:  # pragma: no cover
+        return float("nan")
+
+
+def git_rev() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_DIR,
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "cerememory"], cwd=REPO_DIR,
+                               capture_output=True, text=True).stdout.strip()
+        return rev + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def environment() -> dict[str, str]:
+    import duckdb
+    import tantivy
+    info = {
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "cpus": str(os.cpu_count()),
+        "duckdb": duckdb.__version__,
+        "tantivy": getattr(tantivy, "__version__", "?"),
+        "numpy": np.__version__,
+        "commit": git_rev(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+    return info
+
+
+def env_line(info: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in info.items())
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    def cell(v: object) -> str:
+        if isinstance(v, float):
+            if v != v:
+                return "–"
+            if abs(v) >= 100:
+                return f"{v:,.0f}"
+            if abs(v) >= 10:
+                return f"{v:.1f}"
+            return f"{v:.3g}" if abs(v) < 1 else f"{v:.2f}"
+        return str(v)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+class LoadMonitor:
+    """How much CPU other processes used while we measured (the machine may be shared)."""
+
+    def __init__(self) -> None:
+        import psutil
+        self._psutil = psutil
+        self._proc = psutil.Process()
+        self.start()
+
+    def _busy(self) -> float:
+        t = self._psutil.cpu_times()
+        return t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+
+    def _own(self) -> float:
+        c = self._proc.cpu_times()
+        return c.user + c.system + c.children_user + c.children_system
+
+    def start(self) -> None:
+        self.t0, self.busy0, self.own0 = time.perf_counter(), self._busy(), self._own()
+
+    def others_cores(self) -> float:
+        """Average number of cores busy with other processes since start()."""
+        wall = time.perf_counter() - self.t0
+        other = (self._busy() - self.busy0) - (self._own() - self.own0)
+        return max(other, 0.0) / wall if wall > 0 else 0.0

@@ -1,0 +1,86 @@
+"""The forgetting curve, in closed form.
+
+    F(t) = min(1, F0 · (1 + t/S)^(−d) · E),   E = 1 + 0.5 · intensity
+    N(t) = min(1, N0 + λ · √(t/S) · (1 − F(t)))
+
+t is the time since the memory was last reinforced (stored or recalled), S its stability and F0
+its strength at that moment. Because F depends only on t, fidelity is right at any instant
+without a tick, and ticks never compound. A record whose fidelity falls below its store's prune
+threshold is *forgotten*: hidden from recall, kept for forensics.
+
+Every function takes numpy arrays or plain floats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from ..model import StoreType
+
+HOUR = 3600.0
+DAY = 24 * HOUR
+
+
+@dataclass(frozen=True)
+class DecayParams:
+    exponent: float        # d: how steeply the power law falls
+    stability: float       # S0: initial stability in seconds (the curve's time scale)
+    prune: float           # fidelity below which a record is forgotten
+    boost: float           # b in S ← S·(1 + b·S^(−0.2)) on each recall
+    interference: float    # λ: how fast noise gathers as fidelity falls
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+# Chosen so that an untouched neutral episodic memory stays above the prune threshold for about
+# six weeks, an intense one (intensity 1) for about five months, a recalled one longer; facts and
+# skills fade far slower; working memory within minutes. docs/decay.md tabulates the curves.
+DEFAULT_PARAMS: dict[StoreType, DecayParams] = {
+    StoreType.EPISODIC: DecayParams(exponent=0.3, stability=18.6 * HOUR, prune=0.3, boost=1.5, interference=0.1),
+    StoreType.SEMANTIC: DecayParams(exponent=0.2, stability=3 * DAY, prune=0.25, boost=2.0, interference=0.05),
+    StoreType.PROCEDURAL: DecayParams(exponent=0.15, stability=7 * DAY, prune=0.2, boost=2.5, interference=0.02),
+    StoreType.EMOTIONAL: DecayParams(exponent=0.25, stability=2 * DAY, prune=0.3, boost=1.8, interference=0.08),
+    StoreType.WORKING: DecayParams(exponent=0.8, stability=60.0, prune=0.3, boost=1.0, interference=0.3),
+}
+
+RECALL_FIDELITY_BOOST = 0.1  # a recall restores this share of what was lost
+
+
+def emotion_factor(intensity: Any) -> Any:
+    return 1.0 + 0.5 * np.clip(intensity, 0.0, 1.0)
+
+
+def strength(base: Any, elapsed: Any, stability: Any, exponent: Any) -> Any:
+    """F0 · (1 + t/S)^(−d): the raw strength, before emotion."""
+    t = np.maximum(elapsed, 0.0)
+    return base * (1.0 + t / stability) ** (-exponent)
+
+
+def fidelity(base: Any, elapsed: Any, stability: Any, exponent: Any, intensity: Any) -> Any:
+    return np.minimum(1.0, strength(base, elapsed, stability, exponent) * emotion_factor(intensity))
+
+
+def noise(noise0: Any, elapsed: Any, stability: Any, interference: Any, current_fidelity: Any) -> Any:
+    t = np.maximum(elapsed, 0.0)
+    return np.minimum(1.0, noise0 + interference * np.sqrt(t / stability) * (1.0 - current_fidelity))
+
+
+def seconds_until(threshold: Any, base: Any, stability: Any, exponent: Any, intensity: Any) -> Any:
+    """Time after the last reinforcement at which fidelity reaches `threshold` (inf: never)."""
+    start = np.asarray(base * emotion_factor(intensity), dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = stability * ((start / threshold) ** (1.0 / np.asarray(exponent, dtype=np.float64)) - 1.0)
+    t = np.where(exponent <= 0, np.inf, t)
+    return np.maximum(t, 0.0)
+
+
+def reinforce(base: float, elapsed: float, stability: float, params: DecayParams) -> tuple[float, float]:
+    """A recall: the decayed strength regains a little, and stability grows. Returns (base, S)."""
+    now = float(strength(base, elapsed, stability, params.exponent))
+    new_base = min(1.0, now + RECALL_FIDELITY_BOOST * (1.0 - now))
+    return max(new_base, now), stability * (1.0 + params.boost * stability ** -0.2)
