@@ -186,6 +186,15 @@ class MemoryAPI:
     def set_mode(self, mode: str, *, scope: Sequence[str] | None = None) -> m.Empty:
         return self._call("lifecycle.set_mode", {"mode": mode, "scope": scope}, m.Empty)
 
+    def decay_tick(self) -> m.DecayTickResponse:
+        """Materialise fidelity and noise now, and count forgotten records."""
+        return self._call("lifecycle.decay_tick", {}, m.DecayTickResponse)
+
+    def forecast(self, record_ids: Sequence[uuid.UUID | str], at: datetime) -> m.DecayForecastResponse:
+        """Fidelity of records at `at`, and when each will be forgotten."""
+        return self._call("introspect.decay_forecast", {"record_ids": list(record_ids), "forecast_at": at},
+                          m.DecayForecastResponse)
+
     def stats(self) -> m.StatsResponse:
         return self._call("introspect.stats", {}, m.StatsResponse)
 
@@ -250,23 +259,27 @@ _OPEN_ALIASES = {
 
 
 def open(data_dir: str | Path | None = None, *, config: str | Path | None = None,
-         **settings: Any) -> Memory:
+         clock: Any = None, **settings: Any) -> Memory:
     """Open (creating if needed) a data directory in this process.
 
     Settings come from the config file and `CEREMEMORY_*` variables as for the CLI; keyword
     arguments override them: `semantic="off"`, `working_capacity=12`, `fusion="normalized"`,
-    or any setting name with dots written as double underscores (`embed__http_url=...`).
+    or any setting name with dots written as double underscores (`decay__episodic__prune=0.2`).
     """
     from .config import load_config
 
     flags = {_OPEN_ALIASES.get(k, k.replace("__", ".")): v for k, v in settings.items()}
     if data_dir is not None:
         flags["data_dir"] = str(data_dir)
-    return open_config(load_config(config, flags))
+    return open_config(load_config(config, flags), clock=clock)
 
 
-def open_config(cfg: Any, *, server_url: str | None = None) -> Memory:
-    """Open the data directory a loaded `Config` names, with its engine settings."""
+def open_config(cfg: Any, *, server_url: str | None = None, clock: Any = None) -> Memory:
+    """Open the data directory a loaded `Config` names, with its engine settings. `clock`
+    (seconds since the epoch, like `time.time`) lets tests move time without sleeping."""
     from .engine import Engine, EngineOptions
 
-    return Memory(Engine(cfg.data_dir, EngineOptions(**cfg.engine_options(), server_url=server_url)))
+    options = EngineOptions(**cfg.engine_options(), server_url=server_url)
+    if clock is not None:
+        options.clock = clock
+    return Memory(Engine(cfg.data_dir, options))

@@ -238,6 +238,15 @@ def cmd_stats(args: argparse.Namespace) -> tuple[str, dict]:
     return "introspect.stats", {}
 
 
+def cmd_decay_tick(args: argparse.Namespace) -> tuple[str, dict]:
+    return "lifecycle.decay_tick", {}
+
+
+def cmd_forecast(args: argparse.Namespace) -> tuple[str, dict]:
+    at = _when(args.at, "--at") or (datetime.now(UTC) + timedelta(days=30)).isoformat()
+    return "introspect.decay_forecast", {"record_ids": args.record_ids, "forecast_at": at}
+
+
 # ---------------------------------------------------------------- output
 
 
@@ -391,6 +400,9 @@ RENDERERS: dict[str, Callable[[Any, dict], None]] = {
                                f" ({r['associations_inferred']} associations inferred)"),
     "lifecycle.forget": _render_ok(lambda r: f"forgot {r['records_deleted']} records"),
     "lifecycle.set_mode": _render_ok(lambda r: "recall mode set"),
+    "lifecycle.decay_tick": _render_ok(lambda r: f"updated {r['records_updated']} records; "
+                                       f"{r['records_below_threshold']} below their prune threshold "
+                                       f"({r['records_forgotten']} newly forgotten)"),
 }
 
 
@@ -514,6 +526,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scope", help="comma-separated stores (default: all)")
 
     add("stats", "Counts, fidelity and index figures.", cmd_stats)
+    add("decay-tick", "Materialise fidelity now and count forgotten records.", cmd_decay_tick)
+    p = add("forecast", "Fidelity of records at a future instant, and when each will be forgotten.", cmd_forecast)
+    p.add_argument("record_ids", nargs="+")
+    p.add_argument("--at", help="the instant to forecast (ISO 8601; default: in 30 days)")
     add("reindex", "Rebuild the full-text indexes from the database.", None)
 
     p = sub.add_parser("serve", help="Serve CMP over HTTP (and gRPC) from one process that owns the data dir.",
@@ -596,7 +612,8 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
     config = _load_config(args, **{"http.host": args.host, "http.port": args.port, "grpc.port": args.grpc_port,
                                    "grpc.tls_cert": args.tls_cert, "grpc.tls_key": args.tls_key})
     options = ServeOptions(host=config["http.host"], port=config["http.port"], grpc_port=config["grpc.port"],
-                           log_level=args.log_level, keys=KeyRing.from_setting(config["auth.api_keys"]),
+                           log_level=args.log_level, decay_interval=config["decay.interval_seconds"],
+                           keys=KeyRing.from_setting(config["auth.api_keys"]),
                            tls_cert=config["grpc.tls_cert"], tls_key=config["grpc.tls_key"])
     options.check()
     url = f"http://{options.host}:{options.port}"

@@ -116,6 +116,48 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("grpc.tls_key", None, _optional_str, "PEM private key for gRPC (with grpc.tls_cert)."),
 )
 
+def _nonnegative_int(value: Any) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"must be 0 or more, got {number}")
+    return number
+
+
+def _positive_float(value: Any) -> float:
+    number = float(value)
+    if not number > 0 or number != number or number == float("inf"):
+        raise ValueError(f"must be a positive number, got {value!r}")
+    return number
+
+
+def _unit_float(value: Any) -> float:
+    number = float(value)
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"must be between 0 and 1, got {value!r}")
+    return number
+
+
+def _decay_settings() -> tuple[Setting, ...]:
+    from .dynamics.decay import DEFAULT_PARAMS
+
+    meaning = {
+        "exponent": ("the power-law exponent d", _positive_float),
+        "stability": ("initial stability S in seconds (the time scale of the curve)", _positive_float),
+        "prune": ("fidelity below which a record is forgotten (hidden from recall)", _unit_float),
+        "boost": ("retrieval boost b: S grows by a factor 1 + b·S^-0.2 on each recall", _positive_float),
+        "interference": ("how fast noise gathers as fidelity falls", _unit_float),
+    }
+    return tuple(
+        Setting(f"decay.{store.value}.{name}", getattr(params, name), parse, f"{store.value}: {text}")
+        for store, params in DEFAULT_PARAMS.items() for name, (text, parse) in meaning.items()
+    )
+
+
+SETTINGS = SETTINGS + (
+    Setting("decay.interval_seconds", 3600, _nonnegative_int,
+            "How often `cerememory serve` runs a decay tick in the background (0 turns it off)."),
+) + _decay_settings()
+
 BY_NAME = {s.name: s for s in SETTINGS}
 SOURCE_DEFAULT = "default"
 SOURCE_FLAG = "flag"
@@ -157,6 +199,12 @@ class Config:
     def data_dir(self) -> Path:
         return Path(self["data_dir"])
 
+    def decay_params(self) -> dict[Any, Any]:
+        from .dynamics.decay import DEFAULT_PARAMS, DecayParams
+
+        return {store: DecayParams(**{n: self[f"decay.{store.value}.{n}"] for n in DecayParams.names()})
+                for store in DEFAULT_PARAMS}
+
     def engine_options(self) -> dict[str, Any]:
         from .embed import EmbedSettings
 
@@ -165,6 +213,7 @@ class Config:
             "fusion": self["recall.fusion"],
             "rrf_k": self["recall.rrf_k"],
             "activation_seeds": self["recall.activation_seeds"],
+            "decay": self.decay_params(),
             "embed": EmbedSettings(
                 semantic=self["embed.semantic"],
                 backend=self["embed.backend"],

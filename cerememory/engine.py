@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,7 @@ class Engine:
         self.options = options or EngineOptions()
         self.params = self.options.decay
         self.clock = self.options.clock
+        self.background_decay = False  # set by the scheduler of a serving process
         self.data_dir = Path(data_dir).expanduser().resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_file = DataDirLock(self.data_dir)
@@ -919,13 +921,14 @@ class Engine:
         sums = {s.value: 0.0 for s in ALL_STORES}
         oldest = newest = None
         heads: list[Head] = list(self.records.heads.values())
+        now = self.clock()
         for h in heads:
             counts[h.store.value] += 1
-            sums[h.store.value] += h.fidelity_score
+            sums[h.store.value] += self._state(h, now)[0]
         created = [h.created_at for h in heads]
         for r in self.working.records():
             counts["working"] += 1
-            sums["working"] += r.fidelity.score
+            sums["working"] += self._state(Head.of(r), now)[0]
             created.append(ts(r.created_at))
         if created:
             oldest, newest = dt(min(created)), dt(max(created))
@@ -950,10 +953,72 @@ class Engine:
             working_capacity=self.working.capacity,
             recall_mode=self.modes[None],
             data_dir=str(self.data_dir),
+            background_decay_enabled=self.background_decay,
         )
 
     def introspect_record(self, req: m.IntrospectRecordRequest) -> MemoryRecord:
         return self.get(req.record_id)
+
+    # ================================================================ decay
+
+    def lifecycle_decay_tick(self, req: m.DecayTickRequest | None = None) -> m.DecayTickResponse:
+        """Materialise every record's fidelity and noise at this instant (vectorised), and count
+        the records below their prune threshold. Reads never wait for it: they use the curve."""
+        with self._write:
+            now = self.clock()
+            items = self.records.items()
+            if not items:
+                return m.DecayTickResponse()
+            heads = [h for _, h in items]
+            n = len(heads)
+
+            def column(name: str) -> np.ndarray:
+                get = attrgetter(name)
+                return np.fromiter(map(get, heads), dtype=np.float64, count=n)
+
+            codes = np.fromiter((STORE_CODE[h.store] for h in heads), dtype=np.int64, count=n)
+            per_store = {name: np.array([getattr(self.params[s], name) for s in ALL_STORES])[codes]
+                         for name in ("exponent", "prune", "interference")}
+            elapsed = now - column("last_accessed_at")
+            stability, intensity = column("stability"), column("emotion_intensity")
+            score = decay.fidelity(column("fidelity_base"), elapsed, stability, per_store["exponent"], intensity)
+            noise = decay.noise(0.0, elapsed, stability, per_store["interference"], score)
+            old_score = column("fidelity_score")
+            below = score < per_store["prune"]
+            forgotten = below & (old_score >= per_store["prune"])
+            moved = (np.abs(score - old_score) > 1e-12) | (np.abs(noise - column("noise_level")) > 1e-12)
+            changed = np.flatnonzero(moved)
+            anchor = decay.emotion_factor(intensity)
+            for row in changed:
+                head = heads[row]
+                head.fidelity_score, head.noise_level = float(score[row]), float(noise[row])
+                head.emotional_anchor, head.last_decay_tick = float(anchor[row]), now
+            with self.db.transaction() as tx:
+                self.records.write_decay(tx, [items[row][0] for row in changed], [heads[row] for row in changed])
+                self._flush_in(tx)
+        return m.DecayTickResponse(records_updated=len(changed), records_below_threshold=int(below.sum()),
+                                   records_forgotten=int(forgotten.sum()))
+
+    def introspect_decay_forecast(self, req: m.DecayForecastRequest) -> m.DecayForecastResponse:
+        """Fidelity now and at `forecast_at`, and when each record will be forgotten, all exact."""
+        now, at = self.clock(), ts(req.forecast_at)
+        forecasts = []
+        for record_id in req.record_ids:
+            head = self._head(record_id)
+            if head is None:
+                raise not_found(record_id)
+            p = self.params[head.store]
+            crossing = float(decay.seconds_until(p.prune, head.fidelity_base, head.stability, p.exponent,
+                                                 head.emotion_intensity))
+            forecasts.append(m.DecayForecast(
+                record_id=record_id,
+                current_fidelity=round(self._state(head, now)[0], 9),
+                forecasted_fidelity=round(float(decay.fidelity(
+                    head.fidelity_base, at - head.last_accessed_at, head.stability, p.exponent,
+                    head.emotion_intensity)), 9),
+                estimated_threshold_date=dt(head.last_accessed_at + crossing) if np.isfinite(crossing) else None,
+            ))
+        return m.DecayForecastResponse(forecasts=forecasts)
 
 
 

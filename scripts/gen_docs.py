@@ -81,7 +81,26 @@ def routes() -> str:
     return "\n".join(lines)
 
 
+def decay_table() -> str:
+    from cerememory.dynamics import decay
+
+    points = [("1 h", decay.HOUR), ("1 d", decay.DAY), ("7 d", 7 * decay.DAY), ("30 d", 30 * decay.DAY),
+              ("365 d", 365 * decay.DAY)]
+    lines = ["| store | d | S | prune | b | λ | emotion | " + " | ".join(p for p, _ in points)
+             + " | forgotten after |", "|---" * (8 + len(points)) + "|"]
+    for store, p in decay.DEFAULT_PARAMS.items():
+        for label, intensity in (("neutral", 0.0), ("intense", 1.0)):
+            values = [f"{float(decay.fidelity(1.0, t, p.stability, p.exponent, intensity)):.2f}" for _, t in points]
+            life = float(decay.seconds_until(p.prune, 1.0, p.stability, p.exponent, intensity))
+            lifetime = (f"{life / decay.DAY:,.0f} days" if life >= decay.DAY else f"{life / decay.HOUR:.1f} hours")
+            scale = f"{p.stability / decay.HOUR:g} h" if p.stability >= decay.HOUR else f"{p.stability / 60:g} min"
+            lines.append(f"| {store.value} | {p.exponent} | {scale} | {p.prune} | {p.boost} "
+                         f"| {p.interference} | {label} | " + " | ".join(values) + f" | {lifetime} |")
+    return "\n".join(lines)
+
+
 SECTIONS = {"cmp.md": {"operations": operations, "errors": errors},
+            "decay.md": {"decay": decay_table},
             "http.md": {"routes": routes},
             "configuration.md": {"settings": settings},
             "cli.md": {"commands": cli}}

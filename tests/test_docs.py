@@ -25,10 +25,15 @@ def test_every_operation_error_setting_and_command_is_documented():
     assert all(f"`{s.name}`" in config and s.env in config for s in SETTINGS)
     cli = (ROOT / "docs" / "cli.md").read_text()
     for command in ("store", "batch", "recall", "raw-store", "raw-recall", "timeline", "graph",
-                    "associate", "inspect", "forget", "mode", "stats", "reindex", "config", "serve"):
+                    "associate", "inspect", "forget", "mode", "stats", "reindex", "config", "serve",
+                    "mcp", "decay-tick", "forecast"):
         assert f"### `cerememory {command}`" in cli
 
 
 def test_readme_names_both_setup_commands():
     readme = (ROOT / "README.md").read_text()
     assert "./scripts/test" in readme and "./scripts/cerememory serve" in readme
+
+
+def test_decay_plot_is_present():
+    assert (ROOT / "docs" / "decay.png").stat().st_size > 10_000

@@ -391,9 +391,9 @@ def test_stats_fields_are_real(mem):
 
 def test_operations_of_later_layers_answer_not_implemented(mem):
     with pytest.raises(CMPError) as err:
-        mem.dispatch("lifecycle.decay_tick", {})
+        mem.dispatch("lifecycle.consolidate", {})
     assert err.value.code is ErrorCode.NOT_IMPLEMENTED
-    assert "lifecycle.decay_tick" in err.value.message
+    assert "lifecycle.consolidate" in err.value.message
     assert err.value.http_status == 501
 
 

@@ -187,7 +187,7 @@ def canonical(value: Any, ids: dict[str, str] | None = None) -> Any:
     if isinstance(value, str) and TIME.match(value) and not value.startswith(T0_DAY):
         return "<now>"
     if isinstance(value, float):
-        return round(value, 5)
+        return round(float(f"{value:.5g}"), 6)
     return value
 
 
@@ -261,7 +261,7 @@ ERROR_CASES = [
     ("IntrospectRecord", pb.IntrospectRecordRequest(record_id="not-a-uuid"), "INVALID_ARGUMENT", "VALIDATION_ERROR"),
     ("RecallAssociate", pb.RecallAssociateRequest(record_id=str(uuid.uuid4()), depth=9), "INVALID_ARGUMENT",
      "VALIDATION_ERROR"),
-    ("DecayTick", pb.DecayTickRequest(), "UNIMPLEMENTED", "NOT_IMPLEMENTED"),
+    ("Consolidate", pb.ConsolidateRequest(), "UNIMPLEMENTED", "NOT_IMPLEMENTED"),
     ("Stats", pb.StatsRequest(header=pb.CMPHeader(version="2.0")), "FAILED_PRECONDITION", "VERSION_MISMATCH"),
 ]
 
@@ -296,7 +296,7 @@ def test_client_raises_the_embedded_errors(client: GrpcClient, mem: cerememory.M
         lambda api: api.recall(limit=0),
         lambda api: api.store(content={"blocks": []}),
         lambda api: api.dispatch("encode.update", {"record_id": str(missing)}),
-        lambda api: api.dispatch("lifecycle.decay_tick", {}),
+        lambda api: api.dispatch("lifecycle.consolidate", {}),
         lambda api: api.dispatch("lifecycle.export", {}),
         lambda api: api.dispatch("lifecycle.import", {"archive_data": "Q01B"}),
         lambda api: api.dispatch("no.such_op", {}),

@@ -351,13 +351,18 @@ class DreamTickResponse(Model):
 
 
 class DecayTickRequest(Request):
-    tick_duration_seconds: int | None = Field(default=None, ge=0)
+    tick_duration_seconds: int | None = Field(
+        default=None, ge=0,
+        description="accepted for compatibility; fidelity is a closed-form function of time, so a tick "
+                    "always evaluates the curve at the current instant")
 
 
 class DecayTickResponse(Model):
     records_updated: int = 0
     records_below_threshold: int = 0
-    records_pruned: int = 0
+    records_forgotten: int = Field(default=0, description="records that crossed their prune threshold "
+                                                          "since the last tick (hidden from recall, kept)")
+    records_pruned: int = Field(default=0, description="always 0: only lifecycle.forget deletes")
 
 
 class SetModeRequest(Request):

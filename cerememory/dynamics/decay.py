@@ -39,13 +39,13 @@ class DecayParams:
 
 # Chosen so that an untouched neutral episodic memory stays above the prune threshold for about
 # six weeks, an intense one (intensity 1) for about five months, a recalled one longer; facts and
-# skills fade far slower; working memory within minutes. docs/decay.md tabulates the curves.
+# skills fade far slower; working memory within a few hours. docs/decay.md tabulates the curves.
 DEFAULT_PARAMS: dict[StoreType, DecayParams] = {
     StoreType.EPISODIC: DecayParams(exponent=0.3, stability=18.6 * HOUR, prune=0.3, boost=1.5, interference=0.1),
     StoreType.SEMANTIC: DecayParams(exponent=0.2, stability=3 * DAY, prune=0.25, boost=2.0, interference=0.05),
     StoreType.PROCEDURAL: DecayParams(exponent=0.15, stability=7 * DAY, prune=0.2, boost=2.5, interference=0.02),
     StoreType.EMOTIONAL: DecayParams(exponent=0.25, stability=2 * DAY, prune=0.3, boost=1.8, interference=0.08),
-    StoreType.WORKING: DecayParams(exponent=0.8, stability=60.0, prune=0.3, boost=1.0, interference=0.3),
+    StoreType.WORKING: DecayParams(exponent=0.5, stability=600.0, prune=0.3, boost=1.0, interference=0.3),
 }
 
 RECALL_FIDELITY_BOOST = 0.1  # a recall restores this share of what was lost
@@ -80,7 +80,15 @@ def seconds_until(threshold: Any, base: Any, stability: Any, exponent: Any, inte
 
 
 def reinforce(base: float, elapsed: float, stability: float, params: DecayParams) -> tuple[float, float]:
-    """A recall: the decayed strength regains a little, and stability grows. Returns (base, S)."""
+    """A recall: the decayed strength regains a little and stability grows. Returns (base, S).
+
+    The clock restarts at the recall. Continuing from the current strength with stability
+    S + t would retrace the old curve exactly, so that is the starting point; the boost
+    S ← S·(1 + b·S^−0.2) is applied on top of it. A recall therefore never makes any future
+    fidelity lower than it would have been without it.
+    """
+    elapsed = max(elapsed, 0.0)
     now = float(strength(base, elapsed, stability, params.exponent))
+    continued = stability + elapsed
     new_base = min(1.0, now + RECALL_FIDELITY_BOOST * (1.0 - now))
-    return max(new_base, now), stability * (1.0 + params.boost * stability ** -0.2)
+    return max(new_base, now), continued * (1.0 + params.boost * continued ** -0.2)

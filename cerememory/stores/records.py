@@ -228,6 +228,26 @@ class RecordStore:
             self.dirty.discard(i)
         self.cache.discard(ids)
 
+    @staticmethod
+    def write_decay(tx: duckdb.DuckDBPyConnection, ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> None:
+        """Store materialised fidelity, noise and tick time for many records in one statement."""
+        if not ids:
+            return
+        table = pa.table({
+            "id": [i.hex for i in ids],
+            "fidelity_score": [h.fidelity_score for h in heads],
+            "noise_level": [h.noise_level for h in heads],
+            "emotional_anchor": [h.emotional_anchor for h in heads],
+            "last_decay_tick": [h.last_decay_tick for h in heads],
+        })
+        tx.register("_decayed", table)
+        try:
+            tx.execute("UPDATE records SET fidelity_score = d.fidelity_score, noise_level = d.noise_level, "
+                       "emotional_anchor = d.emotional_anchor, last_decay_tick = d.last_decay_tick "
+                       "FROM _decayed d WHERE records.id = d.id::UUID")
+        finally:
+            tx.unregister("_decayed")
+
     def flush_dirty(self, tx: duckdb.DuckDBPyConnection) -> int:
         """Write back heads changed in RAM only (access counts, stability after recall)."""
         dirty, self.dirty = self.dirty, set()  # swap, so marks made meanwhile are kept for next time

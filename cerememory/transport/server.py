@@ -33,6 +33,7 @@ class ServeOptions:
     port: int = 8420
     grpc_port: int | None = None
     log_level: str = "info"
+    decay_interval: float = 3600.0
     keys: KeyRing | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -96,13 +97,17 @@ class _Server(uvicorn.Server):
 
 def serve(engine: Any, options: ServeOptions) -> None:
     """Serve HTTP (and gRPC when asked) from `engine` until a signal arrives; closes the engine."""
+    from ..dynamics.scheduler import Scheduler
     from .http import create_app
     from .mcp_server import mount_streamable_http
 
     options.check()
     _check_port_free(options.host, options.port)
     grpc_server = None
+    scheduler = Scheduler(engine, decay_interval=options.decay_interval)
     try:
+        scheduler.start()
+        engine.background_decay = scheduler.running
         if options.grpc_port is not None:
             from .grpc_server import build_grpc_server
 
@@ -116,6 +121,7 @@ def serve(engine: Any, options: ServeOptions) -> None:
                                 timeout_graceful_shutdown=30, lifespan="off")
         _Server(config).run()
     finally:
+        scheduler.stop()
         if grpc_server is not None:
             grpc_server.stop(GRPC_GRACE_SECONDS).wait()
         engine.close()

@@ -885,14 +885,16 @@ class DecayTickRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., tick_duration_seconds: _Optional[int] = ...) -> None: ...
 
 class DecayTickResponse(_message.Message):
-    __slots__ = ("records_updated", "records_below_threshold", "records_pruned")
+    __slots__ = ("records_updated", "records_below_threshold", "records_pruned", "records_forgotten")
     RECORDS_UPDATED_FIELD_NUMBER: _ClassVar[int]
     RECORDS_BELOW_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     RECORDS_PRUNED_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FORGOTTEN_FIELD_NUMBER: _ClassVar[int]
     records_updated: int
     records_below_threshold: int
     records_pruned: int
-    def __init__(self, records_updated: _Optional[int] = ..., records_below_threshold: _Optional[int] = ..., records_pruned: _Optional[int] = ...) -> None: ...
+    records_forgotten: int
+    def __init__(self, records_updated: _Optional[int] = ..., records_below_threshold: _Optional[int] = ..., records_pruned: _Optional[int] = ..., records_forgotten: _Optional[int] = ...) -> None: ...
 
 class DreamTickRequest(_message.Message):
     __slots__ = ("header", "session_id", "dry_run", "max_groups", "include_private_scratch", "include_sealed", "promote_semantic", "secrecy_levels")
