@@ -123,3 +123,49 @@ def client(http_server):
 
     with Client(http_server.url) as c:
         yield c
+
+
+def clean_env(workdir: Path, **extra: str) -> dict[str, str]:
+    """The environment of a child process: no CEREMEMORY_* from the caller, no user config."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
+    env.update(CEREMEMORY_CONFIG=str(workdir / "none.toml"), CEREMEMORY_EMBED__SEMANTIC="off", **extra)
+    return env
+
+
+class ServeProcess:
+    """A real server process (`cerememory serve`, or the container entry point), ready to use."""
+
+    def __init__(self, command: list[str], env: dict[str, str], log_path: Path, port: int) -> None:
+        import time
+
+        import httpx
+
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self.proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=self._log)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{self.url}/readiness", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"server did not start: {log_path.read_text()}")
+            time.sleep(0.1)
+
+    @classmethod
+    def serve(cls, data_dir: Path, workdir: Path, *args: str) -> ServeProcess:
+        port = free_port()
+        command = [sys.executable, "-m", "cerememory", "serve", "--data-dir", str(data_dir),
+                   "--port", str(port), "--log-level", "warning", *args]
+        return cls(command, clean_env(workdir), workdir / "server.log", port)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        code = self.proc.wait(timeout=60)
+        self._log.close()
+        return code

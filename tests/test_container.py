@@ -7,24 +7,21 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
-from .conftest import free_port
+from .conftest import ServeProcess, clean_env, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRYPOINT = ROOT / "docker" / "entrypoint.sh"
 
 
 def container_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
+    env = clean_env(tmp_path, CEREMEMORY_DATA_DIR=str(tmp_path / "data"), **extra)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.update(CEREMEMORY_DATA_DIR=str(tmp_path / "data"), CEREMEMORY_CONFIG=str(tmp_path / "none.toml"),
-               CEREMEMORY_EMBED__SEMANTIC="off", **extra)
     return env
 
 
@@ -37,20 +34,11 @@ def test_entrypoint_refuses_to_start_without_keys(tmp_path):
 
 def test_entrypoint_serves_all_interfaces_with_keys(tmp_path):
     port = free_port()
-    log = (tmp_path / "server.log").open("wb")
-    proc = subprocess.Popen([str(ENTRYPOINT), "--log-level", "warning"], stdout=log, stderr=log,
-                            env=container_env(tmp_path, CEREMEMORY_API_KEYS="key-a,key-b",
-                                              CEREMEMORY_HTTP__PORT=str(port)))
-    url = f"http://127.0.0.1:{port}"
+    served = ServeProcess([str(ENTRYPOINT), "--log-level", "warning"],
+                          container_env(tmp_path, CEREMEMORY_API_KEYS="key-a,key-b", CEREMEMORY_HTTP__PORT=str(port)),
+                          tmp_path / "server.log", port)
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{url}/readiness", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            pytest.fail((tmp_path / "server.log").read_text())
+        url = served.url
         assert httpx.get(f"{url}/v1/introspect/stats").status_code == 401
         stats = httpx.get(f"{url}/v1/introspect/stats", headers={"authorization": "Bearer key-b"})
         assert stats.status_code == 200
@@ -58,9 +46,8 @@ def test_entrypoint_serves_all_interfaces_with_keys(tmp_path):
         metrics = httpx.get(f"{url}/metrics", headers={"authorization": "Bearer key-a"})
         assert "cerememory_records" in metrics.text
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 0
-        log.close()
+        served.proc.send_signal(signal.SIGTERM)
+        assert served.stop() == 0
 
 
 def test_compose_file():

@@ -4,10 +4,8 @@ to a real `cerememory serve`, and over streamable HTTP against /mcp on a real uv
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
 import typing
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -34,7 +32,7 @@ from cerememory.transport import mcp_server
 from cerememory.transport.http import create_app
 from cerememory.transport.mcp_server import build_mcp_server, mount_streamable_http
 
-from .conftest import ServerThread, free_port
+from .conftest import ServeProcess, ServerThread, clean_env, free_port
 
 TOOLS = {"store", "store_raw", "update", "batch_store", "batch_store_raw", "recall", "recall_raw", "timeline",
          "associate", "forget", "consolidate", "dream_tick", "stats", "inspect", "export"}
@@ -42,37 +40,18 @@ MISSING_ID = "01960000-0000-7000-8000-000000000000"
 
 
 def _env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
-    env.update(CEREMEMORY_CONFIG=str(tmp / "none.toml"), CEREMEMORY_EMBED__SEMANTIC="off")
-    return env
+    return clean_env(tmp)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real `cerememory serve` process; yields its URL."""
     tmp = tmp_path_factory.mktemp("mcp-serve")
-    port = free_port()
-    with (tmp / "server.log").open("wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "cerememory", "serve", "--data-dir", str(tmp / "data"),
-                                 "--port", str(port), "--log-level", "warning"],
-                                env=_env(tmp), stdout=subprocess.DEVNULL, stderr=log)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/readiness", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"server did not start: {(tmp / 'server.log').read_text()}")
-            time.sleep(0.1)
-        try:
-            yield url
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+    served = ServeProcess.serve(tmp / "data", tmp)
+    try:
+        yield served.url
+    finally:
+        served.stop()
 
 
 def _stdio(url: str, tmp_path: Path, body: Callable[[ClientSession], Awaitable[None]]) -> str:

@@ -2,50 +2,26 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
-import httpx
 import pytest
 
 import cerememory
 from cerememory import CMPError
 from cerememory.transport.client import Client
 
-from .conftest import free_port
+from .conftest import ServeProcess, free_port
 
 
 @pytest.fixture
 def server(data_dir, tmp_path):
-    port, grpc_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
-    env.update(CEREMEMORY_CONFIG=str(tmp_path / "none.toml"), CEREMEMORY_EMBED__SEMANTIC="off")
-    log = (tmp_path / "server.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "cerememory", "serve", "--data-dir", str(data_dir),
-                             "--port", str(port), "--grpc-port", str(grpc_port), "--log-level", "warning"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{url}/readiness", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"server did not start: {(tmp_path / 'server.log').read_text()}")
-        time.sleep(0.1)
-    proc.url = url
-    proc.grpc_target = f"127.0.0.1:{grpc_port}"
-    yield proc
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    log.close()
+    grpc_port = free_port()
+    served = ServeProcess.serve(data_dir, tmp_path, "--grpc-port", str(grpc_port))
+    served.grpc_target = f"127.0.0.1:{grpc_port}"
+    yield served
+    served.stop()
 
 
 def test_cli_talks_to_the_server_and_the_owner_is_named(server, cli):
@@ -89,8 +65,8 @@ def test_sigterm_under_load_loses_no_acknowledged_write(server, data_dir):
     for t in threads:
         t.start()
     time.sleep(1.5)
-    server.send_signal(signal.SIGTERM)
-    assert server.wait(timeout=60) == 0
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.stop() == 0
     stop.set()
     for t in threads:
         t.join()
