@@ -7,7 +7,7 @@ request and response models, and the engine method that implements it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -77,10 +77,6 @@ _OPS = [
 OPERATIONS: dict[str, Operation] = {op.name: op for op in _OPS}
 
 SUPPORTED_MAJOR = m.PROTOCOL_VERSION.split(".")[0]
-
-
-class Handler(Protocol):
-    """Anything that implements the CMP operations as methods named like `encode_store`."""
 
 
 def operation(name: str) -> Operation:

@@ -1,0 +1,350 @@
+"""The recall operations of the engine: hybrid query, association, timeline, graph, raw journal.
+
+A mixin of `Engine`, kept apart because ranking is the part most often tuned: the signals
+(BM25, cosine, recency), their fusion, fidelity weighting and spreading activation live here.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from .cmp import messages as m
+from .cmp.errors import CMPError, ErrorCode, not_found
+from .dynamics import decay
+from .dynamics.render import render
+from .index.fusion import fuse
+from .model import EMOTION_CHANNELS, EmotionVector, RecallMode, StoreType
+from .stores.journal import DEFAULT_SECRECY, allowed_visibility
+from .stores.records import dt, ts
+
+ALL_STORES = tuple(StoreType)
+STORE_CODE = {s: i for i, s in enumerate(ALL_STORES)}
+ACTIVATION_DECAY = 0.5
+ACTIVATION_MIN_WEIGHT = 0.05
+
+
+class RecallOperations:
+    """recall.* for `Engine` (which provides the stores, indexes and helpers used here)."""
+
+    def _effective_perfect(self, requested: RecallMode, store: StoreType) -> bool:
+        if requested is RecallMode.PERFECT:
+            return True
+        return self.modes.get(store, self.modes[None]) is RecallMode.PERFECT
+
+    def _candidate_ids(self, stores: Sequence[StoreType]) -> Iterable[uuid.UUID]:
+        wanted = set(stores)
+        for record_id, head in self.records.items():
+            if head.store in wanted:
+                yield record_id
+        if StoreType.WORKING in wanted:
+            yield from (r.id for r in self.working.records())
+
+    def _recalled(self, ids: Sequence[uuid.UUID], scores: dict[uuid.UUID, float], mode: RecallMode,
+                  breakdown: dict[uuid.UUID, m.ScoreBreakdown] | None = None,
+                  paths: dict[uuid.UUID, list[uuid.UUID]] | None = None) -> list[m.RecalledMemory]:
+        records = self.fetch(ids)
+        out = []
+        for i in ids:
+            record = records.get(i)
+            if record is None:
+                continue
+            perfect = self._effective_perfect(mode, record.store)
+            out.append(m.RecalledMemory(
+                record=record,
+                relevance_score=round(scores.get(i, 0.0), 6),
+                activation_path=(paths or {}).get(i, [i]),
+                rendered_content=render(record.content, record.fidelity.score, record.fidelity.noise_level,
+                                        seed=record.id.int, perfect=perfect),
+                score_breakdown=(breakdown or {}).get(i),
+            ))
+        return out
+
+    def _reconsolidate(self, ids: Iterable[uuid.UUID]) -> None:
+        """Recall strengthens: a little fidelity back, more stability, the decay clock restarts."""
+        now = self.clock()
+        for i in ids:
+            head = self.records.heads.get(i)
+            if head is not None:
+                head.fidelity_base, head.stability = decay.reinforce(
+                    head.fidelity_base, now - head.last_accessed_at, head.stability, self.params[head.store])
+                head.access_count += 1
+                head.last_accessed_at = now
+                head.reinforcement_count += 1
+                self.records.dirty.add(i)
+            else:
+                self.working.touch(i)
+
+    def recall_query(self, req: m.RecallQueryRequest) -> m.RecallQueryResponse:
+        cue = req.cue
+        if cue.image is not None or cue.audio is not None:
+            raise CMPError(
+                ErrorCode.MODALITY_UNSUPPORTED,
+                "recall by image or audio needs a multimodal embedding backend, and none is configured",
+                hint="recall with cue.text, or pass cue.embedding computed by your own model",
+            )
+        stores = list(dict.fromkeys(req.stores or ALL_STORES))
+        meta = m.QueryMetadata(stores_searched=stores, semantic_off_reason=self.semantic_off_reason)
+        text = (cue.text or "").strip()
+        pool = max(req.limit * 5, 50)
+        rankings: list[list[tuple[uuid.UUID, float]]] = []
+        text_hits: list[tuple[uuid.UUID, float]] = []
+        vector_hits: list[tuple[uuid.UUID, float]] = []
+
+        if text:
+            text_hits = [(uuid.UUID(i), s) for i, s in self.text.search(text, pool, [s.value for s in stores])]
+            rankings.append(text_hits)
+            meta.signals.append("bm25")
+        query_vec = None
+        if cue.embedding is not None:
+            query_vec = np.asarray(cue.embedding, dtype=np.float32)
+        elif text and self.embedder is not None:
+            started = time.perf_counter()
+            query_vec = self._embed([text])[0]
+            meta.embedding_ms = round((time.perf_counter() - started) * 1000, 3)
+        if query_vec is not None:
+            codes = None if len(stores) == len(ALL_STORES) else [STORE_CODE[s] for s in stores]
+            vector_hits = self.vectors.search(query_vec, pool, codes)
+            rankings.append(vector_hits)
+            meta.signals.append("cosine")
+            meta.semantic_search = True
+            meta.semantic_off_reason = None
+
+        start = ts(cue.temporal.start) if cue.temporal else None
+        end = ts(cue.temporal.end) if cue.temporal else None
+        if rankings:
+            scores = fuse(rankings, self.options.fusion, self.options.rrf_k)
+            if len(rankings) > 1:
+                meta.fusion = self.options.fusion
+        else:
+            # no content cue: the most recent memories (inside the temporal range, if any)
+            meta.signals.append("temporal" if cue.temporal else "recency")
+            ids = [i for i in self._candidate_ids(stores)
+                   if start is None or start <= self._created(i) <= end]
+            newest = heapq.nlargest(max(pool, req.limit * 2), ids, key=self._created)
+            scores = {i: 1.0 / (1 + rank) ** 0.5 for rank, i in enumerate(newest)}
+        meta.total_records_scanned = len(scores)
+        wanted = set(stores)
+        now = self.clock()
+        visible = self._visibility(req.include_decayed, req.min_fidelity, now)
+        kept: dict[uuid.UUID, float] = {}
+        for i, s in scores.items():
+            if self._store_of(i) not in wanted:
+                continue
+            if start is not None and not start <= self._created(i) <= end:
+                continue
+            if not visible(i):
+                meta.fidelity_filtered += 1
+                continue
+            kept[i] = s
+        fused = dict(kept)
+
+        gains: dict[uuid.UUID, float] = {}
+        paths: dict[uuid.UUID, list[uuid.UUID]] = {}
+        if req.activation_depth > 0 and kept and rankings:
+            gains, paths = self._spread(kept, req.activation_depth, wanted, visible)
+            for i, gain in gains.items():
+                kept[i] = kept[i] + 0.3 * gain if i in kept else 0.5 * gain
+            if gains:
+                meta.signals.append("activation")
+        fidelity = {i: self._fidelity(i, now) for i in kept}
+        final = {i: s * (0.5 + 0.5 * fidelity[i]) for i, s in kept.items()}
+        top = heapq.nlargest(req.limit, final, key=lambda i: (final[i], self._created(i)))
+        text_rank = {i: (r + 1, s) for r, (i, s) in enumerate(text_hits)}
+        vector_rank = {i: (r + 1, s) for r, (i, s) in enumerate(vector_hits)}
+        breakdown = {}
+        for i in top:
+            t_rank, t_score = text_rank.get(i, (None, None))
+            v_rank, v_score = vector_rank.get(i, (None, None))
+            breakdown[i] = m.ScoreBreakdown(
+                text=None if t_score is None else round(t_score, 4), text_rank=t_rank,
+                vector=None if v_score is None else round(v_score, 4), vector_rank=v_rank,
+                fused=round(fused.get(i, 0.0), 6), activation=round(gains.get(i, 0.0), 6),
+                fidelity=round(fidelity[i], 6))
+        memories = self._recalled(top, final, req.recall_mode, breakdown, paths)
+        if req.reconsolidate:
+            self._reconsolidate(top)
+        with self._count_lock:
+            self.total_recall_count += 1
+        return m.RecallQueryResponse(memories=memories, total_candidates=len(final),
+                                     query_metadata=meta)
+
+    def _visibility(self, include_decayed: bool, min_fidelity: float | None,
+                    now: float) -> Callable[[uuid.UUID], bool]:
+        """Forgotten records (below their store's prune threshold) and those under `min_fidelity`
+        are hidden, unless decayed records are asked for."""
+        if include_decayed:
+            return lambda i: True
+
+        def visible(i: uuid.UUID) -> bool:
+            head = self._head(i)
+            if head is None:
+                return False
+            score = self._state(head, now)[0]
+            return score >= self.params[head.store].prune and (min_fidelity is None or score >= min_fidelity)
+
+        return visible
+
+    def _spread(self, kept: dict[uuid.UUID, float], depth: int, wanted: set[StoreType],
+                visible: Callable[[uuid.UUID], bool]) -> tuple[dict[uuid.UUID, float], dict]:
+        """Spreading activation from the top seeds: the best gain and path to each reached record."""
+        seeds = heapq.nlargest(self.options.activation_seeds, kept, key=kept.__getitem__)
+        gains: dict[uuid.UUID, float] = {}
+        paths: dict[uuid.UUID, list[uuid.UUID]] = {}
+        for seed in seeds:
+            reached = self.graph.spread(seed, depth=depth, min_weight=ACTIVATION_MIN_WEIGHT,
+                                        decay=ACTIVATION_DECAY)
+            for i, act in reached.items():
+                if self._store_of(i) not in wanted or not visible(i):
+                    continue
+                gain = act.level * kept[seed]
+                if gain > gains.get(i, 0.0):
+                    gains[i] = gain
+                    paths[i] = list(act.path)
+        return gains, paths
+
+    def recall_associate(self, req: m.RecallAssociateRequest) -> m.RecallAssociateResponse:
+        if not self._exists(req.record_id):
+            raise not_found(req.record_id)
+        types = {t.value for t in req.association_types} if req.association_types else None
+        reached = self.graph.spread(req.record_id, depth=req.depth or 2, min_weight=req.min_weight,
+                                    types=types, decay=ACTIVATION_DECAY)
+        visible = self._visibility(False, None, self.clock())
+        reached = {i: a for i, a in reached.items() if visible(i)}
+        top = heapq.nlargest(req.limit, reached, key=lambda i: reached[i].level)
+        scores = {i: reached[i].level for i in top}
+        paths = {i: list(reached[i].path) for i in top}
+        return m.RecallAssociateResponse(
+            memories=self._recalled(top, scores, RecallMode.HUMAN, paths=paths),
+            total_candidates=len(reached),
+        )
+
+    def recall_timeline(self, req: m.RecallTimelineRequest) -> m.RecallTimelineResponse:
+        start, end = ts(req.range.start), ts(req.range.end)
+        stores = req.stores or ALL_STORES
+        now = self.clock()
+        visible = self._visibility(False, req.min_fidelity, now)
+        ids = [i for i in self._candidate_ids(stores) if start <= self._created(i) <= end and visible(i)]
+        ids.sort(key=self._created)
+        if req.emotion_filter is not None:
+            ids = self._emotion_matches(ids, req.emotion_filter)
+        buckets: dict[datetime, list[uuid.UUID]] = {}
+        for i in ids:
+            buckets.setdefault(bucket_start(dt(self._created(i)), req.granularity), []).append(i)
+        out = []
+        for bstart, members in sorted(buckets.items()):
+            shown = members[: req.limit_per_bucket]
+            out.append(m.TimelineBucket(
+                start=bstart, end=bucket_end(bstart, req.granularity), count=len(members),
+                memories=self._recalled(shown, {i: self._fidelity(i, now) for i in shown}, RecallMode.HUMAN),
+            ))
+        return m.RecallTimelineResponse(buckets=out)
+
+    def _emotion_matches(self, ids: list[uuid.UUID], wanted: EmotionVector) -> list[uuid.UUID]:
+        """Records whose emotion shares a channel with the filter and is at least as intense."""
+        channels = [c for c, v in zip(EMOTION_CHANNELS, wanted.channels(), strict=True) if v > 0]
+        records = self.fetch(ids)
+        keep = []
+        for i in ids:
+            emotion = records[i].emotion if i in records else None
+            if emotion is None or emotion.intensity < wanted.intensity:
+                continue
+            if channels and not any(getattr(emotion, c) > 0 for c in channels):
+                continue
+            keep.append(i)
+        return keep
+
+    def recall_graph(self, req: m.RecallGraphRequest) -> m.RecallGraphResponse:
+        types = {t.value for t in req.edge_types} if req.edge_types else None
+        if req.center_id is not None:
+            if not self._exists(req.center_id):
+                raise not_found(req.center_id)
+            nodes = [req.center_id]
+            seen = {req.center_id}
+            frontier = [req.center_id]
+            for _ in range(req.depth):
+                nxt = []
+                for node in frontier:
+                    for other in sorted(self.graph.neighbours(node), key=str):
+                        if other not in seen and self._exists(other) and len(nodes) < req.limit_nodes:
+                            seen.add(other)
+                            nodes.append(other)
+                            nxt.append(other)
+                frontier = nxt
+        else:
+            nodes = [i for i in self.graph.degree_ranking() if self._exists(i)][: req.limit_nodes]
+        records = self.fetch(nodes)
+        chosen = set(nodes)
+        edges = [
+            m.GraphEdge(source=e.source, target=e.target, edge_type=e.type, weight=e.weight)
+            for n in nodes for e in self.graph.out_edges(n, types) if e.target in chosen
+        ][: 10 * req.limit_nodes]
+        graph_nodes, meta_edges = [], []
+        for n in nodes:
+            record = records.get(n)
+            if record is None:
+                continue
+            graph_nodes.append(m.GraphNode(
+                id=n, store=record.store, fidelity=record.fidelity.score,
+                summary=record.content.summary or record.content.plain_text()[:160] or None,
+                meta=record.meta if req.include_meta else None,
+            ))
+            if req.include_meta:
+                meta_edges.extend(e.model_copy(update={"source_id": e.source_id or n})
+                                  for e in record.meta.context_edges)
+        return m.RecallGraphResponse(nodes=graph_nodes, edges=edges, total_nodes=len(graph_nodes),
+                                     meta_edges=meta_edges)
+
+    def recall_raw_query(self, req: m.RecallRawQueryRequest) -> m.RecallRawQueryResponse:
+        visibility = allowed_visibility(req.include_private_scratch, req.include_sealed)
+        secrecy = [s.value for s in (req.secrecy_levels or DEFAULT_SECRECY)]
+        start = ts(req.temporal.start) if req.temporal else None
+        end = ts(req.temporal.end) if req.temporal else None
+        filters = dict(visibility=visibility, secrecy=secrecy, session_id=req.session_id,
+                       start=start, end=end)
+        query = (req.query or "").strip()
+        if query:
+            groups = [req.session_id] if req.session_id else None
+            hits = self.raw_text.search(query, max(req.limit * 20, 200), groups)
+            rank = {uuid.UUID(i): n for n, (i, _) in enumerate(hits)}
+            if req.record_ids:
+                wanted_ids = set(req.record_ids)
+                rank = {i: n for i, n in rank.items() if i in wanted_ids}
+            records, _ = self.journal.query(ids=list(rank), **filters)
+            records.sort(key=lambda r: rank[r.id])
+            total = len(records)
+            records = records[: req.limit]
+        else:
+            records, total = self.journal.query(ids=req.record_ids or None, limit=req.limit, **filters)
+        records.sort(key=lambda r: (r.created_at, r.id))
+        return m.RecallRawQueryResponse(records=records, total_candidates=total)
+
+
+def bucket_start(moment: datetime, granularity: m.TimelineGranularity) -> datetime:
+    g = m.TimelineGranularity
+    moment = moment.astimezone(UTC)
+    if granularity is g.MINUTE:
+        return moment.replace(second=0, microsecond=0)
+    if granularity is g.HOUR:
+        return moment.replace(minute=0, second=0, microsecond=0)
+    day = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    if granularity is g.DAY:
+        return day
+    if granularity is g.WEEK:
+        return day - timedelta(days=day.weekday())
+    return day.replace(day=1)
+
+
+def bucket_end(start: datetime, granularity: m.TimelineGranularity) -> datetime:
+    g = m.TimelineGranularity
+    if granularity is g.MONTH:
+        return (start.replace(year=start.year + 1, month=1) if start.month == 12
+                else start.replace(month=start.month + 1))
+    step = {g.MINUTE: timedelta(minutes=1), g.HOUR: timedelta(hours=1), g.DAY: timedelta(days=1),
+            g.WEEK: timedelta(weeks=1)}[granularity]
+    return start + step
