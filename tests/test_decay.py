@@ -99,8 +99,11 @@ def living(data_dir, clock):
         yield mem
 
 
+REVIEW = "the quarterly review moved to Thursday because " + " ".join(f"reason{i}" for i in range(40))
+
+
 def test_memories_fade_and_are_forgotten_but_kept(living, clock):
-    rid = living.store("the quarterly review moved to Thursday").record_id
+    rid = living.store(REVIEW).record_id
     calm = living.inspect(rid).fidelity
     assert calm.score == 1.0 and calm.stability == EPISODIC.stability and calm.decay_rate == EPISODIC.exponent
     clock.advance(DAY)
@@ -110,7 +113,7 @@ def test_memories_fade_and_are_forgotten_but_kept(living, clock):
     hit = living.recall("quarterly review", reconsolidate=False).memories[0]
     assert hit.record.fidelity.score < 0.9 and "..." in hit.rendered_content.plain_text()
     assert living.recall("quarterly review", reconsolidate=False, mode="perfect").memories[0] \
-        .rendered_content.plain_text() == "the quarterly review moved to Thursday"
+        .rendered_content.plain_text() == REVIEW
     clock.advance(120 * DAY)
     assert living.recall("quarterly review").memories == []                 # forgotten: hidden
     kept = living.recall("quarterly review", include_decayed=True, reconsolidate=False)
