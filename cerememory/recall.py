@@ -171,8 +171,12 @@ class RecallOperations:
             self._reconsolidate(top)
         with self._count_lock:
             self.total_recall_count += 1
+        trace = None
+        if gains:  # how activation reached each returned memory it touched
+            trace = {"paths": {str(i): [str(p) for p in paths[i]] for i in top if i in paths},
+                     "gains": {str(i): round(gains[i], 6) for i in top if i in gains}}
         return m.RecallQueryResponse(memories=memories, total_candidates=len(final),
-                                     query_metadata=meta)
+                                     query_metadata=meta, activation_trace=trace)
 
     def _visibility(self, include_decayed: bool, min_fidelity: float | None,
                     now: float) -> Callable[[uuid.UUID], bool]:

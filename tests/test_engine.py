@@ -175,6 +175,7 @@ def test_spreading_activation_brings_associated_memories(mem):
     assert hit.score_breakdown.activation > 0
     assert hit.activation_path[-1] == linked and len(hit.activation_path) >= 2
     assert "activation" in response.query_metadata.signals
+    assert response.activation_trace["paths"][str(linked)] == [str(i) for i in hit.activation_path]
 
 
 def test_reconsolidation_counts_accesses(mem):
