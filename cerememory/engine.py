@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -291,11 +290,8 @@ class Engine(RecallOperations):
 
     def _state(self, head: Head, now: float) -> tuple[float, float]:
         """Current (fidelity, noise) of a record, from the closed-form curve of its store."""
-        p = self.params[head.store]
-        elapsed = now - head.last_accessed_at
-        score = float(decay.fidelity(head.fidelity_base, elapsed, head.stability, p.exponent,
-                                     head.emotion_intensity))
-        return score, float(decay.noise(0.0, elapsed, head.stability, p.interference, score))
+        return decay.state_now(head.fidelity_base, now - head.last_accessed_at, head.stability,
+                               self.params[head.store], head.emotion_intensity)
 
     def _fidelity(self, record_id: uuid.UUID, now: float | None = None) -> float:
         head = self._head(record_id)
@@ -616,21 +612,16 @@ class Engine(RecallOperations):
     # ================================================================ introspect
 
     def introspect_stats(self, req: m.StatsRequest | None = None) -> m.StatsResponse:
-        counts = {s.value: 0 for s in ALL_STORES}
-        sums = {s.value: 0.0 for s in ALL_STORES}
+        heads: list[Head] = list(self.records.heads.values()) + [Head.of(r) for r in self.working.records()]
+        curve = decay.evaluate(heads, self.clock(), self.params)
+        per_store = np.bincount(curve.store_codes, minlength=len(ALL_STORES))
+        score_sums = np.bincount(curve.store_codes, weights=curve.score, minlength=len(ALL_STORES))
+        counts = {s.value: int(per_store[i]) for i, s in enumerate(ALL_STORES)}
+        sums = {s.value: float(score_sums[i]) for i, s in enumerate(ALL_STORES)}
         oldest = newest = None
-        heads: list[Head] = list(self.records.heads.values())
-        now = self.clock()
-        for h in heads:
-            counts[h.store.value] += 1
-            sums[h.store.value] += self._state(h, now)[0]
-        created = [h.created_at for h in heads]
-        for r in self.working.records():
-            counts["working"] += 1
-            sums["working"] += self._state(Head.of(r), now)[0]
-            created.append(ts(r.created_at))
-        if created:
-            oldest, newest = dt(min(created)), dt(max(created))
+        if heads:
+            oldest = dt(min(h.created_at for h in heads))
+            newest = dt(max(h.created_at for h in heads))
         total = sum(counts.values())
         raw_total, raw_pending = self.journal.counts()
         return m.StatsResponse(
@@ -669,25 +660,14 @@ class Engine(RecallOperations):
             if not items:
                 return m.DecayTickResponse()
             heads = [h for _, h in items]
-            n = len(heads)
-
-            def column(name: str) -> np.ndarray:
-                get = attrgetter(name)
-                return np.fromiter(map(get, heads), dtype=np.float64, count=n)
-
-            codes = np.fromiter((STORE_CODE[h.store] for h in heads), dtype=np.int64, count=n)
-            per_store = {name: np.array([getattr(self.params[s], name) for s in ALL_STORES])[codes]
-                         for name in ("exponent", "prune", "interference")}
-            elapsed = now - column("last_accessed_at")
-            stability, intensity = column("stability"), column("emotion_intensity")
-            score = decay.fidelity(column("fidelity_base"), elapsed, stability, per_store["exponent"], intensity)
-            noise = decay.noise(0.0, elapsed, stability, per_store["interference"], score)
-            old_score = column("fidelity_score")
-            below = score < per_store["prune"]
-            forgotten = below & (old_score >= per_store["prune"])
-            moved = (np.abs(score - old_score) > 1e-12) | (np.abs(noise - column("noise_level")) > 1e-12)
-            changed = np.flatnonzero(moved)
-            anchor = decay.emotion_factor(intensity)
+            curve = decay.evaluate(heads, now, self.params)
+            score, noise = curve.score, curve.noise
+            old_score = np.fromiter((h.fidelity_score for h in heads), dtype=np.float64, count=len(heads))
+            old_noise = np.fromiter((h.noise_level for h in heads), dtype=np.float64, count=len(heads))
+            below = score < curve.prune
+            forgotten = below & (old_score >= curve.prune)
+            changed = np.flatnonzero((np.abs(score - old_score) > 1e-12) | (np.abs(noise - old_noise) > 1e-12))
+            anchor = decay.emotion_factor(curve.intensity)
             for row in changed:
                 head = heads[row]
                 head.fidelity_score, head.noise_level = float(score[row]), float(noise[row])

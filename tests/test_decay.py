@@ -49,6 +49,14 @@ stabilities = st.floats(1.0, 1e8, allow_nan=False)
 exponents = st.floats(0.01, 2.0, allow_nan=False)
 
 
+@settings(max_examples=200)
+@given(unit, moments, stabilities, st.sampled_from(list(DEFAULT_PARAMS.values())), unit)
+def test_scalar_and_vector_forms_agree(base, t, s, params, intensity):
+    score, noise = decay.state_now(base, t, s, params, intensity)
+    assert score == pytest.approx(float(decay.fidelity(base, t, s, params.exponent, intensity)), abs=1e-12)
+    assert noise == pytest.approx(float(decay.noise(0.0, t, s, params.interference, score)), abs=1e-12)
+
+
 @settings(max_examples=300)
 @given(unit, moments, moments, stabilities, exponents, unit)
 def test_fidelity_stays_in_range_and_never_rises_without_reinforcement(base, t1, t2, s, d, intensity):

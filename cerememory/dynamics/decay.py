@@ -13,7 +13,10 @@ Every function takes numpy arrays or plain floats.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -70,6 +73,16 @@ def noise(noise0: Any, elapsed: Any, stability: Any, interference: Any, current_
     return np.minimum(1.0, noise0 + interference * np.sqrt(t / stability) * (1.0 - current_fidelity))
 
 
+def state_now(base: float, elapsed: float, stability: float, params: DecayParams,
+              intensity: float) -> tuple[float, float]:
+    """(fidelity, noise) of one record: the scalar twin of `fidelity` and `noise`, without
+    numpy's per-call overhead, for the per-candidate path of recall."""
+    t = elapsed if elapsed > 0.0 else 0.0
+    emotion = 1.0 + 0.5 * min(max(intensity, 0.0), 1.0)
+    score = min(1.0, base * (1.0 + t / stability) ** -params.exponent * emotion)
+    return score, min(1.0, params.interference * math.sqrt(t / stability) * (1.0 - score))
+
+
 def seconds_until(threshold: Any, base: Any, stability: Any, exponent: Any, intensity: Any) -> Any:
     """Time after the last reinforcement at which fidelity reaches `threshold` (inf: never)."""
     start = np.asarray(base * emotion_factor(intensity), dtype=np.float64)
@@ -92,3 +105,36 @@ def reinforce(base: float, elapsed: float, stability: float, params: DecayParams
     continued = stability + elapsed
     new_base = min(1.0, now + RECALL_FIDELITY_BOOST * (1.0 - now))
     return max(new_base, now), continued * (1.0 + params.boost * continued ** -0.2)
+
+
+@dataclass
+class Evaluation:
+    """The curve evaluated for many records at once: arrays aligned with the input records."""
+
+    store_codes: np.ndarray
+    score: np.ndarray
+    noise: np.ndarray
+    prune: np.ndarray
+    intensity: np.ndarray
+
+
+def evaluate(heads: Sequence[Any], now: float, params: Mapping[StoreType, DecayParams]) -> Evaluation:
+    """Fidelity and noise of every record head at `now`, vectorised (no Python loop per record
+    beyond reading the fields)."""
+    n = len(heads)
+    stores = list(StoreType)
+    code_of = {s: i for i, s in enumerate(stores)}
+
+    def column(name: str) -> np.ndarray:
+        return np.fromiter(map(attrgetter(name), heads), dtype=np.float64, count=n)
+
+    codes = np.fromiter((code_of[h.store] for h in heads), dtype=np.int64, count=n)
+
+    def per_store(name: str) -> np.ndarray:
+        return np.array([getattr(params[s], name) for s in stores])[codes]
+
+    elapsed = now - column("last_accessed_at")
+    stability, intensity = column("stability"), column("emotion_intensity")
+    score = fidelity(column("fidelity_base"), elapsed, stability, per_store("exponent"), intensity)
+    return Evaluation(codes, score, noise(0.0, elapsed, stability, per_store("interference"), score),
+                      per_store("prune"), intensity)

@@ -18,13 +18,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..cmp.dispatch import OPERATIONS, dispatch
 from ..cmp.errors import CMPError, ErrorCode
-from ..model import new_id
 from ..security.auth import KeyRing
 from ..version import __version__
+from .metrics import HttpMetrics
+from .middleware import REQUEST_ID, RequestMiddleware
 from .routes import ROUTES, Route
 
 log = logging.getLogger("cerememory.http")
-REQUEST_ID = "x-request-id"
 DEFAULT_BODY_LIMIT = 64 * 1024 * 1024
 
 
@@ -92,33 +92,12 @@ def _openapi_extra(route: Route) -> dict[str, Any]:
                             "content": {"application/json": {"schema": op.request.model_json_schema()}}}}
 
 
-PUBLIC_PATHS = {"/health", "/readiness", "/docs", "/docs/oauth2-redirect", "/openapi.json"}
-
-
 def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyRing | None = None,
                extra_routes: Callable[[FastAPI], None] | None = None) -> FastAPI:
     """The HTTP application over `handler` (the Engine): routes, request ids, error envelopes,
     and with `keys` a bearer key on everything but the health probes and the API docs."""
     app = FastAPI(title="Cerememory", version=__version__,
                   description="CMP over HTTP. Every error is `{code, message, details, retry_after, request_id}`.")
-
-    @app.middleware("http")
-    async def request_id(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        rid = request.headers.get(REQUEST_ID) or str(new_id())
-        request.state.request_id = rid
-        if keys is not None and request.url.path not in PUBLIC_PATHS and \
-                not keys.check_authorization(request.headers.get("authorization")):
-            error = CMPError(ErrorCode.UNAUTHORIZED, "missing or wrong API key",
-                             hint="send the header `Authorization: Bearer <key>`")
-            response = error_response(error, rid)
-            response.headers["WWW-Authenticate"] = "Bearer"
-            return response
-        try:
-            response = await call_next(request)
-        except CMPError as exc:  # raised inside middleware-wrapped handlers
-            return error_response(exc, rid)
-        response.headers[REQUEST_ID] = rid
-        return response
 
     @app.exception_handler(CMPError)
     async def cmp_error(request: Request, exc: CMPError) -> JSONResponse:
@@ -164,9 +143,9 @@ def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyR
         return {"records": await run_in_threadpool(handler.reindex_records),
                 "journal": await run_in_threadpool(handler.reindex_journal)}
 
-    from .metrics import instrument
-
-    instrument(app, handler)
+    metrics = HttpMetrics(handler)
+    metrics.mount(app)
     if extra_routes is not None:
         extra_routes(app)
+    app.add_middleware(RequestMiddleware, keys=keys, observe=metrics.observe, render_error=error_response)
     return app

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from starlette.concurrency import run_in_threadpool
@@ -30,25 +29,26 @@ class _StoreCollector:
                                 value=stats.total_recall_count)
 
 
-def instrument(app: FastAPI, handler: Any) -> None:
-    """Count and time every request, and serve the registry at GET /metrics."""
-    registry = CollectorRegistry()
-    requests = Counter("cerememory_http_requests", "HTTP requests", ["method", "route", "status"],
-                       registry=registry)
-    latency = Histogram("cerememory_http_request_duration_seconds", "HTTP request latency", ["method", "route"],
-                        registry=registry, buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5))
-    registry.register(_StoreCollector(handler))
+class HttpMetrics:
+    """Requests by route template and latency, plus record counts read at scrape time."""
 
-    @app.middleware("http")
-    async def measure(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        started = time.perf_counter()
-        response = await call_next(request)
-        route = getattr(request.scope.get("route"), "path", "unmatched")
-        requests.labels(request.method, route, str(response.status_code)).inc()
-        latency.labels(request.method, route).observe(time.perf_counter() - started)
-        return response
+    def __init__(self, handler: Any) -> None:
+        self.registry = CollectorRegistry()
+        self._requests = Counter("cerememory_http_requests", "HTTP requests", ["method", "route", "status"],
+                                 registry=self.registry)
+        self._latency = Histogram("cerememory_http_request_duration_seconds", "HTTP request latency",
+                                  ["method", "route"], registry=self.registry,
+                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5))
+        self.registry.register(_StoreCollector(handler))
 
-    @app.get("/metrics", tags=["health"], include_in_schema=False)
-    async def metrics() -> Response:
-        body = await run_in_threadpool(generate_latest, registry)
-        return Response(body, media_type=CONTENT_TYPE_LATEST)
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        self._requests.labels(method, route, str(status)).inc()
+        self._latency.labels(method, route).observe(seconds)
+
+    def mount(self, app: FastAPI) -> None:
+        """Serve the registry at GET /metrics."""
+
+        @app.get("/metrics", tags=["health"], include_in_schema=False)
+        async def metrics() -> Response:
+            body = await run_in_threadpool(generate_latest, self.registry)
+            return Response(body, media_type=CONTENT_TYPE_LATEST)
