@@ -151,6 +151,7 @@ class Engine(RecallOperations):
         self._repair_indexes(progress)
         self.modes = self._load_modes()
         self.total_recall_count = int(self.db.get_state("total_recall_count", "0") or 0)
+        self._flushed_recall_count = self.total_recall_count
         self._stop = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="cerememory-flush", daemon=True)
         self._flusher.start()
@@ -242,15 +243,17 @@ class Engine(RecallOperations):
 
     def flush(self) -> None:
         """Write back what recall changed in RAM (access counts, stability, recall count)."""
-        if not self.records.dirty and str(self.total_recall_count) == self.db.get_state(
-                "total_recall_count", "0"):
+        if not self.records.dirty and self.total_recall_count == self._flushed_recall_count:
             return
         with self._write, self.db.transaction() as tx:
             self._flush_in(tx)
 
     def _flush_in(self, tx: Any) -> None:
         self.records.flush_dirty(tx)
-        Database.set_state(tx, "total_recall_count", str(self.total_recall_count))
+        count = self.total_recall_count
+        if count != self._flushed_recall_count:
+            Database.set_state(tx, "total_recall_count", str(count))
+            self._flushed_recall_count = count
 
     def close(self) -> None:
         if self._closed:
@@ -483,7 +486,7 @@ class Engine(RecallOperations):
             self.graph.add(edges)
             self._add_vectors_ram(vectors, {r.id: r.store for r in records})
             self.text.stage(seq, add=[record_text_doc(r) for r in records])
-        self.text.commit_through(seq)
+        self.text.mark_pending()
         results = [
             m.EncodeStoreResponse(record_id=r.id, store=r.store, initial_fidelity=r.fidelity.score,
                                   associations_created=n)
@@ -532,7 +535,7 @@ class Engine(RecallOperations):
                 self.vectors.remove([record.id])
                 self._add_vectors_ram(vectors, stores)
             self.text.stage(seq, delete=[str(record.id)], add=[record_text_doc(record)])
-        self.text.commit_through(seq)
+        self.text.mark_pending()
 
     def _encode_raw(self, reqs: Sequence[m.EncodeStoreRawRequest], op: str) -> list[m.EncodeStoreRawResponse]:
         now = self._now()
@@ -550,7 +553,7 @@ class Engine(RecallOperations):
                 self.journal.insert(tx, records)
                 seq = self.db.bump(tx, "journal_seq")
             self.raw_text.stage(seq, add=[raw_text_doc(r) for r in records])
-        self.raw_text.commit_through(seq)
+        self.raw_text.mark_pending()
         return [m.EncodeStoreRawResponse(record_id=r.id, session_id=r.session_id,
                                          visibility=r.visibility, secrecy_level=r.secrecy_level)
                 for r in records]
@@ -606,7 +609,7 @@ class Engine(RecallOperations):
             self.graph.remove_nodes(ids)
             self.vectors.remove(ids)
             self.text.stage(seq, delete=[str(i) for i in ids])
-        self.text.commit_through(seq)
+        self.text.mark_pending()
         return m.ForgetResponse(records_deleted=len(ids))
 
     # ================================================================ introspect

@@ -7,16 +7,20 @@ last committed at; an index whose stamp disagrees with the database is rebuilt o
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import tantivy
 
+log = logging.getLogger("cerememory.index")
 ANALYZER = "cm_en"
+COMMIT_DELAY = 0.05
 WRITER_HEAP = 15_000_000  # tantivy's minimum; larger heaps made each commit slower here
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -81,6 +85,11 @@ class TextIndex:
         self.writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=1)
         self._lock = threading.RLock()  # tantivy's writer takes one caller at a time
         self._staged = self._visible = self.stamp() or 0
+        self._pending = threading.Event()
+        self._closing = False
+        self._committer = threading.Thread(target=self._commit_loop, name=f"cerememory-commit-{self.path.name}",
+                                           daemon=True)
+        self._committer.start()
 
     # ------------------------------------------------------------ staleness
 
@@ -101,10 +110,12 @@ class TextIndex:
 
     # ------------------------------------------------------------ writes
     #
-    # Writers stage their changes under the database sequence number of their transaction, then
-    # call `commit_through(seq)` outside the engine's write lock. A commit makes every change
-    # staged so far visible, so concurrent writers share commits (group commit) instead of
-    # paying one fsync each.
+    # Writers stage their changes under the database sequence number of their transaction and
+    # return: DuckDB already holds the data durably, and this index is derived from it. A tantivy
+    # commit (about 10 ms: segment files and fsync) then makes everything staged so far
+    # searchable at once — lazily before the next search, or from a background committer shortly
+    # after the last write. Many writes share one commit, and every search sees every write that
+    # returned before it.
 
     def stage(self, seq: int, *, add: Iterable[TextDoc] = (), delete: Iterable[str] = ()) -> None:
         with self._lock:
@@ -116,6 +127,23 @@ class TextIndex:
                                      summary=doc.summary, why=doc.why)
                 )
             self._staged = max(self._staged, seq)
+
+    def mark_pending(self) -> None:
+        """Ask the background committer to make staged changes searchable soon."""
+        self._pending.set()
+
+    def _commit_loop(self) -> None:
+        while not self._closing:
+            if not self._pending.wait(timeout=0.5):
+                continue
+            time.sleep(COMMIT_DELAY)  # let a burst of writes share the commit
+            self._pending.clear()
+            if self._closing:
+                return  # close() commits what is left
+            try:
+                self.commit_through(self._staged)
+            except Exception:  # the next search or write retries; the stamp stays behind until then
+                log.exception("background commit of %s failed", self.path)
 
     def commit_through(self, seq: int) -> None:
         """Return once everything staged up to `seq` is searchable and durable."""
@@ -155,6 +183,8 @@ class TextIndex:
         terms = query_terms(text)
         if not terms or limit <= 0:
             return []
+        if self._staged > self._visible:
+            self.commit_through(self._staged)  # read your writes
         query, _errors = self.index.parse_query_lenient(
             " ".join(terms), ["body", "summary", "why"], field_boosts=self.FIELD_BOOSTS
         )
@@ -168,6 +198,10 @@ class TextIndex:
         return [(searcher.doc(addr)["id"][0], float(score)) for score, addr in hits]
 
     def close(self) -> None:
+        self._closing = True
+        self._pending.set()
+        self._committer.join(timeout=10)
+        self.commit_through(self._staged)
         # dropping the writer releases tantivy's directory lock
         self.writer = None
         self.index = None
