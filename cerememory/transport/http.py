@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..cmp.dispatch import OPERATIONS, dispatch
+from ..cmp.dispatch import OPERATIONS, call, dispatch
 from ..cmp.errors import CMPError, ErrorCode
 from ..security.auth import KeyRing
 from ..version import __version__
@@ -75,10 +75,11 @@ def _endpoint(route: Route, handler: Any, body_limit: int) -> Callable[[Request]
         for key, value in request.query_params.items():
             body.setdefault(key, _query_value(value))
         body.update(request.path_params)
-        result = await run_in_threadpool(dispatch, handler, route.op, body)
+        result = await run_in_threadpool(call, handler, route.op, body)
         if route.no_content:
             return Response(status_code=204)
-        return JSONResponse(result)
+        # pydantic's own serializer: several times faster than model_dump + json.dumps
+        return Response(result.model_dump_json(), media_type="application/json")
 
     endpoint.__name__ = route.op.replace(".", "_")
     return endpoint
