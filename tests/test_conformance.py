@@ -4,6 +4,7 @@ over HTTP with the Python client, and over gRPC with the typed stub."""
 from __future__ import annotations
 
 import importlib.util
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -125,3 +126,53 @@ def test_error_codes(api, call, code):
     assert err.value.code is code
     assert err.value.message
     assert api.stats().total_records == 0
+
+
+@pytest.fixture(params=[b for b in BACKENDS if b != "embedded"])
+def connect(request, mem):
+    """A callable making a new client of a real server (one per thread)."""
+    if request.param == "http":
+        from cerememory.transport.client import Client
+
+        server = ServerThread(mem.engine)
+        yield lambda: Client(server.url)
+        server.stop()
+    else:
+        from cerememory.transport.grpc_client import GrpcClient
+        from cerememory.transport.grpc_server import build_grpc_server
+
+        server, port = build_grpc_server(mem.engine, host="127.0.0.1", port=0)
+        server.start()
+        yield lambda: GrpcClient(f"127.0.0.1:{port}")
+        server.stop(None)
+
+
+def test_32_concurrent_clients_lose_nothing(connect):
+    errors: list[BaseException] = []
+    acknowledged: list[str] = []
+    lock = threading.Lock()
+
+    def worker(n: int) -> None:
+        try:
+            with connect() as client:
+                for i in range(6):
+                    rid = client.store(f"worker {n} note {i} about concurrency").record_id
+                    with lock:
+                        acknowledged.append(str(rid))
+                    client.recall("concurrency", limit=5)
+                    client.raw_recall(session_id=f"w{n}")
+                client.store_batch([{"content": {"blocks": [{"text": f"w{n} batch {j}"}]}} for j in range(5)])
+                client.stats()
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with connect() as client:
+        assert client.stats().total_records == 32 * 6 + 32 * 5
+        for rid in acknowledged[::17]:
+            assert client.inspect(rid)

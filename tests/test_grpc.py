@@ -486,36 +486,3 @@ def test_tls(tmp_path: Path):
             plaintext.stats()
     finally:
         served.close()
-
-
-def test_32_concurrent_clients_lose_nothing(served: Served):
-    import threading
-
-    errors: list[BaseException] = []
-    acknowledged: list[str] = []
-    lock = threading.Lock()
-
-    def worker(n: int) -> None:
-        try:
-            with GrpcClient(served.target) as c:
-                for i in range(6):
-                    rid = c.store(f"grpc worker {n} note {i} about concurrency").record_id
-                    with lock:
-                        acknowledged.append(str(rid))
-                    c.recall("concurrency", limit=5)
-                    c.raw_recall(session_id=f"w{n}")
-                c.store_batch([{"content": {"blocks": [{"text": f"w{n} batch {j}"}]}} for j in range(5)])
-                c.stats()
-        except BaseException as exc:  # collected and asserted below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(32)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    with GrpcClient(served.target) as c:
-        assert c.stats().total_records == 32 * 6 + 32 * 5
-        for rid in acknowledged[::17]:
-            assert c.inspect(rid)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import threading
 
 import httpx
 import pytest
@@ -176,34 +175,3 @@ def test_async_client(http_server):
 
     stored, hits = asyncio.run(scenario())
     assert hits.memories[0].record.id == stored.record_id
-
-
-def test_32_concurrent_clients_lose_nothing(http_server):
-    errors: list[BaseException] = []
-    acknowledged: list[str] = []
-    lock = threading.Lock()
-
-    def worker(n: int) -> None:
-        try:
-            with Client(http_server.url) as client:
-                for i in range(6):
-                    rid = client.store(f"worker {n} note {i} about concurrency").record_id
-                    with lock:
-                        acknowledged.append(str(rid))
-                    client.recall("concurrency", limit=5)
-                    client.raw_recall(session_id=f"w{n}")
-                client.store_batch([{"content": {"blocks": [{"text": f"w{n} batch {j}"}]}} for j in range(5)])
-                client.stats()
-        except BaseException as exc:  # collected and asserted below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(32)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    with Client(http_server.url) as client:
-        assert client.stats().total_records == 32 * 6 + 32 * 5
-        for rid in acknowledged[::17]:
-            assert client.inspect(rid)
