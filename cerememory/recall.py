@@ -122,12 +122,19 @@ class RecallOperations:
             if len(rankings) > 1:
                 meta.fusion = self.options.fusion
         else:
-            # no content cue: the most recent memories (inside the temporal range, if any)
-            meta.signals.append("temporal" if cue.temporal else "recency")
+            # no content cue: the most recent memories (inside the temporal range, if any), or
+            # with an emotion cue the memories whose affect matches it best
             ids = [i for i in self._candidate_ids(stores)
                    if start is None or start <= self._created(i) <= end]
-            newest = heapq.nlargest(max(pool, req.limit * 2), ids, key=self._created)
-            scores = {i: 1.0 / (1 + rank) ** 0.5 for rank, i in enumerate(newest)}
+            if cue.emotion is not None:
+                meta.signals.append("emotion")
+                ranked = heapq.nlargest(max(pool, req.limit * 2), ids,
+                                        key=lambda i: (self._affect_match(i, cue.emotion), self._created(i)))
+                scores = {i: self._affect_match(i, cue.emotion) for i in ranked}
+            else:
+                meta.signals.append("temporal" if cue.temporal else "recency")
+                newest = heapq.nlargest(max(pool, req.limit * 2), ids, key=self._created)
+                scores = {i: 1.0 / (1 + rank) ** 0.5 for rank, i in enumerate(newest)}
         meta.total_records_scanned = len(scores)
         wanted = set(stores)
         now = self.clock()
@@ -154,6 +161,12 @@ class RecallOperations:
                 meta.signals.append("activation")
         fidelity = {i: self._fidelity(i, now) for i in kept}
         final = {i: s * (0.5 + 0.5 * fidelity[i]) for i, s in kept.items()}
+        affect: dict[uuid.UUID, float] = {}
+        if cue.emotion is not None and rankings:
+            # an emotion cue beside a content cue: memories felt the same way rank higher
+            affect = {i: self._affect_match(i, cue.emotion) for i in final}
+            final = {i: s * (1.0 + 0.5 * affect[i]) for i, s in final.items()}
+            meta.signals.append("emotion")
         top = heapq.nlargest(req.limit, final, key=lambda i: (final[i], self._created(i)))
         text_rank = {i: (r + 1, s) for r, (i, s) in enumerate(text_hits)}
         vector_rank = {i: (r + 1, s) for r, (i, s) in enumerate(vector_hits)}
@@ -165,7 +178,8 @@ class RecallOperations:
                 text=None if t_score is None else round(t_score, 4), text_rank=t_rank,
                 vector=None if v_score is None else round(v_score, 4), vector_rank=v_rank,
                 fused=round(fused.get(i, 0.0), 6), activation=round(gains.get(i, 0.0), 6),
-                fidelity=round(fidelity[i], 6))
+                fidelity=round(fidelity[i], 6),
+                emotion=round(affect[i], 6) if i in affect else None)
         memories = self._recalled(top, final, req.recall_mode, breakdown, paths)
         if req.reconsolidate:
             self._reconsolidate(top)
@@ -177,6 +191,14 @@ class RecallOperations:
                      "gains": {str(i): round(gains[i], 6) for i in top if i in gains}}
         return m.RecallQueryResponse(memories=memories, total_candidates=len(final),
                                      query_metadata=meta, activation_trace=trace)
+
+    def _affect_match(self, record_id: uuid.UUID, cue: EmotionVector) -> float:
+        """How well a memory's affect matches an emotion cue, 0..1: its intensity, scaled by
+        how close its valence is to the cue's (the cue's channels set its valence)."""
+        head = self._head(record_id)
+        if head is None:
+            return 0.0
+        return head.emotion_intensity * (1.0 - abs(head.emotion_valence - cue.valence) / 2.0)
 
     def _visibility(self, include_decayed: bool, min_fidelity: float | None,
                     now: float) -> Callable[[uuid.UUID], bool]:

@@ -421,3 +421,17 @@ def test_dispatch_speaks_json(mem):
     assert block["text"] == "bytes as integers"
     assert block["data"] == "Ynl0ZXMgYXMgaW50ZWdlcnM="  # emitted as base64
     assert record["created_at"].endswith("Z")
+
+
+def test_emotion_cue_is_honoured(mem):
+    calm = mem.store("the team met about the launch").record_id
+    happy = mem.store("the launch party was wonderful", emotion="joy").record_id
+    sad = mem.store("the launch slipped again", emotion="sadness").record_id
+    only_affect = mem.recall(emotion="happy", limit=3)
+    assert [h.record.id for h in only_affect.memories][0] == happy
+    assert only_affect.query_metadata.signals == ["emotion"]
+    with_text = mem.recall("launch", emotion="sad", limit=3)
+    assert with_text.memories[0].record.id == sad
+    assert "emotion" in with_text.query_metadata.signals
+    assert with_text.memories[0].score_breakdown.emotion > 0
+    assert calm in {h.record.id for h in with_text.memories}
