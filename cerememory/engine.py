@@ -300,10 +300,6 @@ class Engine(RecallOperations):
         head = self._head(record_id)
         return self._state(head, now or self.clock())[0] if head is not None else 0.0
 
-    def _forgotten(self, record_id: uuid.UUID, now: float) -> bool:
-        head = self._head(record_id)
-        return head is None or self._state(head, now)[0] < self.params[head.store].prune
-
     def _created(self, record_id: uuid.UUID) -> float:
         head = self.records.heads.get(record_id)
         if head is not None:

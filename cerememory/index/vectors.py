@@ -126,9 +126,6 @@ class VectorIndex:
         if dim is not None:
             self._groups[dim].set_code(record_id, code)
 
-    def dimensions(self) -> list[int]:
-        return sorted(d for d, g in self._groups.items() if g.ids)
-
     def search(
         self, query: Sequence[float] | np.ndarray, k: int, allowed_codes: Sequence[int] | None = None
     ) -> list[tuple[uuid.UUID, float]]:

@@ -148,10 +148,6 @@ class Database:
                 tx.execute(sql)
                 tx.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, _sha(sql)])
 
-    @property
-    def schema_version(self) -> int:
-        return self._conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
-
     # ------------------------------------------------------------ connections
 
     @contextmanager

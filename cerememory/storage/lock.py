@@ -47,14 +47,6 @@ class DataDirLock:
         os.fsync(fd)
         self._fd = fd
 
-    def set_server_url(self, url: str) -> None:
-        """Advertise the server URL so that other openers can be pointed at it."""
-        if self._fd is None:
-            return
-        os.ftruncate(self._fd, 0)
-        os.lseek(self._fd, 0, os.SEEK_SET)
-        os.write(self._fd, json.dumps({"pid": os.getpid(), "server_url": url}).encode())
-
     @staticmethod
     def _read_owner(fd: int) -> dict:
         try:
