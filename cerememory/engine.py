@@ -23,10 +23,10 @@ import numpy as np
 from .cmp import messages as m
 from .cmp.errors import CMPError, ErrorCode, not_found
 from .dynamics import decay
-from .embed import EmbeddingUnavailable, EmbedSettings, make_embedder
+from .embed import EmbeddingUnavailable, EmbedSettings, make_embedder, normalise_rows
 from .index.fulltext import TextDoc, TextIndex
 from .index.graph import AssociationGraph, Edge
-from .index.vectors import VectorIndex, normalise
+from .index.vectors import VectorIndex
 from .model import (
     JSON_MODALITIES,
     AssociationType,
@@ -352,7 +352,7 @@ class Engine(RecallOperations):
         for r in records:
             given = r.content.first_embedding()
             if given is not None:
-                out[r.id] = (normalise(np.asarray(given, dtype=np.float32))[0], CALLER_MODEL)
+                out[r.id] = (normalise_rows(given), CALLER_MODEL)
             elif self.embedder is not None and embedding_text(r):
                 to_embed.append(r)
         if to_embed:

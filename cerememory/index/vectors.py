@@ -12,14 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-
-def normalise(matrix: np.ndarray) -> np.ndarray:
-    matrix = np.asarray(matrix, dtype=np.float32)
-    if matrix.ndim == 1:
-        matrix = matrix[None, :]
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return matrix / norms
+from ..embed.base import normalise_rows
 
 
 class _Group:
@@ -129,7 +122,7 @@ class VectorIndex:
     def search(
         self, query: Sequence[float] | np.ndarray, k: int, allowed_codes: Sequence[int] | None = None
     ) -> list[tuple[uuid.UUID, float]]:
-        q = normalise(np.asarray(query, dtype=np.float32))[0]
+        q = normalise_rows(query)
         with self._lock:
             group = self._groups.get(q.shape[0])
             if group is None:
