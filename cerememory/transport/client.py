@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
-from ..api import MemoryAPI, R
+from ..api import MemoryAPI, R, _drop_none
 from ..cmp.dispatch import operation, parse_request
 from ..cmp.errors import CMPError, ErrorCode
 from .routes import ROUTE_OF, Route
@@ -66,9 +66,20 @@ class _Base:
         bad request fails fast with the same CMP error and typed values serialise exactly."""
         return parse_request(op, request).model_dump(mode="json", exclude_unset=True)
 
-    @staticmethod
-    def _should_retry(exc: CMPError, attempt: int, retries: int) -> bool:
-        return exc.retry_after is not None and attempt < retries
+    def _request(self, op: str, request: dict[str, Any] | None) -> tuple[str, str, dict[str, Any], Any]:
+        """(method, path, query params, JSON body) of one CMP call."""
+        route = ROUTE_OF[operation(op).name]
+        return (route.method, *_request_parts(route, self._prepare(op, request)))
+
+    def _outcome(self, response: httpx.Response, attempt: int) -> tuple[dict[str, Any] | None, float]:
+        """(result, 0) on success; (None, delay) when the server asks to retry and retries are
+        left; otherwise raises the server's CMP error."""
+        if response.is_success:
+            return ({} if response.status_code == 204 else response.json()), 0.0
+        error = _error_from(response)
+        if error.retry_after is None or attempt >= self.retries:
+            raise error
+        return None, float(error.retry_after or 1)
 
 
 class Client(_Base, MemoryAPI):
@@ -84,19 +95,16 @@ class Client(_Base, MemoryAPI):
         self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=self.headers, transport=transport)
 
     def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
-        route = ROUTE_OF[operation(op).name]
-        path, params, body = _request_parts(route, self._prepare(op, request))
+        method, path, params, body = self._request(op, request)
         for attempt in range(self.retries + 1):
             try:
-                response = self._http.request(route.method, path, params=params, json=body)
+                response = self._http.request(method, path, params=params, json=body)
             except httpx.HTTPError as exc:
                 raise _unreachable(self.url, exc) from exc
-            if response.is_success:
-                return {} if response.status_code == 204 else response.json()
-            error = _error_from(response)
-            if not self._should_retry(error, attempt, self.retries):
-                raise error
-            time.sleep(error.retry_after or 1)
+            result, delay = self._outcome(response, attempt)
+            if result is not None:
+                return result
+            time.sleep(delay)
         raise AssertionError("unreachable")
 
     def _invoke(self, op: str, request: dict[str, Any]) -> BaseModel:
@@ -132,23 +140,20 @@ class AsyncClient(_Base, MemoryAPI):
                                        transport=transport)
 
     async def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:  # type: ignore[override]
-        route = ROUTE_OF[operation(op).name]
-        path, params, body = _request_parts(route, self._prepare(op, request))
+        method, path, params, body = self._request(op, request)
         for attempt in range(self.retries + 1):
             try:
-                response = await self._http.request(route.method, path, params=params, json=body)
+                response = await self._http.request(method, path, params=params, json=body)
             except httpx.HTTPError as exc:
                 raise _unreachable(self.url, exc) from exc
-            if response.is_success:
-                return {} if response.status_code == 204 else response.json()
-            error = _error_from(response)
-            if not self._should_retry(error, attempt, self.retries):
-                raise error
-            await asyncio.sleep(error.retry_after or 1)
+            result, delay = self._outcome(response, attempt)
+            if result is not None:
+                return result
+            await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
     async def _call(self, op: str, request: dict[str, Any], response: type[R]) -> R:  # type: ignore[override]
-        result = await self.dispatch(op, {k: v for k, v in request.items() if v is not None})
+        result = await self.dispatch(op, _drop_none(request))
         return response.model_validate(result)
 
     async def aclose(self) -> None:
