@@ -29,6 +29,11 @@ and overall. Target: engine recall_any@10 at least 5 points above the better of 
 and minilm.
 
 Writes bench/results/locomo.md, locomo.json and locomo_recall10.png.
+
+`--dream` runs another comparison instead: each conversation is also journaled as raw records
+(one journal session per LoCoMo session), one dream tick summarises it, and recall_any@10 per
+category is reported with and without the dream's summaries in the candidate set, with the
+dream's throughput (raw records per second). Writes bench/results/locomo_dream.md and .json.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import re
 import shutil
 import sys
 import tempfile
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -60,8 +66,12 @@ ENGINES = {
     "engine-norm": {"semantic": "on", "fusion": "normalized"},
     # diagnostic, not a target row: rank fusion with the classic k = 60 (a setting)
     "engine-rrf-k60": {"semantic": "on", "fusion": "rrf", "recall__rrf_k": 60},
+    # diagnostics of spreading activation: consecutive turns linked (store_batch with
+    # infer_associations), recalled at the default activation depth 2 and with activation off
+    "engine-rrf-linked": {"semantic": "on", "fusion": "rrf", "_link": True, "_depth": 2},
+    "engine-rrf-linked-noact": {"semantic": "on", "fusion": "rrf", "_link": True, "_depth": 0},
 }
-DIAGNOSTIC = {"engine-rrf-k60"}
+DIAGNOSTIC = {"engine-rrf-k60", "engine-rrf-linked", "engine-rrf-linked-noact"}
 SYSTEMS = ("bm25-tantivy", "minilm", "rrf(bm25,minilm)", *ENGINES)
 _WORD = re.compile(r"\w+")
 _DIA = re.compile(r"D:?(\d+):(\d+)")
@@ -202,6 +212,8 @@ def engine_system(turns: list[Turn], questions: list[Question], settings: dict,
     import cerememory
     data_dir = Path(tempfile.mkdtemp(prefix="engine-", dir=work))
     signals: dict[str, int] = {}
+    link, depth = settings.get("_link", False), settings.get("_depth", 2)
+    settings = {k: v for k, v in settings.items() if not k.startswith("_")}
     try:
         with cerememory.open(data_dir, **settings) as mem:
             records = [{"content": {"blocks": [{"modality": "text", "text": t.text}]},
@@ -209,12 +221,12 @@ def engine_system(turns: list[Turn], questions: list[Question], settings: dict,
                         "metadata": {"dia_id": t.dia_id, "session": t.session}} for t in turns]
             t0 = now()
             for start in range(0, len(records), 1000):
-                mem.store_batch(records[start:start + 1000])
+                mem.store_batch(records[start:start + 1000], infer_associations=link)
             ingest = now() - t0
             out, times = [], []
             for q in questions:
                 t0 = now()
-                res = mem.recall(q.text, limit=TOP, reconsolidate=False, mode="perfect")
+                res = mem.recall(q.text, limit=TOP, reconsolidate=False, mode="perfect", activation_depth=depth)
                 times.append(now() - t0)
                 ids = [h.record.metadata.get("dia_id") for h in res.memories]
                 out.append(list(dict.fromkeys(i for i in ids if i)))
@@ -257,7 +269,13 @@ def write_report(summary: dict, per_sample: dict, timing: dict, info: dict, args
               "## Overall", "",
               "rrf(bm25,minilm) fuses the two baselines' top-20 lists (k=60) and engine-rrf-k60 "
               "sets recall.rrf_k=60; both are diagnostics, not targets. engine-rrf uses the "
-              "engine's default rrf_k.", "",
+              "engine's default rrf_k. engine-rrf-linked stores each conversation with "
+              "infer_associations (every turn linked to the next, both ways) and recalls at the "
+              "default activation depth 2; engine-rrf-linked-noact is the same store recalled with "
+              "activation depth 0: the pair measures spreading activation. Without links (the "
+              "other engine rows) activation has no edge to follow. The emotion signal needs an "
+              "emotion cue or emotion-tagged memories; LoCoMo has neither, so it cannot change "
+              "these figures and is not varied here.", "",
               md_table(["system", *METRICS],
                        [(s, *(fmt(summary[s]["overall"][m]) for m in METRICS)) for s in SYSTEMS]), "",
               "![recall_any@10](locomo_recall10.png)", "",
@@ -324,6 +342,10 @@ def main() -> None:
     ap.add_argument("--no-captions", dest="captions", action="store_false",
                     help="do not append BLIP captions to image turns")
     ap.add_argument("--out", type=Path, default=RESULTS_DIR, help="results directory")
+    ap.add_argument("--dream", action="store_true",
+                    help="journal, dream, and compare recall with and without dream summaries (locomo_dream.md)")
+    ap.add_argument("--dream-semantic", choices=["off", "on"], default="off",
+                    help="semantic search for the --dream comparison (default off: BM25)")
     args = ap.parse_args()
     clean_env()
     data = json.loads(args.data.read_text())
@@ -333,6 +355,9 @@ def main() -> None:
     elif args.quick:
         data = data[:1]
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.dream:
+        dream_main(args, data)
+        return
     env = environment()
     started = now()
 
@@ -405,6 +430,144 @@ def main() -> None:
                                    "pass": summary[e]["overall"]["recall_any@10"] >= best_base + 0.05 - 1e-12}
                                for e in ENGINES if e not in DIAGNOSTIC}},
     }, indent=1))
+    print(report)
+
+
+# ---------------------------------------------------------------- --dream: summaries in the candidate set
+
+
+def dream_sample(sid: str, turns: list[Turn], questions: list[Question], work: Path,
+                 semantic: str) -> dict:
+    """One conversation: turns stored as memories and journaled as raw records (one journal
+    session per LoCoMo session, real timestamps); recall before and after a dream tick.
+
+    A returned record covers dia_ids: a turn its own, a dream summary or fact the dia_ids of
+    the raw records it was made from (one `recall.raw_query` hop away). recall_any@10 asks
+    whether an evidence turn is covered by the top 10 records."""
+    import cerememory
+    data_dir = Path(tempfile.mkdtemp(prefix="dream-", dir=work))
+    try:
+        with cerememory.open(data_dir, semantic=semantic) as mem:
+            records = [{"content": {"blocks": [{"modality": "text", "text": t.text}]},
+                        "created_at": t.created_at, "metadata": {"dia_id": t.dia_id}} for t in turns]
+            raws = [{"session_id": f"{sid}-s{t.session}", "content": {"blocks": [{"text": t.text}]},
+                     "created_at": t.created_at.isoformat(), "metadata": {"dia_id": t.dia_id}} for t in turns]
+            for start in range(0, len(records), 1000):
+                mem.store_batch(records[start:start + 1000])
+                mem.store_raw_batch(raws[start:start + 1000])
+            journal = mem.raw_recall(limit=1000).records
+            raw_dia = {r.id: r.metadata["dia_id"] for r in journal}
+            raw_text = {r.id: r.content.plain_text().split(": ", 1)[-1][:60] for r in journal}
+
+            def ranked(quoted: bool = False) -> list[list[set[str]]]:
+                out = []
+                for q in questions:
+                    res = mem.recall(q.text, limit=10, reconsolidate=False, mode="perfect")
+                    covers = []
+                    for hit in res.memories:
+                        meta = hit.record.metadata
+                        if "dia_id" in meta:
+                            covers.append({meta["dia_id"]})
+                            continue
+                        body = hit.record.content.plain_text()
+                        ids = [uuid.UUID(i) for i in (meta.get("_origin") or {}).get("raw_record_ids", [])]
+                        covers.append({raw_dia[i] for i in ids
+                                       if i in raw_dia and (not quoted or raw_text[i][:40] in body)})
+                    out.append(covers)
+                return out
+
+            before = ranked()
+            t0 = now()
+            result = mem.dream_tick(max_groups=10_000)
+            dream_s = now() - t0
+            after = ranked()
+            after_quoted = ranked(quoted=True)
+            summary_lengths = [len(mem.inspect(g.episodic_summary_id).content.plain_text()) for g in result.groups]
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+    def hit(covers: list[set[str]], evidence: list[str]) -> float:
+        return float(any(set(evidence) & c for c in covers[:10]))
+
+    return {
+        "rows": {"turns only": [(q.category, hit(b, q.evidence)) for q, b in zip(questions, before, strict=True)],
+                 "turns + dream": [(q.category, hit(a, q.evidence)) for q, a in zip(questions, after, strict=True)],
+                 "turns + dream (quoted only)": [(q.category, hit(a, q.evidence))
+                                                 for q, a in zip(questions, after_quoted, strict=True)]},
+        "summary_share": [sum(len(c) > 1 or not c for c in a) / max(len(a), 1) for a in after],
+        "raw_records": result.raw_records_processed, "groups": result.groups_processed,
+        "summaries": result.episodic_summaries_created, "facts": result.semantic_nodes_created,
+        "dream_s": dream_s, "summary_chars": summary_lengths,
+    }
+
+
+def dream_main(args, data: list[dict]) -> None:
+    env = environment()
+    started = now()
+    systems = ("turns only", "turns + dream", "turns + dream (quoted only)")
+    rows: dict[str, list] = {s: [] for s in systems}
+    per_sample, totals = {}, {"raw_records": 0, "groups": 0, "summaries": 0, "facts": 0, "dream_s": 0.0}
+    share, chars = [], []
+    work = Path(tempfile.mkdtemp(prefix="cm-locomo-dream-"))
+    try:
+        for sample in data:
+            sid = sample["sample_id"]
+            turns, questions, _ = load_sample(sample, args.captions)
+            out = dream_sample(sid, turns, questions, work, args.dream_semantic)
+            for s in systems:
+                rows[s] += out["rows"][s]
+            per_sample[sid] = {s: float(np.mean([v for _, v in out["rows"][s]])) for s in systems}
+            for k in totals:
+                totals[k] += out[k]
+            share += out["summary_share"]
+            chars += out["summary_chars"]
+            print(f"[{sid}] {len(turns)} raw records -> {out['groups']} groups in {out['dream_s']:.2f} s; "
+                  f"recall_any@10 {per_sample[sid]['turns only']:.3f} -> {per_sample[sid]['turns + dream']:.3f}",
+                  flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    def cat_mean(system: str, c: int | None) -> tuple[float, int]:
+        vals = [v for cat, v in rows[system] if c is None or cat == c]
+        return (float(np.mean(vals)) if vals else float("nan")), len(vals)
+
+    header = ["system", *[f"{c} {n} (n={cat_mean(systems[0], c)[1]})" for c, n in CATEGORIES.items()],
+              f"overall (n={cat_mean(systems[0], None)[1]})"]
+    table = [(s, *(fmt(cat_mean(s, c)[0]) for c in CATEGORIES), fmt(cat_mean(s, None)[0])) for s in systems]
+    delta = ("delta (turns + dream − turns only)",
+             *(f"{(cat_mean(systems[1], c)[0] - cat_mean(systems[0], c)[0]) * 100:+.1f} pts"
+               for c in [*CATEGORIES, None]))
+    throughput = totals["raw_records"] / totals["dream_s"] if totals["dream_s"] else float("nan")
+    report = "\n".join([
+        "# LoCoMo: dream summaries in the candidate set", "",
+        f"`{' '.join(['bench/locomo.py', *sys.argv[1:]])}` — {env_line(env)}", "",
+        f"Each conversation ({', '.join(per_sample)}) is stored turn by turn as memories and journaled as raw "
+        "records (one journal session per LoCoMo session, the session's date_time plus the turn index in "
+        f"seconds); `recall(question, limit=10)` runs before and after one dream tick (semantic search "
+        f"{args.dream_semantic}, extractive summaries). A returned turn covers its dia_id; a dream summary or "
+        "fact covers the dia_ids of the raw records it was made from (one `recall.raw_query` hop). "
+        "recall_any@10: an evidence turn is covered by the top 10 records. The stricter "
+        "`quoted only` row lets a summary cover only the turns whose words it quotes.", "",
+        "## recall_any@10 per category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop)", "",
+        md_table(header, [*table, delta]), "",
+        "## Per conversation (recall_any@10)", "",
+        md_table(["system", *per_sample], [(s, *(fmt(per_sample[c][s]) for c in per_sample)) for s in systems]), "",
+        "## Dream", "",
+        md_table(["raw records", "groups", "episodic summaries", "semantic facts", "dream s", "raw records / s",
+                  "mean summary chars"],
+                 [(totals["raw_records"], totals["groups"], totals["summaries"], totals["facts"],
+                   f"{totals['dream_s']:.2f}", f"{throughput:,.0f}", f"{np.mean(chars):.0f}")]), "",
+        f"Share of the top-10 slots held by dream records after the tick: {np.mean(share):.2f}. A summary "
+        "covers a whole LoCoMo session (its turns are seconds apart, so no gap splits them), which is why "
+        "it can answer for a turn it does not quote; the dia_ids reached are the ones a client gets by "
+        "following the summary's backlinks.", "",
+        f"Wall-clock {now() - started:.0f} s.", ""])
+    (args.out / "locomo_dream.md").write_text(report)
+    (args.out / "locomo_dream.json").write_text(json.dumps({
+        "env": env, "data": str(args.data), "semantic": args.dream_semantic, "per_sample": per_sample,
+        "per_category": {s: {str(c): cat_mean(s, c)[0] for c in CATEGORIES} | {"overall": cat_mean(s, None)[0]}
+                         for s in systems},
+        "dream": {**totals, "raw_records_per_s": throughput}}, indent=1))
     print(report)
 
 

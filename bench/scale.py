@@ -153,8 +153,9 @@ def query_vectors(matrix: np.ndarray, count: int, seed: int) -> np.ndarray:
 # ---------------------------------------------------------------- engine and bare primitives
 
 
-def ingest(mem, texts: list[str], vectors: np.ndarray | None = None) -> dict:
-    """store_batch in chunks of CHUNK; returns records/s overall and per chunk."""
+def ingest(mem, texts: list[str], vectors: np.ndarray | None = None, infer: bool = False) -> dict:
+    """store_batch in chunks of CHUNK; returns records/s overall and per chunk. `infer` links
+    consecutive records (a chain of sequential associations for activation to spread along)."""
     chunk_rates, total = [], 0.0
     for start in range(0, len(texts), CHUNK):
         part = texts[start:start + CHUNK]
@@ -165,7 +166,7 @@ def ingest(mem, texts: list[str], vectors: np.ndarray | None = None) -> dict:
                 block["embedding"] = vectors[start + j].tolist()
             records.append({"content": {"blocks": [block]}, "metadata": {"seq": start + j}})
         t0 = now()
-        mem.store_batch(records)
+        mem.store_batch(records, infer_associations=infer)
         dt = now() - t0
         total += dt
         chunk_rates.append(len(part) / dt)
@@ -351,7 +352,13 @@ def run_size(n: int, args, work: Path, queries: list[str], embed_sizes: set[int]
 
     if n == max(args.sizes):
         res["profile"] = profile_recall(mem, queries, qlists)
+        res["decay_tick"] = decay_tick_rate(mem)
+        print(f"[{n}] decay_tick: {res['decay_tick']['records_per_s']:,.0f} records/s", flush=True)
     mem.close()
+    if n == max(args.sizes):
+        res["activation"] = activation_depths(work / f"chain_{n}", texts, queries)
+        print(f"[{n}] activation p50 ms: " + ", ".join(
+            f"depth {d} {v['p50_ms']:.2f}" for d, v in res["activation"].items()), flush=True)
 
     if n == max(args.sizes):
         res["open"] = open_bench(d_vec, queries[0])
@@ -374,6 +381,40 @@ def run_size(n: int, args, work: Path, queries: list[str], embed_sizes: set[int]
                 [(q,) for q in queries[: args.e2e_queries]], warmup=5))
         shutil.rmtree(d_emb, ignore_errors=True)
     return res
+
+
+def decay_tick_rate(mem, reps: int = 5) -> dict:
+    """lifecycle.decay_tick over every record; time moves between ticks, so each tick rewrites
+    every record's fidelity (the worst case)."""
+    n = mem.stats().total_records
+    seconds = []
+    for _ in range(reps):
+        t0 = now()
+        out = mem.decay_tick()
+        seconds.append(now() - t0)
+    median = float(np.median(seconds))
+    return {"records": n, "median_s": median, "records_per_s": n / median, "updated": out.records_updated}
+
+
+ACTIVATION_DEPTHS = (0, 2, 4)
+
+
+def activation_depths(data_dir: Path, texts: list[str], queries: list[str]) -> dict:
+    """recall.query (text cue) at activation depth 0, 2 and 4, interleaved, over records linked
+    in a chain of sequential associations (store_batch with infer_associations)."""
+    import cerememory
+    with cerememory.open(data_dir, semantic="off") as mem:
+        ingest(mem, texts, infer=True)
+        calls = {d: (lambda i, d=d: mem.recall(queries[i], limit=LIMIT, activation_depth=d,
+                                                reconsolidate=False)) for d in ACTIVATION_DEPTHS}
+        lat = interleaved(calls, len(queries), seed=len(texts))
+        reached = sum(len((mem.recall(q, limit=LIMIT, activation_depth=4, reconsolidate=False)
+                           .activation_trace or {}).get("gains", {})) for q in queries[:50]) / 50
+    shutil.rmtree(data_dir, ignore_errors=True)
+    for v in lat.values():
+        v.pop("_samples", None)
+    lat[4]["activated_results_per_query"] = reached
+    return lat
 
 
 def profile_recall(mem, queries: list[str], qlists: list[list[float]]) -> dict:
@@ -459,6 +500,16 @@ def write_report(results: list[dict], qemb: dict | None, args, env: dict) -> str
         rate = r["encode_text"]["records_per_s"]
         t.append(("encode.batch records/s, no embedder (text only)", f"N={r['n']:,}", f"{rate:,.0f}",
                   "≥ 10,000/s", verdict(rate >= 10_000)))
+    if "decay_tick" in big:
+        rate = big["decay_tick"]["records_per_s"]
+        t.append(("lifecycle.decay_tick records/s (every record rewritten)", at, f"{rate:,.0f}",
+                  "≥ 200,000/s at 100k", verdict(rate >= 200_000) if n_big >= 100_000 else "n/a (N < 100k)"))
+    if "activation" in big:
+        act = big["activation"]
+        for depth in ACTIVATION_DEPTHS[1:]:
+            ratio = act[depth]["p50_ms"] / act[0]["p50_ms"]
+            t.append((f"recall.query text, activation depth {depth}: p50 / depth 0 p50", at, f"{ratio:.2f}×",
+                      "reported", "—"))
     if "open" in big:
         o = big["open"]
         ok = o["open_close_s"] <= 2 if n_big >= 100_000 else None
@@ -514,6 +565,20 @@ def write_report(results: list[dict], qemb: dict | None, args, env: dict) -> str
               md_table(["N", "records", "records/s", "records/s, last 10% of chunks", "seconds"], rows),
               "", "![throughput](scale_throughput.png)", ""]
 
+    if "activation" in big:
+        act = big["activation"]
+        lines += ["## Dynamics", "",
+                  f"decay_tick over {big['decay_tick']['records']:,} records: median "
+                  f"{big['decay_tick']['median_s'] * 1000:.0f} ms of 5 ticks = "
+                  f"{big['decay_tick']['records_per_s']:,.0f} records/s (numpy over the RAM heads, one "
+                  f"DuckDB batch write of the changed rows).", "",
+                  "recall.query with a text cue at activation depth 0, 2 and 4 (interleaved, "
+                  "reconsolidate=False), over the same records stored with infer_associations, so each "
+                  f"record has a sequential link to its neighbours; at depth 4 activation reached "
+                  f"{act[4]['activated_results_per_query']:.1f} of the {LIMIT} results per query.", "",
+                  md_table(["activation depth", "p50 ms", "p95 ms", "p50 / depth 0"],
+                           [(d, act[d]["p50_ms"], act[d]["p95_ms"], f"{act[d]['p50_ms'] / act[0]['p50_ms']:.2f}×")
+                            for d in ACTIVATION_DEPTHS]), ""]
     if "open" in big:
         o = big["open"]
         lines += ["## Opening a data dir", "",

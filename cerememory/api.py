@@ -119,6 +119,22 @@ class MemoryAPI:
     def store_raw_batch(self, records: Sequence[Mapping[str, Any]]) -> m.EncodeBatchRawResponse:
         return self._call("encode.batch_raw", {"records": list(records)}, m.EncodeBatchRawResponse)
 
+    def update_raw(self, record_id: uuid.UUID | str, *, suppressed: bool | None = None,
+                   visibility: str | None = None, secrecy_level: str | None = None) -> m.Empty:
+        """Suppress a journal record (hidden from raw recall, never dreamed) or reclassify it."""
+        return self._call("encode.update_raw", {"record_id": record_id, "suppressed": suppressed,
+                                                "visibility": visibility, "secrecy_level": secrecy_level}, m.Empty)
+
+    def dream_tick(self, *, session_id: str | None = None, dry_run: bool = False, max_groups: int = 10,
+                   promote_semantic: bool = True, include_private_scratch: bool = False,
+                   include_sealed: bool = False,
+                   secrecy_levels: Sequence[str] | None = None) -> m.DreamTickResponse:
+        """Summarise unprocessed raw journal topics into episodic memories (and semantic facts)."""
+        return self._call("lifecycle.dream_tick", {
+            "session_id": session_id, "dry_run": dry_run, "max_groups": max_groups,
+            "promote_semantic": promote_semantic, "include_private_scratch": include_private_scratch,
+            "include_sealed": include_sealed, "secrecy_levels": secrecy_levels}, m.DreamTickResponse)
+
     # ------------------------------------------------------------ recall
 
     def recall(self, query: str | None = None, *, limit: int = 10,
@@ -189,6 +205,17 @@ class MemoryAPI:
     def decay_tick(self) -> m.DecayTickResponse:
         """Materialise fidelity and noise now, and count forgotten records."""
         return self._call("lifecycle.decay_tick", {}, m.DecayTickResponse)
+
+    def consolidate(self, strategy: str = "incremental", *, min_age_hours: float = 0, min_access_count: int = 0,
+                    dry_run: bool = False) -> m.ConsolidateResponse:
+        """Merge near-duplicate episodic memories and promote episodic memories to semantic facts."""
+        return self._call("lifecycle.consolidate", {
+            "strategy": strategy, "min_age_hours": min_age_hours, "min_access_count": min_access_count,
+            "dry_run": dry_run}, m.ConsolidateResponse)
+
+    def evolution(self) -> m.EvolutionResponse:
+        """The decay parameters the evolution engine adjusted, and why."""
+        return self._call("introspect.evolution", {}, m.EvolutionResponse)
 
     def forecast(self, record_ids: Sequence[uuid.UUID | str], at: datetime) -> m.DecayForecastResponse:
         """Fidelity of records at `at`, and when each will be forgotten."""
@@ -274,7 +301,8 @@ def open(data_dir: str | Path | None = None, *, config: str | Path | None = None
     return open_config(load_config(config, flags), clock=clock)
 
 
-def open_config(cfg: Any, *, server_url: str | None = None, clock: Any = None) -> Memory:
+def open_config(cfg: Any, *, server_url: str | None = None, clock: Any = None,
+                passphrase: str | None = None) -> Memory:
     """Open the data directory a loaded `Config` names, with its engine settings. `clock`
     (seconds since the epoch, like `time.time`) lets tests move time without sleeping."""
     from .engine import Engine, EngineOptions
@@ -282,4 +310,6 @@ def open_config(cfg: Any, *, server_url: str | None = None, clock: Any = None) -
     options = EngineOptions(**cfg.engine_options(), server_url=server_url)
     if clock is not None:
         options.clock = clock
+    if passphrase is not None:
+        options.passphrase = passphrase
     return Memory(Engine(cfg.data_dir, options))

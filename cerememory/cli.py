@@ -2,7 +2,7 @@
 
 With `--json`, stdout carries only JSON (the CMP response, or `{"error": envelope}`) and
 diagnostics go to stderr. Exit codes: 0 success, 1 internal error, 2 bad input,
-3 record not found, 4 data directory busy, 5 not implemented.
+3 record not found, 4 data directory busy, 5 not implemented, 6 audit log broken.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ EXIT_CODES = {
     ErrorCode.VALIDATION_ERROR: 2, ErrorCode.STORE_INVALID: 2, ErrorCode.CONTENT_TOO_LARGE: 2,
     ErrorCode.MODALITY_UNSUPPORTED: 2, ErrorCode.FORGET_UNCONFIRMED: 2,
     ErrorCode.VERSION_MISMATCH: 2, ErrorCode.RECORD_NOT_FOUND: 3, ErrorCode.DATA_DIR_LOCKED: 4,
-    ErrorCode.NOT_IMPLEMENTED: 5,
+    ErrorCode.NOT_IMPLEMENTED: 5, ErrorCode.AUDIT_BROKEN: 6, ErrorCode.IMPORT_CONFLICT: 2,
+    ErrorCode.UNAUTHORIZED: 7,
 }
 
 
@@ -214,7 +215,8 @@ def cmd_graph(args: argparse.Namespace) -> tuple[str, dict]:
 
 def cmd_associate(args: argparse.Namespace) -> tuple[str, dict]:
     return "recall.associate", _drop_none({"record_id": args.record_id, "depth": args.depth,
-                                           "min_weight": args.min_weight, "limit": args.limit})
+                                           "min_weight": args.min_weight, "limit": args.limit,
+                                           "association_types": _csv(args.types)})
 
 
 def cmd_inspect(args: argparse.Namespace) -> tuple[str, dict]:
@@ -240,6 +242,21 @@ def cmd_stats(args: argparse.Namespace) -> tuple[str, dict]:
 
 def cmd_decay_tick(args: argparse.Namespace) -> tuple[str, dict]:
     return "lifecycle.decay_tick", {}
+
+
+def cmd_consolidate(args: argparse.Namespace) -> tuple[str, dict]:
+    return "lifecycle.consolidate", {"strategy": args.strategy, "min_age_hours": args.min_age_hours,
+                                     "min_access_count": args.min_access_count, "dry_run": args.dry_run}
+
+
+def cmd_evolution(args: argparse.Namespace) -> tuple[str, dict]:
+    return "introspect.evolution", {}
+
+
+def cmd_archive(args: argparse.Namespace) -> tuple[str, dict, Path]:
+    from .cli_archive import prepare
+
+    return prepare(args)
 
 
 def cmd_forecast(args: argparse.Namespace) -> tuple[str, dict]:
@@ -360,7 +377,8 @@ def _render_stats(console: Any, result: dict) -> None:
         table.add_row(f"{store} records", f"{count} (avg fidelity {result['avg_fidelity_by_store'][store]:.2f})")
     for key in ("total_records", "total_associations", "total_recall_count", "raw_journal_records",
                 "raw_journal_pending_dream", "vector_index_records", "embedder", "semantic_off_reason",
-                "recall_mode", "oldest_record", "newest_record", "data_dir"):
+                "recall_mode", "oldest_record", "newest_record", "dream_episodic_summaries",
+                "dream_semantic_nodes", "last_dream_tick_at", "background_dream_enabled", "data_dir"):
         if result.get(key) is not None:
             table.add_row(key.replace("_", " "), str(result[key]))
     console.print(table)
@@ -383,6 +401,47 @@ def _render_graph(console: Any, result: dict) -> None:
         console.print(f"  {edge['source']} -[{edge['edge_type']} {edge['weight']:.2f}]-> {edge['target']}")
 
 
+def _render_consolidation(console: Any, result: dict) -> None:
+    verb = "would" if result["dry_run"] else "did"
+    console.print(f"{result['strategy']} consolidation {verb}: {result['records_processed']} episodic records "
+                  f"in scope, {result['records_compressed']} duplicates merged, "
+                  f"{result['records_migrated']} promoted to semantic facts")
+    for merge in result["merges"]:
+        console.print(f"  merge {merge['dropped_id']} -> {merge['kept_id']} (cosine {merge['similarity']:.3f})")
+    for promotion in result["promotions"]:
+        console.print(f"  promote {promotion['episodic_id']}: {_short(promotion['summary'], 70)}")
+
+
+def _render_evolution(console: Any, result: dict) -> None:
+    from rich.table import Table
+
+    adjustments = result["parameter_adjustments"]
+    if not adjustments:
+        console.print("no decay parameter has been adjusted")
+    else:
+        table = Table(title="decay parameters adjusted by the evolution engine")
+        for column in ("store", "parameter", "configured", "current", "reason"):
+            table.add_column(column, overflow="fold" if column == "reason" else "ellipsis")
+        for a in adjustments:
+            table.add_row(a["store"], a["parameter"], f"{a['original_value']:.4g}", f"{a['current_value']:.4g}",
+                          a["reason"])
+        console.print(table)
+    for pattern in result["detected_patterns"]:
+        console.print(f"[dim]observed:[/] {pattern}")
+
+
+def _dream_render(console: Any, result: dict) -> None:
+    from .dream.cli import render
+
+    render(console, result)
+
+
+def _ingest_render(console: Any, result: dict) -> None:
+    from .ingest.cli import render
+
+    render(console, result)
+
+
 def _render_ok(message: Callable[[dict], str]) -> Callable[[Any, dict], None]:
     return lambda console, result: console.print(message(result))
 
@@ -394,12 +453,21 @@ RENDERERS: dict[str, Callable[[Any, dict], None]] = {
     "recall.timeline": _render_timeline,
     "recall.graph": _render_graph,
     "introspect.stats": _render_stats,
+    "lifecycle.dream_tick": _dream_render,
+    "ingest": _ingest_render,
+    "introspect.evolution": _render_evolution,
+    "lifecycle.consolidate": _render_consolidation,
     "encode.store": _render_ok(lambda r: f"stored {r['record_id']} in {r['store']}"),
     "encode.store_raw": _render_ok(lambda r: f"journaled {r['record_id']} in session {r['session_id']}"),
     "encode.batch": _render_ok(lambda r: f"stored {len(r['results'])} records"
                                f" ({r['associations_inferred']} associations inferred)"),
     "lifecycle.forget": _render_ok(lambda r: f"forgot {r['records_deleted']} records"),
     "lifecycle.set_mode": _render_ok(lambda r: "recall mode set"),
+    "lifecycle.export": _render_ok(lambda r: f"exported {r['record_count']} records and {r['raw_record_count']} "
+                                   f"journal records to {r['path']} ({r['size_bytes']} bytes, sha256 {r['checksum']})"),
+    "lifecycle.import": _render_ok(lambda r: f"imported {r['records_imported']} records and "
+                                   f"{r['raw_records_imported']} journal records from {r['path']}; "
+                                   f"{r['records_skipped']} kept as stored"),
     "lifecycle.decay_tick": _render_ok(lambda r: f"updated {r['records_updated']} records; "
                                        f"{r['records_below_threshold']} below their prune threshold "
                                        f"({r['records_forgotten']} newly forgotten)"),
@@ -509,6 +577,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, default=2)
     p.add_argument("--min-weight", type=float, default=0.1)
     p.add_argument("--limit", type=int, default=10)
+    p.add_argument("--types", help="comma-separated association types to follow (default: all)")
 
     p = add("inspect", "Everything stored about one record.", cmd_inspect)
     p.add_argument("record_id")
@@ -527,10 +596,51 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("stats", "Counts, fidelity and index figures.", cmd_stats)
     add("decay-tick", "Materialise fidelity now and count forgotten records.", cmd_decay_tick)
+    from .dream import cli as dream_cli
+
+    dream_cli.add_arguments(add("dream-tick", "Summarise unprocessed raw journal topics into episodic memories "
+                                "and semantic facts.", None))
+    from .ingest import cli as ingest_cli
+
+    ingest_cli.add_arguments(add("ingest", "Ingest agent sessions (Claude Code, Codex, Gemini, Cursor, Aider, Pi) "
+                                 "into the raw journal, secrets redacted; reruns add only new turns.", None))
     p = add("forecast", "Fidelity of records at a future instant, and when each will be forgotten.", cmd_forecast)
     p.add_argument("record_ids", nargs="+")
     p.add_argument("--at", help="the instant to forecast (ISO 8601; default: in 30 days)")
+    p = add("consolidate", "Merge near-duplicate episodic memories and promote them to semantic facts.",
+            cmd_consolidate)
+    p.add_argument("--strategy", choices=["full", "incremental", "selective"], default="incremental",
+                   help="full: everything; incremental: what changed since the last run; selective: salient only")
+    p.add_argument("--min-age-hours", type=float, default=0.0, help="promote only memories at least this old")
+    p.add_argument("--min-access-count", type=int, default=0, help="promote only memories recalled this often")
+    p.add_argument("--dry-run", action="store_true", help="report the plan, change nothing")
+    add("evolution", "Decay parameters the evolution engine adjusted, and the patterns it observed.", cmd_evolution)
     add("reindex", "Rebuild the full-text indexes from the database.", None)
+    p = sub.add_parser("init", help="Create a data directory, optionally encrypted at rest.",
+                       description="Create a data directory, optionally encrypted at rest. The passphrase "
+                                   "comes from CEREMEMORY_PASSPHRASE or a prompt.")
+    _common(p, remote=False)
+    p.add_argument("--encrypt", action="store_true", help="seal every record with its own key (Argon2id + "
+                   "ChaCha20-Poly1305); forget becomes a cryptographic erase")
+    p = sub.add_parser("rekey", help="Change the passphrase of an encrypted data directory.",
+                       description="Change the passphrase of an encrypted data directory without re-encrypting "
+                                   "records. Old passphrase: CEREMEMORY_PASSPHRASE or a prompt; new: "
+                                   "CEREMEMORY_NEW_PASSPHRASE or a prompt.")
+    _common(p, remote=False)
+
+    p = add("export", "Write a CMA archive of the stores to a new file (never overwritten).", cmd_archive)
+    p.add_argument("path", help="the new archive file (no '..' components, no symbolic links)")
+    p.add_argument("--stores", help="comma-separated stores (default: all five)")
+    p.add_argument("--raw", action="store_true", help="include the raw journal")
+    p.add_argument("--encrypt", action="store_true",
+                   help="encrypt with a passphrase (env CEREMEMORY_ARCHIVE_PASSPHRASE, else a prompt)")
+    p = add("import", "Read a CMA archive into the stores (all or nothing).", cmd_archive)
+    p.add_argument("path", help="the archive file (an encrypted one asks for its passphrase, or reads "
+                                "CEREMEMORY_ARCHIVE_PASSPHRASE)")
+    p.add_argument("--strategy", choices=["merge", "replace"], default="merge",
+                   help="merge into what is stored, or replace the archive's stores (default merge)")
+    p.add_argument("--conflict", choices=["keep_existing", "keep_imported", "keep_newer"], default="keep_newer",
+                   help="when a record exists in both (default keep_newer, by updated_at)")
 
     p = sub.add_parser("serve", help="Serve CMP over HTTP (and gRPC) from one process that owns the data dir.",
                        description="Serve CMP over HTTP (and gRPC) from one process that owns the data dir.")
@@ -541,6 +651,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-cert", help="PEM certificate chain for gRPC (env CEREMEMORY_GRPC__TLS_CERT)")
     p.add_argument("--tls-key", help="PEM private key for gRPC (env CEREMEMORY_GRPC__TLS_KEY)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-format", choices=["text", "json"],
+                   help="stderr log lines: text, or one JSON object per line (env CEREMEMORY_LOG__FORMAT)")
+    p.add_argument("--allow-broken-audit", action="store_true", default=None,
+                   help="start although the audit chain is broken (the broken log is kept aside and "
+                        "this is logged; env CEREMEMORY_AUDIT__ALLOW_BROKEN)")
     p.set_defaults(handler=None)
 
     p = sub.add_parser("mcp", help="A stdio MCP server that proxies to a running `cerememory serve`.",
@@ -559,6 +674,10 @@ def build_parser() -> argparse.ArgumentParser:
                                   parser_class=_Parser)
     show = config_sub.add_parser("show", help="Every setting, its value and where it came from.")
     _common(show, remote=False)
+
+    from .security import cli as security_cli
+
+    security_cli.add_parsers(sub, _common, _Parser)
     return parser
 
 
@@ -606,15 +725,19 @@ def _config_show(args: argparse.Namespace, out: Output) -> None:
 
 def _serve(args: argparse.Namespace, out: Output) -> int:
     from .api import open_config
-    from .security.auth import KeyRing
-    from .transport.server import ServeOptions, serve
+    from .security.keys import ServerKeys
+    from .security.ratelimit import RateLimit
+    from .transport.server import ServeOptions, is_loopback, serve
 
     config = _load_config(args, **{"http.host": args.host, "http.port": args.port, "grpc.port": args.grpc_port,
-                                   "grpc.tls_cert": args.tls_cert, "grpc.tls_key": args.tls_key})
+                                   "grpc.tls_cert": args.tls_cert, "grpc.tls_key": args.tls_key,
+                                   "log.format": args.log_format, "audit.allow_broken": args.allow_broken_audit})
     options = ServeOptions(host=config["http.host"], port=config["http.port"], grpc_port=config["grpc.port"],
                            log_level=args.log_level, decay_interval=config["decay.interval_seconds"],
-                           keys=KeyRing.from_setting(config["auth.api_keys"]),
-                           tls_cert=config["grpc.tls_cert"], tls_key=config["grpc.tls_key"])
+                           keys=ServerKeys.load(config.data_dir, config["auth.api_keys"]),
+                           tls_cert=config["grpc.tls_cert"], tls_key=config["grpc.tls_key"],
+                           rate_limit=RateLimit.from_config(config, loopback=is_loopback(config["http.host"])),
+                           log_format=config["log.format"])
     options.check()
     url = f"http://{options.host}:{options.port}"
     mem = open_config(config, server_url=url)
@@ -660,12 +783,34 @@ def main(argv: list[str] | None = None) -> int:
             return _serve(args, out)
         if args.command == "mcp":
             return _mcp(args)
+        if args.command in ("init", "rekey"):
+            from . import cli_encryption
+
+            run = cli_encryption.run_init if args.command == "init" else cli_encryption.run_rekey
+            return run(args, _load_config(args), out)
+        if args.command in ("keys", "audit-verify"):
+            from .security import cli as security_cli
+
+            run = security_cli.run_keys if args.command == "keys" else security_cli.run_audit_verify
+            return run(args, _load_config(args), out)
         request = args.handler(args) if args.handler else None
         with _open(args, out) as mem:
-            if args.command == "batch":
+            if args.command == "dream-tick":
+                from .dream import cli as dream_cli
+
+                op, result = "lifecycle.dream_tick", dream_cli.run(mem, args, out)
+            elif args.command == "batch":
                 op, result = "encode.batch", run_batch(mem, args, out)
+            elif args.command == "ingest":
+                from .ingest import cli as ingest_cli
+
+                op, result = "ingest", ingest_cli.run(mem, args, out, _load_config(args))
             elif args.command == "reindex":
                 op, result = "reindex", _reindex(mem, out)
+            elif args.command in ("export", "import"):
+                from .cli_archive import run
+
+                op, result = request[0], run(mem, request, out)
             else:
                 op, body = request
                 result = mem.dispatch(op, body)

@@ -53,6 +53,17 @@ def _path(value: Any) -> str:
     return str(Path(str(value)).expanduser())
 
 
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -67,7 +78,8 @@ class Setting:
 
 
 # settings whose environment variable is shorter than the derived name
-ENV_NAMES = {"data_dir": "CEREMEMORY_DATA_DIR", "auth.api_keys": "CEREMEMORY_API_KEYS"}
+ENV_NAMES = {"data_dir": "CEREMEMORY_DATA_DIR", "encryption.passphrase": "CEREMEMORY_PASSPHRASE",
+             "auth.api_keys": "CEREMEMORY_API_KEYS"}
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -78,6 +90,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("server_api_key", None, _optional_str, "Bearer key sent to server_url.", secret=True),
     Setting("auth.api_keys", None, _optional_str,
             "Comma-separated bearer keys `cerememory serve` accepts; required off loopback.", secret=True),
+    Setting("encryption.passphrase", None, _optional_str,
+            "Passphrase of an encrypted data directory (`cerememory init --encrypt`); prefer the environment.",
+            secret=True),
     Setting("memory.working_capacity", 7, _positive_int,
             "Records the working memory holds before it evicts the least recently used."),
     Setting("recall.fusion", "rrf", _choice("rrf", "normalized"),
@@ -145,7 +160,97 @@ def _decay_settings() -> tuple[Setting, ...]:
 SETTINGS = SETTINGS + (
     Setting("decay.interval_seconds", 3600, _nonnegative_int,
             "How often `cerememory serve` runs a decay tick in the background (0 turns it off)."),
-) + _decay_settings()
+) + _decay_settings() + (
+    Setting("evolution.frozen", False, _bool,
+            "Freeze the evolution engine: it keeps observing but changes no decay parameter."),
+    Setting("evolution.interval_seconds", 86400, _positive_float,
+            "Least time between two rounds of parameter adjustments (checked at each decay tick)."),
+)
+
+
+def _nonnegative_float(value: Any) -> float:
+    number = float(value)
+    if not number >= 0 or number == float("inf"):
+        raise ValueError(f"must be 0 or more, got {value!r}")
+    return number
+
+
+def _patterns(value: Any) -> tuple[str, ...]:
+    from .security.sanitize import parse_patterns
+
+    return parse_patterns(value)
+
+
+SETTINGS = SETTINGS + (
+    Setting("audit.enabled", True, _bool,
+            "Append every mutating operation to the hash-chained audit log (data_dir/audit.jsonl)."),
+    Setting("audit.allow_broken", False, _bool,
+            "Start even when the audit chain is broken: the broken log is kept aside and a new one "
+            "starts with an entry recording this (`serve --allow-broken-audit`)."),
+    Setting("audit.fsync_interval", 1.0, _nonnegative_float,
+            "Seconds between fsyncs of the audit log while it is being appended to (0: every entry)."),
+    Setting("ratelimit.enabled", "auto", _choice("auto", "on", "off"),
+            "Per-client token bucket on HTTP and gRPC; auto = on when `serve` binds off loopback."),
+    Setting("ratelimit.rate", 100.0, _positive_float,
+            "Requests per second each API key (or anonymous client address) may sustain."),
+    Setting("ratelimit.burst", 50, _positive_int, "Requests a client may send at once before it is limited."),
+    Setting("ratelimit.trusted_proxies", None, _optional_str,
+            "Comma-separated proxy addresses or CIDRs whose X-Forwarded-For is believed."),
+    Setting("sanitize.extra_patterns", (), _patterns,
+            "Extra secret regexes redacted as [REDACTED] (TOML array, or a JSON array in the environment)."),
+    Setting("log.format", "text", _choice("text", "json"),
+            "Server log lines on stderr: text, or one JSON object per line (`serve --log-format`)."),
+)
+
+
+SETTINGS = SETTINGS + (
+    Setting("dream.background_enabled", True, _bool,
+            "Whether `cerememory serve` dreams in the background (see dream.background_interval_secs)."),
+    Setting("dream.background_interval_secs", 86400, _positive_float,
+            "Seconds between background dream ticks of `cerememory serve`."),
+    Setting("dream.background_max_groups", 50, _positive_int, "Topic groups one background dream tick processes."),
+    Setting("dream.summary_max_chars", 1200, _positive_int, "Size cap of a dream summary, in characters."),
+    Setting("llm.provider", "none", _choice("none", "openai", "anthropic", "gemini"),
+            "LLM for dream summaries (openai = any OpenAI-compatible chat completions API); none = extractive."),
+    Setting("llm.model", None, _optional_str, "Model name (default per provider)."),
+    Setting("llm.base_url", None, _optional_str, "API base URL (default: the provider's public endpoint)."),
+    Setting("llm.api_key", None, _optional_str, "API key for llm.provider.", secret=True),
+    Setting("llm.timeout_secs", 30.0, _positive_float, "Seconds before one LLM request times out."),
+    Setting("llm.max_retries", 2, _nonnegative_int, "Retries after a timeout, 429 or 5xx (exponential backoff)."),
+    Setting("llm.max_tokens", 300, _positive_int, "Most tokens one LLM summary may use."),
+    Setting("llm.daily_token_budget", 200000, _nonnegative_int,
+            "Tokens the LLM may use per UTC day (0: no limit); past it, summaries are extractive."),
+    Setting("llm.daily_cost_budget_usd", 0.0, _nonnegative_float, "Spend per UTC day in USD (0: no limit)."),
+    Setting("llm.usd_per_million_tokens", 0.0, _nonnegative_float,
+            "Price used to count llm.daily_cost_budget_usd."),
+)
+
+def _agent_list(value: Any) -> tuple[str, ...]:
+    """Agent names (comma-separated or a TOML array) for the ingest privacy switch."""
+    from .ingest.agents import AGENTS, canonical
+
+    items = value if isinstance(value, list | tuple) else str(value or "").split(",")
+    names = []
+    for item in (str(i).strip() for i in items):
+        if item and canonical(item) is None:
+            raise ValueError(f"unknown agent {item!r} (known: {', '.join(AGENTS)})")
+        if item:
+            names.append(canonical(item))
+    return tuple(dict.fromkeys(names))
+
+
+SETTINGS = SETTINGS + (
+    Setting("ingest.agents", (), _agent_list,
+            "Agents whose sessions `cerememory ingest` may read (comma-separated: claude_code, codex, gemini, "
+            "cursor, aider, pi); empty = all."),
+    Setting("ingest.exclude_agents", (), _agent_list,
+            "Agents whose sessions are never ingested (wins over ingest.agents)."),
+    Setting("ingest.max_tool_chars", 16000, _nonnegative_int,
+            "Tool inputs and outputs longer than this are cut to their head and tail with a marker (0: no cap)."),
+    Setting("ingest.interval_seconds", 30.0, _positive_float, "Seconds between passes of `cerememory ingest --watch`."),
+    Setting("ingest.state_dir", None, lambda v: _path(v) if v not in (None, "") else None,
+            "Where ingest remembers how far each session file was read (default: `ingest/` beside data_dir)."),
+)
 
 BY_NAME = {s.name: s for s in SETTINGS}
 SOURCE_DEFAULT = "default"
@@ -195,14 +300,32 @@ class Config:
                 for store in DEFAULT_PARAMS}
 
     def engine_options(self) -> dict[str, Any]:
+        from .dream.settings import DreamSettings
         from .embed import EmbedSettings
+        from .llm.settings import LLMSettings
 
         return {
             "working_capacity": self["memory.working_capacity"],
             "fusion": self["recall.fusion"],
             "rrf_k": self["recall.rrf_k"],
             "activation_seeds": self["recall.activation_seeds"],
+            "audit": self["audit.enabled"],
+            "allow_broken_audit": self["audit.allow_broken"],
+            "audit_fsync_interval": self["audit.fsync_interval"],
             "decay": self.decay_params(),
+            "passphrase": self["encryption.passphrase"],
+            "sanitize_patterns": self["sanitize.extra_patterns"],
+            "evolution_frozen": self["evolution.frozen"],
+            "evolution_interval": self["evolution.interval_seconds"],
+            "dream": DreamSettings(
+                background_enabled=self["dream.background_enabled"],
+                background_interval_secs=self["dream.background_interval_secs"],
+                background_max_groups=self["dream.background_max_groups"],
+                summary_max_chars=self["dream.summary_max_chars"],
+            ),
+            "llm": LLMSettings(**{name: self[f"llm.{name}"] for name in (
+                "provider", "model", "base_url", "api_key", "timeout_secs", "max_retries", "max_tokens",
+                "daily_token_budget", "daily_cost_budget_usd", "usd_per_million_tokens")}),
             "embed": EmbedSettings(
                 semantic=self["embed.semantic"],
                 backend=self["embed.backend"],

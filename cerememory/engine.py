@@ -16,17 +16,22 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
+from . import dream
 from .cmp import messages as m
+from .cmp.context import note_records
 from .cmp.errors import CMPError, ErrorCode, not_found
-from .dynamics import decay
+from .consolidate import ConsolidationOperations
+from .dream.settings import DreamSettings
+from .dynamics import decay, evolution
 from .embed import EmbeddingUnavailable, EmbedSettings, make_embedder, normalise_rows
 from .index.fulltext import TextDoc, TextIndex
 from .index.graph import AssociationGraph, Edge
 from .index.vectors import VectorIndex
+from .llm.settings import LLMSettings
 from .model import (
     JSON_MODALITIES,
     AssociationType,
@@ -40,6 +45,7 @@ from .model import (
     normalise_meta,
 )
 from .recall import ALL_STORES, STORE_CODE, RecallOperations
+from .storage.crypto import PLAINTEXT, VECTOR, Vault
 from .storage.db import DB_NAME, Database
 from .storage.lock import DataDirLock
 from .stores.journal import JournalStore
@@ -64,8 +70,17 @@ class EngineOptions:
     embed: EmbedSettings = field(default_factory=EmbedSettings)
     decay: dict[StoreType, decay.DecayParams] = field(default_factory=lambda: dict(decay.DEFAULT_PARAMS))
     clock: Callable[[], float] = time.time  # seconds since the epoch; injectable for tests
+    evolution_frozen: bool = False
+    evolution_interval: float = evolution.DEFAULT_INTERVAL
     server_url: str | None = None
     flush_interval: float = 2.0
+    passphrase: str | None = None  # unlocks an encrypted data directory (storage/crypto.py)
+    sanitize_patterns: tuple[str, ...] = ()  # extra secret patterns for what a dream derives
+    audit: bool = True  # the hash-chained audit log of mutating operations (security/audit.py)
+    allow_broken_audit: bool = False
+    audit_fsync_interval: float = 1.0
+    dream: DreamSettings = field(default_factory=DreamSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
 
 
 def flatten_json(value: Any, prefix: str = "", depth: int = 0) -> list[str]:
@@ -105,7 +120,7 @@ def embedding_text(record: MemoryRecord) -> str:
     return record.content.plain_text() or record.content.summary or ""
 
 
-class Engine(RecallOperations):
+class Engine(RecallOperations, ConsolidationOperations):
     """One data directory: the five stores, the raw journal, their indexes and the CMP operations."""
 
     def __init__(self, data_dir: str | Path, options: EngineOptions | None = None,
@@ -114,6 +129,7 @@ class Engine(RecallOperations):
         self.params = self.options.decay
         self.clock = self.options.clock
         self.background_decay = False  # set by the scheduler of a serving process
+        self.background_dream = False
         self.data_dir = Path(data_dir).expanduser().resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock_file = DataDirLock(self.data_dir)
@@ -130,26 +146,37 @@ class Engine(RecallOperations):
     # ================================================================ lifecycle
 
     def _open(self, progress: ProgressFn | None) -> None:
+        from .security.audit import AuditLog
+
+        self.audit = AuditLog.open(self.data_dir, allow_broken=self.options.allow_broken_audit,
+                                   fsync_interval=self.options.audit_fsync_interval) if self.options.audit else None
         try:
             self.embedder, self.semantic_off_reason = make_embedder(self.options.embed)
         except (EmbeddingUnavailable, ValueError) as exc:
             raise CMPError(ErrorCode.VALIDATION_ERROR, f"embedding backend unavailable: {exc}",
                            hint=getattr(exc, "hint", None) or "set embed.semantic = auto or off") from exc
+        vault = Vault.unlock(self.data_dir, self.options.passphrase)
+        self.sealer = PLAINTEXT if vault is None else vault
         self.db = Database(self.data_dir / DB_NAME)
-        self.records = RecordStore(self.db)
+        self.records = RecordStore(self.db, sealer=self.sealer)
         stored_vectors = self.records.load()
-        self.journal = JournalStore(self.db)
+        self.journal = JournalStore(self.db, self.sealer)
         self.working = WorkingMemory(self.options.working_capacity)
         self.graph = AssociationGraph()
         self._load_graph()
         self.vectors = VectorIndex()
         self._load_vectors(stored_vectors)
         index_dir = self.data_dir / "index"
-        self.text = TextIndex(index_dir / "records")
-        self.raw_text = TextIndex(index_dir / "journal")
+        self.text = TextIndex(index_dir / "records", hash_term=self.sealer.token)
+        self.raw_text = TextIndex(index_dir / "journal", hash_term=self.sealer.token)
         self.repaired: list[str] = []
         self._repair_indexes(progress)
         self.modes = self._load_modes()
+        self._load_consolidations()
+        self.evolution = evolution.Evolution(
+            self.options.decay, frozen=self.options.evolution_frozen, interval=self.options.evolution_interval,
+            state=json.loads(self.db.get_state("evolution") or "{}"))
+        self.params = self.evolution.params()
         self.total_recall_count = int(self.db.get_state("total_recall_count", "0") or 0)
         self._flushed_recall_count = self.total_recall_count
         self._stop = threading.Event()
@@ -168,7 +195,7 @@ class Engine(RecallOperations):
     def _load_vectors(self, rows: list[tuple[uuid.UUID, int, bytes]]) -> None:
         by_dim: dict[int, list[tuple[uuid.UUID, bytes]]] = {}
         for record_id, dim, vec in rows:
-            by_dim.setdefault(dim, []).append((record_id, vec))
+            by_dim.setdefault(dim, []).append((record_id, self.sealer.open(record_id, vec, VECTOR)))
         for dim, items in by_dim.items():
             matrix = np.frombuffer(b"".join(v for _, v in items), dtype=np.float32).reshape(-1, dim)
             ids = [i for i, _ in items]
@@ -243,7 +270,8 @@ class Engine(RecallOperations):
 
     def flush(self) -> None:
         """Write back what recall changed in RAM (access counts, stability, recall count)."""
-        if not self.records.dirty and self.total_recall_count == self._flushed_recall_count:
+        if (not self.records.dirty and self.total_recall_count == self._flushed_recall_count
+                and not self.evolution.dirty):
             return
         with self._write, self.db.transaction() as tx:
             self._flush_in(tx)
@@ -254,6 +282,8 @@ class Engine(RecallOperations):
         if count != self._flushed_recall_count:
             Database.set_state(tx, "total_recall_count", str(count))
             self._flushed_recall_count = count
+        if self.evolution.dirty:
+            Database.set_state(tx, "evolution", json.dumps(self.evolution.to_state()))
 
     def close(self) -> None:
         if self._closed:
@@ -268,6 +298,8 @@ class Engine(RecallOperations):
             self.text.close()
             self.raw_text.close()
             self.db.close()
+            if self.audit is not None:
+                self.audit.close()
             self._lock_file.release()
 
     # ================================================================ helpers
@@ -361,13 +393,13 @@ class Engine(RecallOperations):
                 out[r.id] = (row.astype(np.float32), self.embedder.name)
         return out
 
-    @staticmethod
-    def _insert_vectors(tx: Any, vectors: dict[uuid.UUID, tuple[np.ndarray, str]]) -> None:
+    def _insert_vectors(self, tx: Any, vectors: dict[uuid.UUID, tuple[np.ndarray, str]]) -> None:
         items = list(vectors.items())
         Database.insert_columns(
             tx, "vectors",
             {"record_id": [i for i, _ in items], "dim": [int(v.shape[0]) for _, (v, _) in items],
-             "model": [model for _, (_, model) in items], "vec": [v.tobytes() for _, (v, _) in items]},
+             "model": [model for _, (_, model) in items],
+             "vec": self.sealer.seal_many([i for i, _ in items], [v.tobytes() for _, (v, _) in items], VECTOR)},
             uuid_columns=("record_id",), replace=True,
         )
 
@@ -464,24 +496,7 @@ class Engine(RecallOperations):
                     edges.append(Edge(a.id, b.id, seq, SEQUENTIAL_WEIGHT, now_ts))
                     edges.append(Edge(b.id, a.id, seq, SEQUENTIAL_WEIGHT, now_ts))
                     inferred += 2
-            vectors = self._vectors_for(records)
-            durable = [r for r in records if r.store is not StoreType.WORKING]
-            durable_ids = {r.id for r in durable}
-            persisted_edges = [e for e in edges
-                               if e.source in durable_ids or e.source in self.records.heads]
-            with self.db.transaction() as tx:
-                written = self.records.insert(tx, durable)
-                self._insert_edges(tx, persisted_edges)
-                self._insert_vectors(tx, {i: v for i, v in vectors.items() if i in durable_ids})
-                self._flush_in(tx)
-                seq = self.db.bump(tx, "records_seq")
-            self.records.commit_heads(written)
-            for record in records:
-                if record.store is StoreType.WORKING:
-                    self._evict(self.working.put(record), seq)
-            self.graph.add(edges)
-            self._add_vectors_ram(vectors, {r.id: r.store for r in records})
-            self.text.stage(seq, add=[record_text_doc(r) for r in records])
+            self._persist(records, edges)
         self.text.mark_pending()
         results = [
             m.EncodeStoreResponse(record_id=r.id, store=r.store, initial_fidelity=r.fidelity.score,
@@ -489,6 +504,31 @@ class Engine(RecallOperations):
             for r, n in zip(records, manual_counts, strict=True)
         ]
         return results, inferred
+
+    def _persist(self, records: Sequence[MemoryRecord], edges: Sequence[Edge],
+                 also: Callable[[Any], None] | None = None) -> None:
+        """Write new records with their edges and vectors in one transaction (plus `also`, the
+        caller's own rows), then mirror them into RAM and stage them for the text index.
+        The caller holds the write lock and calls `text.mark_pending()` afterwards."""
+        vectors = self._vectors_for(records)
+        durable = [r for r in records if r.store is not StoreType.WORKING]
+        durable_ids = {r.id for r in durable}
+        persisted_edges = [e for e in edges if e.source in durable_ids or e.source in self.records.heads]
+        with self.db.transaction() as tx:
+            written = self.records.insert(tx, durable)
+            self._insert_edges(tx, persisted_edges)
+            self._insert_vectors(tx, {i: v for i, v in vectors.items() if i in durable_ids})
+            if also is not None:
+                also(tx)
+            self._flush_in(tx)
+            seq = self.db.bump(tx, "records_seq")
+        self.records.commit_heads(written)
+        for record in records:
+            if record.store is StoreType.WORKING:
+                self._evict(self.working.put(record), seq)
+        self.graph.add(edges)
+        self._add_vectors_ram(vectors, {r.id: r.store for r in records})
+        self.text.stage(seq, add=[record_text_doc(r) for r in records])
 
     def encode_store(self, req: m.EncodeStoreRequest) -> m.EncodeStoreResponse:
         return self._encode([req], infer=False, op="encode.store")[0][0]
@@ -560,6 +600,22 @@ class Engine(RecallOperations):
     def encode_batch_raw(self, req: m.EncodeBatchRawRequest) -> m.EncodeBatchRawResponse:
         return m.EncodeBatchRawResponse(results=self._encode_raw(req.records, "encode.batch_raw"))
 
+    def encode_update_raw(self, req: m.EncodeUpdateRawRequest) -> None:
+        """Suppress or reclassify a journal record; its verbatim content never changes."""
+        if req.suppressed is None and req.visibility is None and req.secrecy_level is None:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, "encode.update_raw: nothing to update",
+                           hint="give at least one of suppressed, visibility, secrecy_level")
+        with self._write:
+            if not self.journal.get([req.record_id]):
+                raise not_found(req.record_id, "raw journal record")
+            with self.db.transaction() as tx:
+                self.journal.set_flags(tx, req.record_id, updated_at=self.clock(), suppressed=req.suppressed,
+                                       visibility=req.visibility.value if req.visibility else None,
+                                       secrecy_level=req.secrecy_level.value if req.secrecy_level else None)
+
+    def lifecycle_dream_tick(self, req: m.DreamTickRequest) -> m.DreamTickResponse:
+        return dream.run(self, req)
+
     # ================================================================ lifecycle
 
     def lifecycle_set_mode(self, req: m.SetModeRequest) -> None:
@@ -593,20 +649,47 @@ class Engine(RecallOperations):
             if req.cascade:
                 targets.extend(e.target for i in list(targets) for e in self.graph.out_edges(i))
             ids = [i for i in dict.fromkeys(targets) if self._exists(i)]
-            durable = [i for i in ids if i in self.records.heads]
-            with self.db.transaction() as tx:
-                self.records.delete(tx, durable)
-                Database.delete_ids(tx, "vectors", "record_id", durable)
-                Database.delete_ids(tx, "associations", "source_id", durable)
-                Database.delete_ids(tx, "associations", "target_id", ids)
-                seq = self.db.bump(tx, "records_seq")
-            self.records.forget_heads(durable)
-            self.working.remove(ids)
-            self.graph.remove_nodes(ids)
-            self.vectors.remove(ids)
-            self.text.stage(seq, delete=[str(i) for i in ids])
+            self._delete(ids)
         self.text.mark_pending()
         return m.ForgetResponse(records_deleted=len(ids))
+
+    def _delete(self, ids: Sequence[uuid.UUID], also: Callable[[Any], None] | None = None) -> None:
+        """Delete records with their vectors and edges in one transaction (plus `also`), then from
+        RAM and the text index. The caller holds the write lock and marks the index pending."""
+        durable = [i for i in ids if i in self.records.heads]
+        with self.db.transaction() as tx:
+            self.records.delete(tx, durable)
+            Database.delete_ids(tx, "vectors", "record_id", durable)
+            Database.delete_ids(tx, "associations", "source_id", durable)
+            Database.delete_ids(tx, "associations", "target_id", ids)
+            Database.delete_ids(tx, "consolidations", "episodic_id", durable)
+            if also is not None:
+                also(tx)
+            seq = self.db.bump(tx, "records_seq")
+        self.sealer.destroy(durable)  # crypto-erase: the ciphertext left behind can never be opened
+        self.records.forget_heads(durable)
+        for i in durable:
+            self.consolidated.pop(i, None)
+        self.working.remove(ids)
+        self.graph.remove_nodes(ids)
+        self.vectors.remove(ids)
+        self.text.stage(seq, delete=[str(i) for i in ids])
+        note_records(ids)  # the audit entry of the running operation lists every deleted record
+
+    # ================================================================ archives
+
+    def lifecycle_export(self, req: m.ExportRequest, *, sink: BinaryIO | None = None,
+                         progress: ProgressFn | None = None) -> m.ExportResponse:
+        """A CMA archive written to `sink`, or returned as `archive_data` (storage/archive.py)."""
+        from .storage.archive import export_archive
+
+        return export_archive(self, req, sink, progress=progress)
+
+    def lifecycle_import(self, req: m.ImportRequest, *, progress: ProgressFn | None = None) -> m.ImportResponse:
+        """Validate a whole CMA archive, then merge or replace in one transaction (storage/archive.py)."""
+        from .storage.archive import import_archive
+
+        return import_archive(self, req, progress=progress)
 
     # ================================================================ introspect
 
@@ -643,6 +726,8 @@ class Engine(RecallOperations):
             recall_mode=self.modes[None],
             data_dir=str(self.data_dir),
             background_decay_enabled=self.background_decay,
+            **dream.stats(self),
+            evolution_metrics=self.evolution.metrics(),
         )
 
     def introspect_record(self, req: m.IntrospectRecordRequest) -> MemoryRecord:
@@ -663,6 +748,9 @@ class Engine(RecallOperations):
             score, noise = curve.score, curve.noise
             old_score = np.fromiter((h.fidelity_score for h in heads), dtype=np.float64, count=len(heads))
             old_noise = np.fromiter((h.noise_level for h in heads), dtype=np.float64, count=len(heads))
+            self.evolution.observe_fidelity(curve.store_codes, score, ALL_STORES)
+            if self.evolution.adapt(now):
+                self.params = self.evolution.params()
             below = score < curve.prune
             forgotten = below & (old_score >= curve.prune)
             changed = np.flatnonzero((np.abs(score - old_score) > 1e-12) | (np.abs(noise - old_noise) > 1e-12))
@@ -697,3 +785,12 @@ class Engine(RecallOperations):
                 estimated_threshold_date=dt(head.last_accessed_at + crossing) if np.isfinite(crossing) else None,
             ))
         return m.DecayForecastResponse(forecasts=forecasts)
+
+    def introspect_evolution(self, req: m.EvolutionRequest | None = None) -> m.EvolutionResponse:
+        return m.EvolutionResponse(
+            parameter_adjustments=[
+                m.ParameterAdjustment(store=a.store, parameter=a.parameter, original_value=a.original_value,
+                                      current_value=a.current_value, reason=a.reason)
+                for a in self.evolution.adjustments.values()],
+            detected_patterns=list(self.evolution.patterns),
+        )

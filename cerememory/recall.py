@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from .cmp import context
 from .cmp import messages as m
 from .cmp.errors import CMPError, ErrorCode, not_found
 from .dynamics import decay
@@ -65,8 +66,13 @@ class RecallOperations:
             ))
         return out
 
-    def _reconsolidate(self, ids: Iterable[uuid.UUID]) -> None:
-        """Recall strengthens: a little fidelity back, more stability, the decay clock restarts."""
+    def _reconsolidate(self, ids: Sequence[uuid.UUID]) -> None:
+        """Recall strengthens: a little fidelity back, more stability, the decay clock restarts.
+        The change is audit-logged, as every change to stored memory is."""
+        if ids and self.audit is not None:
+            caller = context.current()
+            self.audit.append("recall.reconsolidate", record_ids=[str(i) for i in ids],
+                              key_id=caller.key_id, request_id=caller.request_id, transport=caller.transport)
         now = self.clock()
         for i in ids:
             head = self.records.heads.get(i)
@@ -181,6 +187,10 @@ class RecallOperations:
                 fidelity=round(fidelity[i], 6),
                 emotion=round(affect[i], 6) if i in affect else None)
         memories = self._recalled(top, final, req.recall_mode, breakdown, paths)
+        if rankings:
+            self.evolution.observe_recall(stores, [
+                (self._store_of(i), breakdown[i].text is not None or breakdown[i].vector is not None)
+                for i in top])
         if req.reconsolidate:
             self._reconsolidate(top)
         with self._count_lock:
@@ -333,6 +343,15 @@ class RecallOperations:
         end = ts(req.temporal.end) if req.temporal else None
         filters = dict(visibility=visibility, secrecy=secrecy, session_id=req.session_id,
                        start=start, end=end)
+        if req.derived_memory_id is not None:  # forensic recall: one hop from a dream's output
+            from .dream import sources_of
+
+            sources = sources_of(self, req.derived_memory_id)
+            if req.record_ids:
+                sources = [i for i in sources if i in set(req.record_ids)]
+            if not sources:
+                return m.RecallRawQueryResponse(records=[], total_candidates=0)
+            req = req.model_copy(update={"record_ids": sources})
         query = (req.query or "").strip()
         if query:
             groups = [req.session_id] if req.session_id else None

@@ -6,6 +6,7 @@ import httpx
 import pytest
 
 from cerememory import CMPError, ErrorCode
+from cerememory.cli import EXIT_CODES
 from cerememory.security.auth import KeyRing
 from cerememory.transport.client import Client
 from cerememory.transport.http import create_app
@@ -62,7 +63,8 @@ def test_client_sends_its_key(keyed_server):
 
 def test_cli_remote_mode_with_a_key(keyed_server, cli):
     refused = cli("stats", "--server-url", keyed_server.url, "--json")
-    assert refused.code == 1 and refused.json()["error"]["code"] == "UNAUTHORIZED"
+    assert refused.code == EXIT_CODES.get(ErrorCode.UNAUTHORIZED, 1)
+    assert refused.json()["error"]["code"] == "UNAUTHORIZED"
     ok = cli("stats", "--server-url", keyed_server.url, "--json", env={"CEREMEMORY_SERVER_API_KEY": "k-one"})
     assert ok.code == 0, ok.stdout
     flag = cli("store", "via flag", "--server-url", keyed_server.url, "--api-key", "k-two", "--json")
@@ -78,3 +80,66 @@ def test_serve_is_secure_by_default(cli, args, env, message):
     result = cli("serve", "--port", str(free_port()), *args, "--json", env=env)
     assert result.code == 2, result.stdout + result.stderr
     assert message in result.json()["error"]["message"]
+
+
+# ---------------------------------------------------------------- bypass attempts
+
+
+def test_a_key_anywhere_but_the_authorization_header_is_refused(keyed_server):
+    with httpx.Client(base_url=keyed_server.url) as h:
+        attempts = [
+            ("/v1/introspect/stats?api_key=k-one", {}),
+            ("/v1/introspect/stats?access_token=k-one", {}),
+            ("/v1/introspect/stats?authorization=Bearer%20k-one", {}),
+            ("/v1/introspect/stats", {"x-api-key": "k-one"}),
+            ("/v1/introspect/stats", {"authorization": "Bearer"}),
+            ("/v1/introspect/stats", {"authorization": "Bearer k-one-and-more"}),
+            ("/v1/introspect/stats", {"authorization": "Bearer k-on"}),
+            ("/v1/introspect/stats", {"cookie": "authorization=Bearer k-one"}),
+            ("/metrics", {}),
+            ("/v1/admin/reindex", {}),
+        ]
+        for path, headers in attempts:
+            response = h.request("POST" if "reindex" in path else "GET", path, headers=headers)
+            assert response.status_code == 401, (path, headers)
+        # path tricks do not reach a public route's exemption
+        for path in ("/health/../v1/introspect/stats", "//v1/introspect/stats", "/v1/introspect/stats/"):
+            assert h.get(path).status_code in (401, 404), path
+        assert h.get("/v1/introspect/stats", headers={"authorization": "BEARER k-one"}).status_code == 200
+
+
+def test_mcp_over_http_needs_the_bearer_key(keyed_server):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"accept": "application/json, text/event-stream"}
+    with httpx.Client(base_url=keyed_server.url) as h:
+        assert h.post("/mcp", json=body, headers=headers).status_code == 401
+        ok = h.post("/mcp", json=body, headers={**headers, "authorization": "Bearer k-one"})
+        assert ok.status_code != 401
+
+
+def test_grpc_without_metadata_or_with_a_wrong_key_is_unauthenticated(mem):
+    import grpc
+
+    from cerememory.transport.grpc_client import GrpcClient
+    from cerememory.transport.grpc_server import build_grpc_server
+    from cerememory.v1 import cerememory_pb2 as pb
+    from cerememory.v1 import cerememory_pb2_grpc as pb_grpc
+
+    server, port = build_grpc_server(mem.engine, keys=KeyRing(["g-key"]))
+    server.start()
+    target = f"127.0.0.1:{port}"
+    try:
+        channel = grpc.insecure_channel(target)
+        stub = pb_grpc.CerememoryServiceStub(channel)
+        for metadata in ((), (("authorization", "Bearer wrong"),), (("authorization", "g-key"),),
+                         (("x-api-key", "g-key"),)):
+            with pytest.raises(grpc.RpcError) as err:
+                stub.Stats(pb.StatsRequest(), metadata=metadata, timeout=5)
+            assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED, metadata
+        channel.close()
+        with GrpcClient(target, api_key="g-key", timeout=5) as good:
+            assert good.store("over grpc").record_id
+    finally:
+        server.stop(None).wait(5)
+    last = mem.engine.audit.head
+    assert last[0] == 1  # the one authenticated write, nothing from the refused calls

@@ -116,7 +116,7 @@ def test_mode_forget_and_stats(api):
     (lambda api: api.store("x", embedding=[float("nan")]), ErrorCode.VALIDATION_ERROR),
     (lambda api: api.forget(store="episodic"), ErrorCode.FORGET_UNCONFIRMED),
     (lambda api: api.recall(limit=0), ErrorCode.VALIDATION_ERROR),
-    (lambda api: api.dispatch("lifecycle.consolidate", {}), ErrorCode.NOT_IMPLEMENTED),
+    (lambda api: api.dispatch("lifecycle.consolidate", {"strategy": "sometimes"}), ErrorCode.VALIDATION_ERROR),
     (lambda api: api.dispatch("introspect.stats", {"header": {"version": "2.0"}}), ErrorCode.VERSION_MISMATCH),
     (lambda api: api.dispatch("recall.query", {"cue": {"image": "iVBORw0KGgo="}}), ErrorCode.MODALITY_UNSUPPORTED),
 ])

@@ -85,22 +85,6 @@ def test_reconsolidation_never_lowers_fidelity_or_stability(base, t, later, s, p
     assert decay.fidelity(new_base, later, new_s, params.exponent, intensity) >= unreinforced - 1e-9
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
 @pytest.fixture
 def living(data_dir, clock):
     with cerememory.open(data_dir, semantic="off", clock=clock) as mem:

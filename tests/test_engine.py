@@ -9,6 +9,7 @@ import pytest
 
 import cerememory
 from cerememory import CMPError, ErrorCode
+from cerememory.cmp.dispatch import call
 from cerememory.dynamics.render import elide
 
 
@@ -390,9 +391,9 @@ def test_stats_fields_are_real(mem):
     assert stats.vector_search_backend == "numpy_exact_cosine"
 
 
-def test_operations_of_later_layers_answer_not_implemented(mem):
+def test_an_operation_the_handler_lacks_answers_not_implemented():
     with pytest.raises(CMPError) as err:
-        mem.dispatch("lifecycle.consolidate", {})
+        call(object(), "lifecycle.consolidate", {})
     assert err.value.code is ErrorCode.NOT_IMPLEMENTED
     assert "lifecycle.consolidate" in err.value.message
     assert err.value.http_status == 501

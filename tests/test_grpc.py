@@ -261,7 +261,7 @@ ERROR_CASES = [
     ("IntrospectRecord", pb.IntrospectRecordRequest(record_id="not-a-uuid"), "INVALID_ARGUMENT", "VALIDATION_ERROR"),
     ("RecallAssociate", pb.RecallAssociateRequest(record_id=str(uuid.uuid4()), depth=9), "INVALID_ARGUMENT",
      "VALIDATION_ERROR"),
-    ("Consolidate", pb.ConsolidateRequest(), "UNIMPLEMENTED", "NOT_IMPLEMENTED"),
+    ("Consolidate", pb.ConsolidateRequest(min_age_hours=-1), "INVALID_ARGUMENT", "VALIDATION_ERROR"),
     ("Stats", pb.StatsRequest(header=pb.CMPHeader(version="2.0")), "FAILED_PRECONDITION", "VERSION_MISMATCH"),
 ]
 
@@ -296,8 +296,8 @@ def test_client_raises_the_embedded_errors(client: GrpcClient, mem: cerememory.M
         lambda api: api.recall(limit=0),
         lambda api: api.store(content={"blocks": []}),
         lambda api: api.dispatch("encode.update", {"record_id": str(missing)}),
-        lambda api: api.dispatch("lifecycle.consolidate", {}),
-        lambda api: api.dispatch("lifecycle.export", {}),
+        lambda api: api.dispatch("lifecycle.consolidate", {"min_age_hours": -1}),
+        lambda api: api.dispatch("lifecycle.export", {"encrypt": True}),
         lambda api: api.dispatch("lifecycle.import", {"archive_data": "Q01B"}),
         lambda api: api.dispatch("no.such_op", {}),
     ]
@@ -322,7 +322,8 @@ def test_import_streams_chunks_and_caps_the_archive(stub, monkeypatch):
     chunks += [pb.ImportChunk(data=archive[i:i + 65536]) for i in range(65536, len(archive), 65536)]
     with pytest.raises(grpc.RpcError) as err:
         stub.Import(iter(chunks), metadata=metadata, timeout=30)
-    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED  # reassembled, validated, then dispatched
+    assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS  # reassembled, then refused as no archive
+    assert json.loads(dict(err.value.trailing_metadata())["cmp-error"])["code"] == "IMPORT_CONFLICT"
 
     monkeypatch.setattr(grpc_server, "MAX_IMPORT_BYTES", 100_000)
     with pytest.raises(grpc.RpcError) as err:
@@ -363,18 +364,18 @@ def test_export_and_import_stream_in_chunks():
             assert not chunks[0].metadata.HasField("archive_data")
 
             response = client.dispatch("lifecycle.import", {"archive_data": Archiver.archive, "strategy": "replace"})
-            assert response == {"records_imported": len(Archiver.archive)}
+            assert response["records_imported"] == len(Archiver.archive)
             assert archiver.imported.archive_data == Archiver.archive
             assert archiver.imported.strategy == "replace"
     finally:
         server.stop(None).wait(10)
 
 
-def test_export_surfaces_not_implemented(stub):
+def test_export_errors_keep_their_envelope(stub):
     with pytest.raises(grpc.RpcError) as err:
-        list(stub.Export(pb.ExportRequest(), timeout=30))
-    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert json.loads(dict(err.value.trailing_metadata())["cmp-error"])["code"] == "NOT_IMPLEMENTED"
+        list(stub.Export(pb.ExportRequest(encrypt=True), timeout=30))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert json.loads(dict(err.value.trailing_metadata())["cmp-error"])["code"] == "VALIDATION_ERROR"
 
 
 def test_api_key_is_required_when_set(tmp_path: Path):

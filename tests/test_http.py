@@ -64,7 +64,7 @@ def test_request_id_is_echoed_or_generated(http_server):
     ("POST", "/v1/encode", json.dumps({"content": {"blocks": [{"text": "x" * (1024 * 1024 + 1)}]}}).encode(),
      413, "CONTENT_TOO_LARGE"),
     ("DELETE", "/v1/lifecycle/forget", b'{"store": "episodic"}', 400, "FORGET_UNCONFIRMED"),
-    ("POST", "/v1/lifecycle/consolidate", b"{}", 501, "NOT_IMPLEMENTED"),
+    ("POST", "/v1/lifecycle/consolidate", b'{"strategy": "sometimes"}', 400, "VALIDATION_ERROR"),
     ("GET", "/v1/introspect/stats?header=x", b"", 400, "VALIDATION_ERROR"),
     ("POST", "/v1/recall/query", b'{"header": {"protocol": "cmp", "version": "9.0"}}', 400, "VERSION_MISMATCH"),
     ("POST", "/v1/recall/associate/not-a-uuid", b"{}", 400, "VALIDATION_ERROR"),

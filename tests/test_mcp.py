@@ -124,18 +124,20 @@ def test_stdio_proxy_stores_recalls_and_reports_errors(server: str, tmp_path: Pa
         assert record["content"]["blocks"][0]["text"] == "The deploy key rotates every Monday"
         assert "data" not in record["content"]["blocks"][0]
 
-        # export checks the path before asking the server, which does not export yet
+        # export checks the path before asking the server
         traversal = await fail(session, "export", output_path="../escape.cma")
         assert "VALIDATION_ERROR" in traversal and "'..'" in traversal
         (tmp_path / "taken.cma").write_text("keep me")
         assert "already exists" in await fail(session, "export", output_path="taken.cma")
         assert "does not exist" in await fail(session, "export", output_path="no/such/dir/out.cma")
-        unimplemented = await fail(session, "export", output_path="memory.cma")
-        assert "NOT_IMPLEMENTED" in unimplemented and "lifecycle.export" in unimplemented
-        assert not (tmp_path / "memory.cma").exists()
+        exported = await call(session, "export", output_path="memory.cma")
+        assert exported["output_path"] == str(tmp_path / "memory.cma") and exported["record_count"] >= 2
+        assert (tmp_path / "memory.cma").read_bytes().startswith(b'{"kind":"header","format":"cma"')
         assert (tmp_path / "taken.cma").read_text() == "keep me"
-        assert "NOT_IMPLEMENTED" in await fail(session, "consolidate", dry_run=True)
-        assert "NOT_IMPLEMENTED" in await fail(session, "dream_tick")
+        planned = await call(session, "consolidate", dry_run=True)
+        assert planned["dry_run"] is True and planned["semantic_nodes_created"] == 0
+        dreamt = await call(session, "dream_tick", dry_run=True)
+        assert dreamt["dry_run"] is True and dreamt["episodic_summaries_created"] == 0
 
         before = (await call(session, "stats"))["total_records"]
         assert (await call(session, "forget", record_ids=[stored["record_id"]], confirm=True)) == {

@@ -6,6 +6,7 @@ request and response models, and the engine method that implements it.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..model import MemoryRecord
 from . import messages as m
+from .context import collecting
 from .errors import CMPError, ErrorCode, from_validation_error
 
 
@@ -40,6 +42,8 @@ _OPS = [
               "Append one verbatim record to the raw journal."),
     Operation("encode.batch_raw", m.EncodeBatchRawRequest, m.EncodeBatchRawResponse,
               "Append up to 1000 verbatim records to the raw journal."),
+    Operation("encode.update_raw", m.EncodeUpdateRawRequest, m.Empty,
+              "Suppress a raw journal record or change its visibility or secrecy."),
     Operation("recall.query", m.RecallQueryRequest, m.RecallQueryResponse,
               "Hybrid recall over the curated stores."),
     Operation("recall.associate", m.RecallAssociateRequest, m.RecallAssociateResponse,
@@ -120,18 +124,40 @@ def parse_request(name: str, request: dict[str, Any] | BaseModel | None) -> Base
 
 
 def call(handler: Any, name: str, request: dict[str, Any] | BaseModel | None) -> BaseModel:
-    """Validate and run one operation, returning the response model."""
-    parsed = parse_request(name, request)
-    method = getattr(handler, operation(name).method, None)
-    if method is None:
-        raise CMPError(
-            ErrorCode.NOT_IMPLEMENTED,
-            f"{name} is not implemented by this server yet",
-            hint="see `cerememory --help` for the operations available",
-            details={"operation": name},
-        )
-    result = method(parsed)
-    return result if result is not None else m.Empty()
+    """Validate and run one operation, returning the response model.
+
+    The one place every transport and the embedded API pass through, so the handler's optional
+    `audit` log (mutating operations) and `op_metrics` (every call) are fed here.
+    """
+    started = time.perf_counter()
+    code = "OK"
+    try:
+        parsed = parse_request(name, request)
+        method = getattr(handler, operation(name).method, None)
+        if method is None:
+            raise CMPError(
+                ErrorCode.NOT_IMPLEMENTED,
+                f"{name} is not implemented by this server yet",
+                hint="see `cerememory --help` for the operations available",
+                details={"operation": name},
+            )
+        with collecting() as touched:
+            result = method(parsed)
+        result = result if result is not None else m.Empty()
+        audit = getattr(handler, "audit", None)
+        if audit is not None:
+            audit.record(name, parsed, result, touched)
+        return result
+    except CMPError as exc:
+        code = exc.code.value
+        raise
+    except Exception:
+        code = ErrorCode.INTERNAL_ERROR.value
+        raise
+    finally:
+        metrics = getattr(handler, "op_metrics", None)
+        if metrics is not None:
+            metrics.observe(name, time.perf_counter() - started, code)
 
 
 def dispatch(handler: Any, name: str, request: dict[str, Any] | None = None) -> dict[str, Any]:

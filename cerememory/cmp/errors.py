@@ -29,6 +29,7 @@ class ErrorCode(StrEnum):
     UNAUTHORIZED = "UNAUTHORIZED"
     RATE_LIMITED = "RATE_LIMITED"
     DATA_DIR_LOCKED = "DATA_DIR_LOCKED"
+    AUDIT_BROKEN = "AUDIT_BROKEN"
     NOT_IMPLEMENTED = "NOT_IMPLEMENTED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
@@ -49,6 +50,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.DATA_DIR_LOCKED: 409,
+    ErrorCode.AUDIT_BROKEN: 500,
     ErrorCode.NOT_IMPLEMENTED: 501,
     ErrorCode.INTERNAL_ERROR: 500,
 }
@@ -69,6 +71,7 @@ WHEN: dict[ErrorCode, str] = {
     ErrorCode.UNAUTHORIZED: "a bearer key is missing or wrong",
     ErrorCode.RATE_LIMITED: "a client exceeded its request rate (retry_after is set)",
     ErrorCode.DATA_DIR_LOCKED: "another process owns the data directory; the details name its pid and URL",
+    ErrorCode.AUDIT_BROKEN: "the audit log's hash chain is broken (start-up refuses; details name the first bad line)",
     ErrorCode.NOT_IMPLEMENTED: "the operation exists in CMP but this server does not offer it yet",
     ErrorCode.INTERNAL_ERROR: "a bug or an I/O failure; the server log has the details",
 }
@@ -90,6 +93,7 @@ GRPC_STATUS: dict[ErrorCode, str] = {
     ErrorCode.UNAUTHORIZED: "UNAUTHENTICATED",
     ErrorCode.RATE_LIMITED: "RESOURCE_EXHAUSTED",
     ErrorCode.DATA_DIR_LOCKED: "FAILED_PRECONDITION",
+    ErrorCode.AUDIT_BROKEN: "DATA_LOSS",
     ErrorCode.NOT_IMPLEMENTED: "UNIMPLEMENTED",
     ErrorCode.INTERNAL_ERROR: "INTERNAL",
 }

@@ -137,6 +137,14 @@ class EncodeStoreRawRequest(Request):
         return value
 
 
+class EncodeUpdateRawRequest(Request):
+    record_id: uuid.UUID
+    suppressed: bool | None = Field(default=None, description="a suppressed record is hidden from raw "
+                                                              "recall and never dreamed")
+    visibility: RawVisibility | None = None
+    secrecy_level: SecrecyLevel | None = None
+
+
 class EncodeStoreRawResponse(Model):
     record_id: uuid.UUID
     session_id: str
@@ -297,6 +305,8 @@ class RecallRawQueryRequest(Request):
     session_id: str | None = None
     query: str | None = None
     record_ids: list[uuid.UUID] | None = Field(default=None, description="only these records (empty: no filter)")
+    derived_memory_id: uuid.UUID | None = Field(
+        default=None, description="only the raw records this memory (a dream summary or fact) was made from")
     temporal: TemporalRange | None = None
     limit: int = Field(default=10, ge=1, le=MAX_RECALL_LIMIT)
     include_private_scratch: bool = False
@@ -325,12 +335,30 @@ class ConsolidateRequest(Request):
     dry_run: bool = False
 
 
+class ConsolidationMerge(Model):
+    dropped_id: uuid.UUID
+    kept_id: uuid.UUID
+    similarity: float
+
+
+class ConsolidationPromotion(Model):
+    episodic_id: uuid.UUID
+    semantic_id: uuid.UUID | None = Field(default=None, description="null in a dry run")
+    summary: str
+
+
 class ConsolidateResponse(Model):
-    records_processed: int = 0
-    records_migrated: int = 0
-    records_compressed: int = 0
-    records_pruned: int = 0
+    records_processed: int = Field(default=0, description="episodic records in the strategy's scope")
+    records_migrated: int = Field(default=0, description="episodic records promoted to semantic ones")
+    records_compressed: int = Field(default=0, description="near-duplicates merged into a kept record")
+    records_pruned: int = Field(default=0, description="always 0: only lifecycle.forget deletes")
     semantic_nodes_created: int = 0
+    dry_run: bool = False
+    strategy: ConsolidationStrategy = ConsolidationStrategy.INCREMENTAL
+    merges: list[ConsolidationMerge] = Field(
+        default_factory=list, description=f"the first {MAX_BATCH} merges, each with its cosine similarity")
+    promotions: list[ConsolidationPromotion] = Field(
+        default_factory=list, description=f"the first {MAX_BATCH} promotions, each with its summary")
 
 
 class DreamTickRequest(Request):
@@ -343,11 +371,37 @@ class DreamTickRequest(Request):
     secrecy_levels: list[SecrecyLevel] | None = None
 
 
+class DreamGroupReport(Model):
+    """One topic group of a dream tick: where it came from, what was redacted, what it became."""
+
+    session_id: str
+    topic_id: str | None = None
+    topic_hint: str
+    topic_inferred: bool
+    range_start: UtcDatetime
+    range_end: UtcDatetime
+    raw_record_count: int
+    normal_records: int = 0
+    private_scratch_redacted: int = 0
+    sealed_redacted: int = 0
+    secret_redacted: int = 0
+    redacted_total: int = 0
+    summariser: str | None = Field(default=None, description="extractive or llm:<provider>:<model>; null in a dry run")
+    llm_fallback_reason: str | None = Field(default=None, description="why the LLM summary was not used")
+    headline: str | None = None
+    episodic_summary_id: uuid.UUID | None = None
+    semantic_id: uuid.UUID | None = None
+
+
 class DreamTickResponse(Model):
     groups_processed: int = 0
     raw_records_processed: int = 0
     episodic_summaries_created: int = 0
     semantic_nodes_created: int = 0
+    dry_run: bool = False
+    groups_pending: int = Field(default=0, description="groups left for a later tick")
+    llm_fallbacks: int = Field(default=0, description="groups summarised extractively after an LLM failure")
+    groups: list[DreamGroupReport] = Field(default_factory=list)
 
 
 class DecayTickRequest(Request):
@@ -399,8 +453,9 @@ class ExportRequest(Request):
 class ExportResponse(Model):
     archive_id: str
     size_bytes: int
-    record_count: int
-    checksum: str
+    record_count: int = Field(description="curated records in the archive")
+    raw_record_count: int = Field(default=0, description="raw journal records in the archive")
+    checksum: str = Field(description="SHA-256 (hex) of the archive file as written")
     archive_data: Bytes | None = None
 
 
@@ -424,7 +479,9 @@ class ImportRequest(Request):
 
 
 class ImportResponse(Model):
-    records_imported: int
+    records_imported: int = Field(description="curated records written (new or overwriting)")
+    raw_records_imported: int = 0
+    records_skipped: int = Field(default=0, description="conflicts resolved in favour of stored records")
 
 
 # ---------------------------------------------------------------- introspect
@@ -432,6 +489,22 @@ class ImportResponse(Model):
 
 class StatsRequest(Request):
     pass
+
+
+class StoreHistogram(Model):
+    store: StoreType
+    counts: list[int] = Field(description="records per fidelity tenth, [0, 0.1) first")
+
+
+class EvolutionMetrics(Model):
+    """What the evolution engine observes (docs/decay.md#evolution)."""
+
+    frozen: bool = False
+    fidelity_histograms: list[StoreHistogram] = Field(default_factory=list)
+    recall_hit_rates: dict[str, float] = Field(default_factory=dict)
+    recall_hit_samples: dict[str, int] = Field(default_factory=dict)
+    adjustments: int = 0
+    last_adapted_at: UtcDatetime | None = None
 
 
 class StatsResponse(Model):
@@ -455,7 +528,7 @@ class StatsResponse(Model):
     dream_episodic_summaries: int = 0
     dream_semantic_nodes: int = 0
     last_dream_tick_at: UtcDatetime | None = None
-    evolution_metrics: dict[str, Any] | None = None
+    evolution_metrics: EvolutionMetrics | None = None
     background_decay_enabled: bool = False
     background_dream_enabled: bool = False
     data_dir: str | None = None

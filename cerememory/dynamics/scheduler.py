@@ -1,4 +1,5 @@
-"""Background upkeep for a serving process: a decay tick every `interval` seconds.
+"""Background upkeep for a serving process: a decay tick every `interval` seconds, and a dream
+tick every `dream.background_interval_secs` when `dream.background_enabled` is on.
 
 The first tick runs one interval after start (opening a data directory stays fast). A failing
 tick is logged and retried at the next interval; the scheduler never takes the server down.
@@ -19,12 +20,23 @@ class Scheduler:
         self.decay_interval = decay_interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._dream_thread: threading.Thread | None = None
 
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def _run(self, op: str, request: Any) -> Any:
+        """Through the dispatcher, like any client: background ticks reach the audit log and the
+        metrics (transport "scheduler")."""
+        from ..cmp.context import bound
+        from ..cmp.dispatch import call
+
+        with bound(transport="scheduler", request_id=None, key_id=None, client=None):
+            return call(self.engine, op, request)
+
     def start(self) -> None:
+        self._start_dream()
         if self.decay_interval <= 0 or self.running:
             return
         self._thread = threading.Thread(target=self._loop, name="cerememory-scheduler", daemon=True)
@@ -33,12 +45,35 @@ class Scheduler:
     def _loop(self) -> None:
         while not self._stop.wait(self.decay_interval):
             try:
-                result = self.engine.lifecycle_decay_tick()
+                result = self._run("lifecycle.decay_tick", {})
                 log.info("decay tick: %s", result.model_dump())
             except Exception:
                 log.exception("background decay tick failed; retrying in %ss", self.decay_interval)
 
+    def _start_dream(self) -> None:
+        settings = getattr(self.engine.options, "dream", None)
+        if settings is None or not settings.background_enabled or self._dream_thread is not None:
+            return
+        self._dream_thread = threading.Thread(target=self._dream_loop, args=(settings,),
+                                              name="cerememory-dream", daemon=True)
+        self._dream_thread.start()
+        self.engine.background_dream = True
+
+    def _dream_loop(self, settings: Any) -> None:
+        from ..cmp.messages import DreamTickRequest
+
+        request = DreamTickRequest(max_groups=settings.background_max_groups)
+        while not self._stop.wait(settings.background_interval_secs):
+            try:
+                result = self._run("lifecycle.dream_tick", request)
+                log.info("dream tick: %s groups, %s raw records", result.groups_processed,
+                         result.raw_records_processed)
+            except Exception:
+                log.exception("background dream tick failed; retrying in %ss", settings.background_interval_secs)
+
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        for thread in (self._thread, self._dream_thread):
+            if thread is not None:
+                thread.join(timeout)
+        self.engine.background_dream = False

@@ -1,5 +1,11 @@
 """Full-text search over tantivy: BM25 with English stemming and stop words.
 
+In an encrypted data directory the index holds keyed hashes instead of words: text is analysed
+in Python with the same English pipeline, each term is replaced by its hash, and tantivy indexes
+the hashes split on whitespace (queries are hashed alike). Term statistics are unchanged, so
+ranking is too; what search loses is the ability to match anything but whole analysed terms,
+which a plain-words query never asks for anyway.
+
 The index is derived data. A stamp file records the database mutation counter the index was
 last committed at; an index whose stamp disagrees with the database is rebuilt on open.
 """
@@ -12,7 +18,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +26,7 @@ import tantivy
 
 log = logging.getLogger("cerememory.index")
 ANALYZER = "cm_en"
+HASHED = "cm_hashed"
 COMMIT_DELAY = 0.05
 WRITER_HEAP = 15_000_000  # tantivy's minimum; larger heaps made each commit slower here
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -46,12 +53,12 @@ def _analyzer() -> tantivy.TextAnalyzer:
     )
 
 
-def _schema() -> tantivy.Schema:
+def _schema(analyzer: str) -> tantivy.Schema:
     b = tantivy.SchemaBuilder()
     b.add_text_field("id", stored=True, tokenizer_name="raw")
     b.add_text_field("group", stored=False, tokenizer_name="raw")
     for field in ("body", "summary", "why"):
-        b.add_text_field(field, stored=False, tokenizer_name=ANALYZER)
+        b.add_text_field(field, stored=False, tokenizer_name=analyzer)
     return b.build()
 
 
@@ -65,14 +72,22 @@ class TextIndex:
 
     FIELD_BOOSTS = {"body": 1.0, "summary": 1.2, "why": 0.8}
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, hash_term: Callable[[str], str] | None = None) -> None:
         self.path = path
         self.stamp_path = path.with_suffix(".stamp.json")
+        self._hash_term = hash_term
+        self._terms = _analyzer() if hash_term else None
         self._open()
+
+    def _hashed(self, text: str) -> str:
+        """The text as the index sees it: unchanged, or its analysed terms as keyed hashes."""
+        if self._hash_term is None or not text:
+            return text
+        return " ".join(self._hash_term(term) for term in self._terms.analyze(text))
 
     def _open(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        self.schema = _schema()
+        self.schema = _schema(HASHED if self._hash_term else ANALYZER)
         try:
             self.index = tantivy.Index(self.schema, path=str(self.path), reuse=True)
         except ValueError:
@@ -82,6 +97,7 @@ class TextIndex:
             self.stamp_path.unlink(missing_ok=True)
             self.index = tantivy.Index(self.schema, path=str(self.path), reuse=False)
         self.index.register_tokenizer(ANALYZER, _analyzer())
+        self.index.register_tokenizer(HASHED, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
         self.writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=1)
         self._lock = threading.RLock()  # tantivy's writer takes one caller at a time
         self._staged = self._visible = self.stamp() or 0
@@ -123,8 +139,8 @@ class TextIndex:
                 self.writer.delete_documents_by_term("id", record_id)
             for doc in add:
                 self.writer.add_document(
-                    tantivy.Document(id=doc.id, group=doc.group, body=doc.body,
-                                     summary=doc.summary, why=doc.why)
+                    tantivy.Document(id=doc.id, group=doc.group, body=self._hashed(doc.body),
+                                     summary=self._hashed(doc.summary), why=self._hashed(doc.why))
                 )
             self._staged = max(self._staged, seq)
 
@@ -180,7 +196,7 @@ class TextIndex:
         self, text: str, limit: int, groups: Sequence[str] | None = None
     ) -> list[tuple[str, float]]:
         """Top `limit` (id, bm25) pairs for the words of `text`, restricted to `groups`."""
-        terms = query_terms(text)
+        terms = query_terms(self._hashed(text))
         if not terms or limit <= 0:
             return []
         if self._staged > self._visible:

@@ -47,6 +47,13 @@ class AssociationGraph:
         with self._lock:
             self.g.remove_nodes_from(list(ids))
 
+    def remove_out_edges(self, ids: Iterable[uuid.UUID]) -> None:
+        """Drop what these records point at, keeping what points at them (an overwrite)."""
+        with self._lock:
+            for node in ids:
+                if node in self.g:
+                    self.g.remove_edges_from(list(self.g.out_edges(node, keys=True)))
+
     def out_edges(self, node: uuid.UUID, types: Collection[str] | None = None) -> list[Edge]:
         with self._lock:
             if node not in self.g:
@@ -55,6 +62,15 @@ class AssociationGraph:
                 Edge(node, target, key, d["weight"], d["created_at"], d["last_co_activation"])
                 for _, target, key, d in self.g.out_edges(node, keys=True, data=True)
                 if types is None or key in types
+            ]
+
+    def in_edges(self, node: uuid.UUID) -> list[Edge]:
+        with self._lock:
+            if node not in self.g:
+                return []
+            return [
+                Edge(source, node, key, d["weight"], d["created_at"], d["last_co_activation"])
+                for source, _, key, d in self.g.in_edges(node, keys=True, data=True)
             ]
 
     def neighbours(self, node: uuid.UUID) -> set[uuid.UUID]:
@@ -89,7 +105,7 @@ class AssociationGraph:
                     if edge.weight < min_weight or edge.target in act.path:
                         continue
                     level = act.level * edge.weight * decay
-                    if level < threshold:
+                    if level < threshold or level <= 0.0:
                         continue
                     known = best.get(edge.target)
                     if known is None or level > known.level:

@@ -119,6 +119,16 @@ class VectorIndex:
         if dim is not None:
             self._groups[dim].set_code(record_id, code)
 
+    def rows(self, ids: Sequence[uuid.UUID]) -> dict[int, tuple[list[uuid.UUID], np.ndarray]]:
+        """The stored unit vectors of `ids` (those that have one), grouped by dimension; copies."""
+        out: dict[int, tuple[list[uuid.UUID], np.ndarray]] = {}
+        with self._lock:
+            for dim, group in self._groups.items():
+                found = [i for i in ids if i in group.row_of]
+                if found:
+                    out[dim] = (found, group.matrix[[group.row_of[i] for i in found]].copy())
+        return out
+
     def search(
         self, query: Sequence[float] | np.ndarray, k: int, allowed_codes: Sequence[int] | None = None
     ) -> list[tuple[uuid.UUID, float]]:

@@ -94,6 +94,18 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         WHERE stability <= 1.0;
         """,
     ),
+    (
+        3,
+        "consolidation ledger: which episodic record was promoted to which semantic one",
+        """
+        CREATE TABLE consolidations (
+            episodic_id UUID PRIMARY KEY,
+            semantic_id UUID NOT NULL,
+            consolidated_at DOUBLE NOT NULL,
+            strategy VARCHAR NOT NULL
+        );
+        """,
+    ),
 ]
 
 

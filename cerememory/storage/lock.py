@@ -55,6 +55,13 @@ class DataDirLock:
         except (OSError, ValueError):
             return {}
 
+    def __enter__(self) -> DataDirLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
     def release(self) -> None:
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)

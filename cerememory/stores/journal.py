@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 import duckdb
 
 from ..model import RawJournalRecord, RawVisibility, SecrecyLevel
 from ..storage import codec
+from ..storage.crypto import PLAINTEXT, Sealer
 from ..storage.db import Database
 from .records import dt, ts
 
@@ -30,13 +32,17 @@ def allowed_visibility(include_private_scratch: bool, include_sealed: bool) -> l
 
 
 class JournalStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, sealer: Sealer = PLAINTEXT) -> None:
         self.db = db
+        self.sealer = sealer
 
-    def insert(self, tx: duckdb.DuckDBPyConnection, records: Sequence[RawJournalRecord]) -> None:
+    def insert(self, tx: duckdb.DuckDBPyConnection, records: Sequence[RawJournalRecord], *,
+               replace: bool = False) -> None:
         columns: dict[str, list[Any]] = {c: [] for c in COLUMNS}
         for r in records:
             processed = (r.metadata.get("_dream") or {}).get("processed_at")
+            if isinstance(processed, str):
+                processed = datetime.fromisoformat(processed)
             columns["id"].append(r.id)
             columns["session_id"].append(r.session_id)
             columns["turn_id"].append(r.turn_id)
@@ -50,11 +56,38 @@ class JournalStore:
             columns["suppressed"].append(r.suppressed)
             columns["dream_processed_at"].append(processed.timestamp() if processed else None)
             columns["body"].append(codec.pack_model(r, include=BODY_FIELDS))
-        Database.insert_columns(tx, "raw_journal", columns, uuid_columns=("id",))
+        columns["body"] = self.sealer.seal_many(columns["id"], columns["body"])
+        Database.insert_columns(tx, "raw_journal", columns, uuid_columns=("id",), replace=replace)
+
+    @staticmethod
+    def set_flags(tx: duckdb.DuckDBPyConnection, record_id: uuid.UUID, *, updated_at: float,
+                  suppressed: bool | None = None, visibility: str | None = None,
+                  secrecy_level: str | None = None) -> None:
+        """Change the columns that decide who sees a record (none of them live in the body)."""
+        sets, params = ["updated_at = ?"], [updated_at]
+        for column, value in (("suppressed", suppressed), ("visibility", visibility),
+                              ("secrecy_level", secrecy_level)):
+            if value is not None:
+                sets.append(f"{column} = ?")
+                params.append(value)
+        tx.execute(f"UPDATE raw_journal SET {', '.join(sets)} WHERE id = ?", [*params, str(record_id)])
+
+    def pending(self, *, visibility: Sequence[str], secrecy: Sequence[str],
+                session_id: str | None = None) -> list[RawJournalRecord]:
+        """Records a dream has not processed yet (never suppressed ones), oldest first."""
+        where = ["NOT suppressed", "dream_processed_at IS NULL", "visibility IN (SELECT unnest(?))",
+                 "secrecy_level IN (SELECT unnest(?))"]
+        params: list[Any] = [list(visibility), list(secrecy)]
+        if session_id is not None:
+            where.append("session_id = ?")
+            params.append(session_id)
+        sql = (f"SELECT {', '.join(COLUMNS)} FROM raw_journal WHERE {' AND '.join(where)} "
+               "ORDER BY created_at, id")
+        return [self._row_to_record(r) for r in self.db.query(sql, params)]
 
     def _row_to_record(self, row: tuple) -> RawJournalRecord:
         values = dict(zip(COLUMNS, row, strict=True))
-        body = codec.unpack(values.pop("body"))
+        body = codec.unpack(self.sealer.open(values["id"], values.pop("body")))
         values.pop("dream_processed_at")
         values["created_at"] = dt(values["created_at"])
         values["updated_at"] = dt(values["updated_at"])

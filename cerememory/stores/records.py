@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from ..model import FidelityState, MemoryRecord, StoreType, uuid_from_text
 from ..storage import codec
+from ..storage.crypto import PLAINTEXT, Sealer
 from ..storage.db import Database
 
 BODY_FIELDS = {"content", "emotion", "metadata", "meta"}
@@ -163,8 +164,9 @@ class BodyCache:
 class RecordStore:
     """Persistence and RAM heads for the curated records that live on disk."""
 
-    def __init__(self, db: Database, *, cache_bytes: int = 256 * 1024 * 1024) -> None:
+    def __init__(self, db: Database, *, cache_bytes: int = 256 * 1024 * 1024, sealer: Sealer = PLAINTEXT) -> None:
         self.db = db
+        self.sealer = sealer  # bodies are sealed on the way to DuckDB and opened on the way back
         self.heads: dict[uuid.UUID, Head] = {}
         self.dirty: set[uuid.UUID] = set()
         self.cache = BodyCache(cache_bytes)
@@ -203,13 +205,15 @@ class RecordStore:
         return head
 
     def insert(self, tx: duckdb.DuckDBPyConnection, records: Sequence[MemoryRecord],
-               *, replace: bool = False) -> Written:
-        """Write records; returns what `commit_heads` makes visible once the transaction commits."""
-        heads = [self._head_for(r) for r in records]
+               *, replace: bool = False, heads: Sequence[Head] | None = None) -> Written:
+        """Write records; returns what `commit_heads` makes visible once the transaction commits.
+        `heads` are written as given (an import restores archived decay state exactly)."""
+        heads = list(heads) if heads is not None else [self._head_for(r) for r in records]
         columns = _head_columns([r.id for r in records], heads)
-        columns["body"] = [codec.pack_model(r, include=BODY_FIELDS) for r in records]
+        bodies = [codec.pack_model(r, include=BODY_FIELDS) for r in records]
+        columns["body"] = self.sealer.seal_many(columns["id"], bodies)
         Database.insert_columns(tx, "records", columns, uuid_columns=("id",), replace=replace)
-        return Written(columns["id"], heads, columns["body"])
+        return Written(columns["id"], heads, bodies)
 
     def commit_heads(self, written: Written) -> None:
         """After the transaction commits: make the records visible to ranking."""
@@ -272,10 +276,10 @@ class RecordStore:
         found = self.cache.get_many(ids)
         missing = [i for i in ids if i not in found]
         if missing:
-            rows = self.db.query(
+            rows = self.sealer.open_rows(self.db.query(
                 "SELECT id, body FROM records WHERE id IN (SELECT unnest(?::UUID[]))",
                 [[str(i) for i in missing]],
-            )
+            ))
             self.cache.put_many(rows)
             found.update(rows)
         return found
@@ -303,7 +307,7 @@ class RecordStore:
         try:
             cursor.execute("SELECT id::VARCHAR, body FROM records ORDER BY created_at DESC")
             while not stop.is_set() and (rows := cursor.fetchmany(batch)):
-                if not self.cache.add_missing((uuid_from_text(i), body) for i, body in rows):
+                if not self.cache.add_missing(self.sealer.open_rows((uuid_from_text(i), body) for i, body in rows)):
                     break
         except Exception:  # the database closed under us: warming is best effort
             pass
@@ -314,4 +318,4 @@ class RecordStore:
         """Every stored body, in batches, for rebuilding derived indexes."""
         cursor = self.db.fresh_reader().execute("SELECT id, body FROM records ORDER BY id")
         while rows := cursor.fetchmany(batch):
-            yield from rows
+            yield from self.sealer.open_rows(rows)

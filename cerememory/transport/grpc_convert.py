@@ -48,6 +48,7 @@ RPC_NAMES: dict[str, str] = {
     "encode.update": "EncodeUpdate",
     "encode.store_raw": "EncodeStoreRaw",
     "encode.batch_raw": "EncodeBatchRaw",
+    "encode.update_raw": "EncodeUpdateRaw",
     "recall.query": "RecallQuery",
     "recall.associate": "RecallAssociate",
     "recall.timeline": "RecallTimeline",

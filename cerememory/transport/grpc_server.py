@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
@@ -18,13 +19,18 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from ..cmp.context import bound
 from ..cmp.dispatch import OPERATIONS, dispatch
 from ..cmp.errors import CMPError, ErrorCode
 from ..security.auth import KeyRing
+from ..security.keys import ServerKeys
+from ..security.ratelimit import RateLimit
 from ..v1 import cerememory_pb2 as pb
 from ..v1 import cerememory_pb2_grpc as pb_grpc
 from . import grpc_convert as convert
 from .grpc_convert import CHUNK_BYTES, ERROR_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KEY
+from .metrics import attach_op_metrics
+from .middleware import access_log
 
 log = logging.getLogger(__name__)
 
@@ -72,37 +78,89 @@ def _as_cmp_error(exc: Exception, op: str) -> CMPError:
                     details={"operation": op, "exception": type(exc).__name__})
 
 
-class _Guard:
-    """Per call: the request id, the optional bearer key check and the error translation."""
+class _Gate:
+    """What every call passes before it reaches the dispatcher: the bearer key (a KeyRing or
+    ServerKeys) and the rate limit; `denied` counts the refusals."""
 
-    def __init__(self, context: grpc.ServicerContext, op: str, keys: KeyRing | None) -> None:
+    def __init__(self, keys: Any = None, rate_limit: RateLimit | None = None,
+                 denied: Callable[[str, str], None] | None = None) -> None:
+        self.keys, self.rate_limit, self.denied = keys, rate_limit, denied
+
+
+def _metadata(context: grpc.ServicerContext, name: str) -> str | None:
+    return next((str(v) for k, v in context.invocation_metadata() or () if k == name), None)
+
+
+def _peer_address(peer: str | None) -> str | None:
+    """`ipv4:127.0.0.1:5000` / `ipv6:[::1]:5000` -> the address; other peers as they are."""
+    if not peer:
+        return None
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rsplit(":", 1)[0]
+    if kind == "ipv6":
+        return rest.rsplit(":", 1)[0].strip("[]").replace("%25", "%")
+    return peer
+
+
+class _Guard:
+    """Per call: the request id, the bearer key check, the rate limit, the call context for the
+    dispatcher, the error translation and the access log line."""
+
+    def __init__(self, context: grpc.ServicerContext, op: str, gate: _Gate) -> None:
         self.context, self.op, self.request_id = context, op, _request_id(context)
+        self.started = time.perf_counter()
+        self.gate, self.key_id = gate, None
+        self.address = _peer_address(context.peer())
         if self.request_id:
             context.send_initial_metadata(((REQUEST_ID_KEY, self.request_id),))
-        if keys is not None and not _authorized(context, keys):
-            self.fail(CMPError(ErrorCode.UNAUTHORIZED, "missing or wrong API key",
-                               hint="send metadata `authorization: Bearer <key>`"))
+        if gate.keys is not None:
+            self.key_id = gate.keys.identify_authorization(_metadata(context, "authorization"))
+            if self.key_id is None:
+                self.refuse(CMPError(ErrorCode.UNAUTHORIZED, "missing or wrong API key",
+                                     hint="send metadata `authorization: Bearer <key>`"))
+        if gate.rate_limit is not None:
+            self.address = gate.rate_limit.address(self.address, _metadata(context, "x-forwarded-for"))
+            try:
+                gate.rate_limit.check(self.key_id, self.address)
+            except CMPError as exc:
+                self.refuse(exc)
+
+    def bound(self) -> Any:
+        return bound(transport="grpc", request_id=self.request_id, key_id=self.key_id, client=self.address)
+
+    def refuse(self, error: CMPError) -> None:
+        if self.gate.denied is not None:
+            self.gate.denied("grpc", error.code.value)
+        self.fail(error)
 
     def fail(self, exc: Exception, status: grpc.StatusCode | None = None) -> None:
-        _abort(self.context, _as_cmp_error(exc, self.op), self.request_id, status)
+        error = _as_cmp_error(exc, self.op)
+        self.log(error.code.value)
+        _abort(self.context, error, self.request_id, status)
 
-
-def _authorized(context: grpc.ServicerContext, keys: KeyRing) -> bool:
-    header = next((str(v) for k, v in context.invocation_metadata() or () if k == "authorization"), None)
-    return keys.check_authorization(header)
+    def log(self, status: str = "OK") -> None:
+        if access_log.isEnabledFor(logging.INFO):
+            access_log.info("gRPC %s %s", self.op, status, extra={
+                "transport": "grpc", "request_id": self.request_id, "op": self.op, "status": status,
+                "duration_ms": round((time.perf_counter() - self.started) * 1000, 3),
+                "key_id": self.key_id, "client": self.address})
 
 
 # ---------------------------------------------------------------- the servicer
 
 
-def _unary(handler: Any, op: str, keys: KeyRing | None) -> Callable[[Any, Message, Any], Message]:
+def _unary(handler: Any, op: str, gate: _Gate) -> Callable[[Any, Message, Any], Message]:
     def rpc(self: Any, request: Message, context: grpc.ServicerContext) -> Message:
-        guard = _Guard(context, op, keys)
+        guard = _Guard(context, op, gate)
         try:
             data = convert.from_proto_request(op, request)
             if guard.request_id is None:
                 guard.request_id = _request_id(context, data)
-            return convert.to_proto_response(op, dispatch(handler, op, data))
+            with guard.bound():
+                response = convert.to_proto_response(op, dispatch(handler, op, data))
+            guard.log()
+            return response
         except Exception as exc:  # every failure leaves as a CMP envelope
             guard.fail(exc)
             raise  # unreachable: abort raises
@@ -111,14 +169,16 @@ def _unary(handler: Any, op: str, keys: KeyRing | None) -> Callable[[Any, Messag
     return rpc
 
 
-def _export(handler: Any, keys: KeyRing | None) -> Callable[[Any, pb.ExportRequest, Any], Iterator[pb.ExportChunk]]:
+def _export(handler: Any, gate: _Gate) -> Callable[[Any, pb.ExportRequest, Any], Iterator[pb.ExportChunk]]:
     op = "lifecycle.export"
 
     def rpc(self: Any, request: pb.ExportRequest, context: grpc.ServicerContext) -> Iterator[pb.ExportChunk]:
-        guard = _Guard(context, op, keys)
+        guard = _Guard(context, op, gate)
         try:
-            response = dispatch(handler, op, convert.from_proto_request(op, request))
+            with guard.bound():
+                response = dispatch(handler, op, convert.from_proto_request(op, request))
             archive = convert.to_proto_response(op, response)
+            guard.log()
         except Exception as exc:
             guard.fail(exc)
             raise
@@ -131,17 +191,20 @@ def _export(handler: Any, keys: KeyRing | None) -> Callable[[Any, pb.ExportReque
     return rpc
 
 
-def _import(handler: Any, keys: KeyRing | None) -> Callable[[Any, Iterator[pb.ImportChunk], Any], Message]:
+def _import(handler: Any, gate: _Gate) -> Callable[[Any, Iterator[pb.ImportChunk], Any], Message]:
     op = "lifecycle.import"
 
     def rpc(self: Any, chunks: Iterator[pb.ImportChunk], context: grpc.ServicerContext) -> Message:
-        guard = _Guard(context, op, keys)
+        guard = _Guard(context, op, gate)
         try:
             request, archive = _reassemble(chunks)
             data = convert.from_proto_request(op, request)
             if archive:
                 data["archive_data"] = archive  # raw bytes: the models accept them as they are
-            return convert.to_proto_response(op, dispatch(handler, op, data))
+            with guard.bound():
+                response = convert.to_proto_response(op, dispatch(handler, op, data))
+            guard.log()
+            return response
         except _TooLarge as exc:
             guard.fail(exc.error, grpc.StatusCode.RESOURCE_EXHAUSTED)
             raise
@@ -181,16 +244,16 @@ def _reassemble(chunks: Iterator[pb.ImportChunk]) -> tuple[pb.ImportRequest, byt
     return request, bytes(archive)
 
 
-def _servicer(handler: Any, keys: KeyRing | None) -> pb_grpc.CerememoryServiceServicer:
+def _servicer(handler: Any, gate: _Gate) -> pb_grpc.CerememoryServiceServicer:
     """A servicer whose every RPC runs the matching CMP operation on `handler`."""
     methods: dict[str, Any] = {}
     for op in OPERATIONS:
         name = convert.RPC_NAMES[op]
         if not hasattr(pb_grpc.CerememoryServiceServicer, name):
             raise RuntimeError(f"CerememoryService has no RPC {name} for {op}")
-        methods[name] = _unary(handler, op, keys)
-    methods["Export"] = _export(handler, keys)
-    methods["Import"] = _import(handler, keys)
+        methods[name] = _unary(handler, op, gate)
+    methods["Export"] = _export(handler, gate)
+    methods["Import"] = _import(handler, gate)
     cls = type("CerememoryServicer", (pb_grpc.CerememoryServiceServicer,), methods)
     return cls()
 
@@ -204,7 +267,8 @@ def _address(host: str, port: int) -> str:
 
 def build_grpc_server(handler: Any, *, host: str = "127.0.0.1", port: int = 0, max_workers: int = 16,
                       tls: tuple[bytes, bytes] | None = None,
-                      keys: KeyRing | None = None) -> tuple[grpc.Server, int]:
+                      keys: KeyRing | ServerKeys | None = None,
+                      rate_limit: RateLimit | None = None) -> tuple[grpc.Server, int]:
     """A ready (not yet started) server for `handler` (the Engine), and the port it bound.
 
     `tls` is (certificate chain PEM, private key PEM); without it the port is plaintext.
@@ -217,7 +281,8 @@ def build_grpc_server(handler: Any, *, host: str = "127.0.0.1", port: int = 0, m
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.so_reuseport", 0)],  # a second server on the same port must fail
     )
-    pb_grpc.add_CerememoryServiceServicer_to_server(_servicer(handler, keys), server)
+    gate = _Gate(keys, rate_limit, attach_op_metrics(handler).denied)
+    pb_grpc.add_CerememoryServiceServicer_to_server(_servicer(handler, gate), server)
 
     health_servicer = health.HealthServicer()
     for service in ("", convert.SERVICE_NAME):

@@ -19,6 +19,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..cmp.dispatch import OPERATIONS, call, dispatch
 from ..cmp.errors import CMPError, ErrorCode
 from ..security.auth import KeyRing
+from ..security.keys import ServerKeys
+from ..security.ratelimit import RateLimit
 from ..version import __version__
 from .metrics import HttpMetrics
 from .middleware import REQUEST_ID, RequestMiddleware
@@ -93,10 +95,12 @@ def _openapi_extra(route: Route) -> dict[str, Any]:
                             "content": {"application/json": {"schema": op.request.model_json_schema()}}}}
 
 
-def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyRing | None = None,
-               extra_routes: Callable[[FastAPI], None] | None = None) -> FastAPI:
+def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyRing | ServerKeys | None = None,
+               extra_routes: Callable[[FastAPI], None] | None = None,
+               rate_limit: RateLimit | None = None) -> FastAPI:
     """The HTTP application over `handler` (the Engine): routes, request ids, error envelopes,
-    and with `keys` a bearer key on everything but the health probes and the API docs."""
+    with `keys` a bearer key on everything but the health probes and the API docs, and with
+    `rate_limit` a token bucket per key (or client address) on everything but the probes."""
     app = FastAPI(title="Cerememory", version=__version__,
                   description="CMP over HTTP. Every error is `{code, message, details, retry_after, request_id}`.")
 
@@ -148,5 +152,6 @@ def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyR
     metrics.mount(app)
     if extra_routes is not None:
         extra_routes(app)
-    app.add_middleware(RequestMiddleware, keys=keys, observe=metrics.observe, render_error=error_response)
+    app.add_middleware(RequestMiddleware, keys=keys, observe=metrics.observe, render_error=error_response,
+                       rate_limit=rate_limit, denied=metrics.ops.denied)
     return app

@@ -29,6 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
+from ..cmp.context import bound
 from ..cmp.dispatch import dispatch as cmp_dispatch
 from ..cmp.errors import CMPError, ErrorCode
 from ..cmp.messages import ConsolidationStrategy, TimelineGranularity
@@ -147,7 +148,8 @@ class _EngineBackend:
         self.handler = handler
 
     def dispatch(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
-        return cmp_dispatch(self.handler, op, request)
+        with bound(transport="mcp"):  # for the audit log and the metrics
+            return cmp_dispatch(self.handler, op, request)
 
 
 def as_backend(obj: Any) -> Backend:
@@ -284,21 +286,10 @@ def _readable_record(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def export_target(output_path: str) -> Path:
-    """Check the reference's rules for an export file: no `..`, an existing parent, a new file."""
-    if not output_path or not output_path.strip():
-        raise _bad("output_path: must not be empty", hint="give the path of a new file, e.g. ./memory.cma")
-    path = Path(output_path).expanduser()
-    if ".." in path.parts:
-        raise _bad(f"output_path: {output_path!r} contains a '..' component",
-                   hint="give the path without '..' (an absolute path, or one under the current directory)")
-    path = path if path.is_absolute() else Path.cwd() / path
-    if not path.parent.is_dir():
-        raise _bad(f"output_path: the directory {path.parent} does not exist", hint="create it first")
-    if path.is_symlink():
-        raise _bad(f"output_path: {path} is a symbolic link", hint="export writes a new regular file only")
-    if path.exists():
-        raise _bad(f"output_path: {path} already exists", hint="export never overwrites; choose a new file name")
-    return path
+    """The export file rules shared with the CLI: no `..`, no symbolic links, a new file."""
+    from ..storage.archive_paths import export_target as checked
+
+    return checked(output_path)
 
 
 def _write_new(path: Path, data: bytes) -> None:

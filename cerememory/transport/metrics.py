@@ -1,4 +1,6 @@
-"""Prometheus metrics for the HTTP server: requests by route template, latency, and record counts."""
+"""Prometheus metrics: HTTP requests by route template, CMP calls by operation and transport
+(from the dispatcher, so gRPC, MCP and the background scheduler count too), errors by code, and
+record counts read at scrape time."""
 
 from __future__ import annotations
 
@@ -9,6 +11,9 @@ from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from starlette.concurrency import run_in_threadpool
+
+from ..cmp.context import current
+from ..cmp.dispatch import OPERATIONS
 
 
 class _StoreCollector:
@@ -27,6 +32,49 @@ class _StoreCollector:
                                 value=stats.raw_journal_records)
         yield GaugeMetricFamily("cerememory_recalls", "recall.query calls since the data dir was created",
                                 value=stats.total_recall_count)
+        yield GaugeMetricFamily("cerememory_raw_journal_pending_dream",
+                                "Raw journal records no dream tick has processed yet",
+                                value=stats.raw_journal_pending_dream)
+
+
+class OpMetrics:
+    """Every CMP call, observed by the dispatcher: count by operation, transport and outcome
+    code ("OK" or the CMP error code), latency by operation and transport, and errors by code
+    (including requests refused before dispatch: UNAUTHORIZED, RATE_LIMITED). Decay and dream
+    runs are the `lifecycle.decay_tick` / `lifecycle.dream_tick` series (transport "scheduler"
+    for background runs)."""
+
+    def __init__(self) -> None:
+        self.calls = Counter("cerememory_cmp_requests", "CMP calls", ["op", "transport", "code"], registry=None)
+        self.latency = Histogram("cerememory_cmp_request_duration_seconds", "CMP call latency",
+                                 ["op", "transport"], registry=None,
+                                 buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30, 120))
+        self.errors = Counter("cerememory_errors", "CMP error envelopes sent, by code", ["code", "transport"],
+                              registry=None)
+
+    def observe(self, op: str, seconds: float, code: str) -> None:
+        transport = current().transport
+        op = op if op in OPERATIONS else "unknown"
+        self.calls.labels(op, transport, code).inc()
+        self.latency.labels(op, transport).observe(seconds)
+        if code != "OK":
+            self.errors.labels(code, transport).inc()
+
+    def denied(self, transport: str, code: str) -> None:
+        self.errors.labels(code, transport).inc()
+
+    def register(self, registry: CollectorRegistry) -> None:
+        for collector in (self.calls, self.latency, self.errors):
+            registry.register(collector)
+
+
+def attach_op_metrics(handler: Any) -> OpMetrics:
+    """The handler's OpMetrics, created on first use (the dispatcher reads `handler.op_metrics`)."""
+    metrics = getattr(handler, "op_metrics", None)
+    if metrics is None:
+        metrics = OpMetrics()
+        handler.op_metrics = metrics
+    return metrics
 
 
 class HttpMetrics:
@@ -40,6 +88,8 @@ class HttpMetrics:
                                   ["method", "route"], registry=self.registry,
                                   buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5))
         self.registry.register(_StoreCollector(handler))
+        self.ops = attach_op_metrics(handler)
+        self.ops.register(self.registry)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         self._requests.labels(method, route, str(status)).inc()

@@ -23,6 +23,7 @@ ROUTES: tuple[Route, ...] = (
     Route("encode.store_raw", "POST", "/v1/encode/raw"),
     Route("encode.batch_raw", "POST", "/v1/encode/raw/batch"),
     Route("encode.update", "PATCH", "/v1/encode/{record_id}", no_content=True),
+    Route("encode.update_raw", "PATCH", "/v1/encode/raw/{record_id}", no_content=True),
     Route("recall.query", "POST", "/v1/recall/query"),
     Route("recall.raw_query", "POST", "/v1/recall/raw"),
     Route("recall.associate", "POST", "/v1/recall/associate/{record_id}"),

@@ -22,6 +22,9 @@ import uvicorn
 
 from ..cmp.errors import CMPError, ErrorCode
 from ..security.auth import KeyRing
+from ..security.keys import ServerKeys
+from ..security.ratelimit import RateLimit
+from . import logs
 
 log = logging.getLogger("cerememory.server")
 GRPC_GRACE_SECONDS = 8.0
@@ -34,16 +37,19 @@ class ServeOptions:
     grpc_port: int | None = None
     log_level: str = "info"
     decay_interval: float = 3600.0
-    keys: KeyRing | None = None
+    keys: KeyRing | ServerKeys | None = None  # None: no key anywhere, the server runs open
     tls_cert: str | None = None
     tls_key: str | None = None
+    rate_limit: RateLimit | None = None
+    log_format: str = "text"
 
     def check(self) -> None:
         """Secure by default: no anonymous access off loopback, no plaintext gRPC off loopback."""
         if not is_loopback(self.host) and self.keys is None:
             raise CMPError(ErrorCode.VALIDATION_ERROR,
                            f"refusing to serve on {self.host} without API keys",
-                           hint="set CEREMEMORY_API_KEYS (or auth.api_keys), or bind 127.0.0.1")
+                           hint="create one with `cerememory keys create`, or set CEREMEMORY_API_KEYS "
+                                "(or auth.api_keys), or bind 127.0.0.1")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise CMPError(ErrorCode.VALIDATION_ERROR, "give both --tls-cert and --tls-key")
         if self.grpc_port is not None and not is_loopback(self.host) and not self.tls_cert:
@@ -103,6 +109,7 @@ def serve(engine: Any, options: ServeOptions) -> None:
 
     options.check()
     _check_port_free(options.host, options.port)
+    uvicorn_logging = logs.configure(options.log_format, options.log_level)
     grpc_server = None
     scheduler = Scheduler(engine, decay_interval=options.decay_interval)
     try:
@@ -112,13 +119,17 @@ def serve(engine: Any, options: ServeOptions) -> None:
             from .grpc_server import build_grpc_server
 
             grpc_server, bound = build_grpc_server(engine, host=options.host, port=options.grpc_port,
-                                                   tls=options.tls(), keys=options.keys)
+                                                   tls=options.tls(), keys=options.keys,
+                                                   rate_limit=options.rate_limit)
             grpc_server.start()
             log.info("gRPC listening on %s:%s", options.host, bound)
-        app = create_app(engine, keys=options.keys,
+        app = create_app(engine, keys=options.keys, rate_limit=options.rate_limit,
                          extra_routes=lambda app: mount_streamable_http(app, engine))
         config = uvicorn.Config(app, host=options.host, port=options.port, log_level=options.log_level,
-                                timeout_graceful_shutdown=30, lifespan="off")
+                                timeout_graceful_shutdown=30, lifespan="off", **uvicorn_logging,
+                                # uvicorn would believe X-Forwarded-For from 127.0.0.1 and rewrite the
+                                # client address; only ratelimit.trusted_proxies decides that here
+                                proxy_headers=False)
         _Server(config).run()
     finally:
         scheduler.stop()

@@ -568,6 +568,20 @@ class EncodeStoreRawRequest(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., session_id: _Optional[str] = ..., turn_id: _Optional[str] = ..., topic_id: _Optional[str] = ..., source: _Optional[_Union[RawSource, str]] = ..., speaker: _Optional[_Union[RawSpeaker, str]] = ..., visibility: _Optional[_Union[RawVisibility, str]] = ..., secrecy_level: _Optional[_Union[SecrecyLevel, str]] = ..., content: _Optional[_Union[MemoryContent, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., meta: _Optional[_Union[MetaMemory, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class EncodeUpdateRawRequest(_message.Message):
+    __slots__ = ("header", "record_id", "suppressed", "visibility", "secrecy_level")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    SUPPRESSED_FIELD_NUMBER: _ClassVar[int]
+    VISIBILITY_FIELD_NUMBER: _ClassVar[int]
+    SECRECY_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    header: CMPHeader
+    record_id: str
+    suppressed: bool
+    visibility: RawVisibility
+    secrecy_level: SecrecyLevel
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., record_id: _Optional[str] = ..., suppressed: _Optional[bool] = ..., visibility: _Optional[_Union[RawVisibility, str]] = ..., secrecy_level: _Optional[_Union[SecrecyLevel, str]] = ...) -> None: ...
+
 class EncodeStoreRawResponse(_message.Message):
     __slots__ = ("record_id", "session_id", "visibility", "secrecy_level")
     RECORD_ID_FIELD_NUMBER: _ClassVar[int]
@@ -819,7 +833,7 @@ class RecallGraphResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[GraphEdge, _Mapping]]] = ..., total_nodes: _Optional[int] = ..., meta_edges: _Optional[_Iterable[_Union[MetaEdge, _Mapping]]] = ...) -> None: ...
 
 class RecallRawQueryRequest(_message.Message):
-    __slots__ = ("header", "session_id", "query", "record_ids", "temporal", "limit", "include_private_scratch", "include_sealed", "secrecy_levels")
+    __slots__ = ("header", "session_id", "query", "record_ids", "temporal", "limit", "include_private_scratch", "include_sealed", "secrecy_levels", "derived_memory_id")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
@@ -829,6 +843,7 @@ class RecallRawQueryRequest(_message.Message):
     INCLUDE_PRIVATE_SCRATCH_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_SEALED_FIELD_NUMBER: _ClassVar[int]
     SECRECY_LEVELS_FIELD_NUMBER: _ClassVar[int]
+    DERIVED_MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     header: CMPHeader
     session_id: str
     query: str
@@ -838,7 +853,8 @@ class RecallRawQueryRequest(_message.Message):
     include_private_scratch: bool
     include_sealed: bool
     secrecy_levels: _containers.RepeatedScalarFieldContainer[SecrecyLevel]
-    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., session_id: _Optional[str] = ..., query: _Optional[str] = ..., record_ids: _Optional[_Iterable[str]] = ..., temporal: _Optional[_Union[TemporalRange, _Mapping]] = ..., limit: _Optional[int] = ..., include_private_scratch: _Optional[bool] = ..., include_sealed: _Optional[bool] = ..., secrecy_levels: _Optional[_Iterable[_Union[SecrecyLevel, str]]] = ...) -> None: ...
+    derived_memory_id: str
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., session_id: _Optional[str] = ..., query: _Optional[str] = ..., record_ids: _Optional[_Iterable[str]] = ..., temporal: _Optional[_Union[TemporalRange, _Mapping]] = ..., limit: _Optional[int] = ..., include_private_scratch: _Optional[bool] = ..., include_sealed: _Optional[bool] = ..., secrecy_levels: _Optional[_Iterable[_Union[SecrecyLevel, str]]] = ..., derived_memory_id: _Optional[str] = ...) -> None: ...
 
 class RecallRawQueryResponse(_message.Message):
     __slots__ = ("records", "total_candidates")
@@ -862,19 +878,47 @@ class ConsolidateRequest(_message.Message):
     dry_run: bool
     def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., strategy: _Optional[_Union[ConsolidationStrategy, str]] = ..., min_age_hours: _Optional[float] = ..., min_access_count: _Optional[int] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
+class ConsolidationMerge(_message.Message):
+    __slots__ = ("dropped_id", "kept_id", "similarity")
+    DROPPED_ID_FIELD_NUMBER: _ClassVar[int]
+    KEPT_ID_FIELD_NUMBER: _ClassVar[int]
+    SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    dropped_id: str
+    kept_id: str
+    similarity: float
+    def __init__(self, dropped_id: _Optional[str] = ..., kept_id: _Optional[str] = ..., similarity: _Optional[float] = ...) -> None: ...
+
+class ConsolidationPromotion(_message.Message):
+    __slots__ = ("episodic_id", "semantic_id", "summary")
+    EPISODIC_ID_FIELD_NUMBER: _ClassVar[int]
+    SEMANTIC_ID_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    episodic_id: str
+    semantic_id: str
+    summary: str
+    def __init__(self, episodic_id: _Optional[str] = ..., semantic_id: _Optional[str] = ..., summary: _Optional[str] = ...) -> None: ...
+
 class ConsolidateResponse(_message.Message):
-    __slots__ = ("records_processed", "records_migrated", "records_compressed", "records_pruned", "semantic_nodes_created")
+    __slots__ = ("records_processed", "records_migrated", "records_compressed", "records_pruned", "semantic_nodes_created", "dry_run", "strategy", "merges", "promotions")
     RECORDS_PROCESSED_FIELD_NUMBER: _ClassVar[int]
     RECORDS_MIGRATED_FIELD_NUMBER: _ClassVar[int]
     RECORDS_COMPRESSED_FIELD_NUMBER: _ClassVar[int]
     RECORDS_PRUNED_FIELD_NUMBER: _ClassVar[int]
     SEMANTIC_NODES_CREATED_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    MERGES_FIELD_NUMBER: _ClassVar[int]
+    PROMOTIONS_FIELD_NUMBER: _ClassVar[int]
     records_processed: int
     records_migrated: int
     records_compressed: int
     records_pruned: int
     semantic_nodes_created: int
-    def __init__(self, records_processed: _Optional[int] = ..., records_migrated: _Optional[int] = ..., records_compressed: _Optional[int] = ..., records_pruned: _Optional[int] = ..., semantic_nodes_created: _Optional[int] = ...) -> None: ...
+    dry_run: bool
+    strategy: ConsolidationStrategy
+    merges: _containers.RepeatedCompositeFieldContainer[ConsolidationMerge]
+    promotions: _containers.RepeatedCompositeFieldContainer[ConsolidationPromotion]
+    def __init__(self, records_processed: _Optional[int] = ..., records_migrated: _Optional[int] = ..., records_compressed: _Optional[int] = ..., records_pruned: _Optional[int] = ..., semantic_nodes_created: _Optional[int] = ..., dry_run: _Optional[bool] = ..., strategy: _Optional[_Union[ConsolidationStrategy, str]] = ..., merges: _Optional[_Iterable[_Union[ConsolidationMerge, _Mapping]]] = ..., promotions: _Optional[_Iterable[_Union[ConsolidationPromotion, _Mapping]]] = ...) -> None: ...
 
 class DecayTickRequest(_message.Message):
     __slots__ = ("header", "tick_duration_seconds")
@@ -916,17 +960,63 @@ class DreamTickRequest(_message.Message):
     secrecy_levels: _containers.RepeatedScalarFieldContainer[SecrecyLevel]
     def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., session_id: _Optional[str] = ..., dry_run: _Optional[bool] = ..., max_groups: _Optional[int] = ..., include_private_scratch: _Optional[bool] = ..., include_sealed: _Optional[bool] = ..., promote_semantic: _Optional[bool] = ..., secrecy_levels: _Optional[_Iterable[_Union[SecrecyLevel, str]]] = ...) -> None: ...
 
+class DreamGroupReport(_message.Message):
+    __slots__ = ("session_id", "topic_id", "topic_hint", "topic_inferred", "range_start", "range_end", "raw_record_count", "normal_records", "private_scratch_redacted", "sealed_redacted", "secret_redacted", "redacted_total", "summariser", "llm_fallback_reason", "headline", "episodic_summary_id", "semantic_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_HINT_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_INFERRED_FIELD_NUMBER: _ClassVar[int]
+    RANGE_START_FIELD_NUMBER: _ClassVar[int]
+    RANGE_END_FIELD_NUMBER: _ClassVar[int]
+    RAW_RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    NORMAL_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    PRIVATE_SCRATCH_REDACTED_FIELD_NUMBER: _ClassVar[int]
+    SEALED_REDACTED_FIELD_NUMBER: _ClassVar[int]
+    SECRET_REDACTED_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    SUMMARISER_FIELD_NUMBER: _ClassVar[int]
+    LLM_FALLBACK_REASON_FIELD_NUMBER: _ClassVar[int]
+    HEADLINE_FIELD_NUMBER: _ClassVar[int]
+    EPISODIC_SUMMARY_ID_FIELD_NUMBER: _ClassVar[int]
+    SEMANTIC_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    topic_id: str
+    topic_hint: str
+    topic_inferred: bool
+    range_start: _timestamp_pb2.Timestamp
+    range_end: _timestamp_pb2.Timestamp
+    raw_record_count: int
+    normal_records: int
+    private_scratch_redacted: int
+    sealed_redacted: int
+    secret_redacted: int
+    redacted_total: int
+    summariser: str
+    llm_fallback_reason: str
+    headline: str
+    episodic_summary_id: str
+    semantic_id: str
+    def __init__(self, session_id: _Optional[str] = ..., topic_id: _Optional[str] = ..., topic_hint: _Optional[str] = ..., topic_inferred: _Optional[bool] = ..., range_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., range_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., raw_record_count: _Optional[int] = ..., normal_records: _Optional[int] = ..., private_scratch_redacted: _Optional[int] = ..., sealed_redacted: _Optional[int] = ..., secret_redacted: _Optional[int] = ..., redacted_total: _Optional[int] = ..., summariser: _Optional[str] = ..., llm_fallback_reason: _Optional[str] = ..., headline: _Optional[str] = ..., episodic_summary_id: _Optional[str] = ..., semantic_id: _Optional[str] = ...) -> None: ...
+
 class DreamTickResponse(_message.Message):
-    __slots__ = ("groups_processed", "raw_records_processed", "episodic_summaries_created", "semantic_nodes_created")
+    __slots__ = ("groups_processed", "raw_records_processed", "episodic_summaries_created", "semantic_nodes_created", "dry_run", "groups_pending", "llm_fallbacks", "groups")
     GROUPS_PROCESSED_FIELD_NUMBER: _ClassVar[int]
     RAW_RECORDS_PROCESSED_FIELD_NUMBER: _ClassVar[int]
     EPISODIC_SUMMARIES_CREATED_FIELD_NUMBER: _ClassVar[int]
     SEMANTIC_NODES_CREATED_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_PENDING_FIELD_NUMBER: _ClassVar[int]
+    LLM_FALLBACKS_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
     groups_processed: int
     raw_records_processed: int
     episodic_summaries_created: int
     semantic_nodes_created: int
-    def __init__(self, groups_processed: _Optional[int] = ..., raw_records_processed: _Optional[int] = ..., episodic_summaries_created: _Optional[int] = ..., semantic_nodes_created: _Optional[int] = ...) -> None: ...
+    dry_run: bool
+    groups_pending: int
+    llm_fallbacks: int
+    groups: _containers.RepeatedCompositeFieldContainer[DreamGroupReport]
+    def __init__(self, groups_processed: _Optional[int] = ..., raw_records_processed: _Optional[int] = ..., episodic_summaries_created: _Optional[int] = ..., semantic_nodes_created: _Optional[int] = ..., dry_run: _Optional[bool] = ..., groups_pending: _Optional[int] = ..., llm_fallbacks: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[DreamGroupReport, _Mapping]]] = ...) -> None: ...
 
 class SetModeRequest(_message.Message):
     __slots__ = ("header", "mode", "scope")
@@ -977,18 +1067,20 @@ class ExportRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., format: _Optional[str] = ..., stores: _Optional[_Iterable[_Union[StoreType, str]]] = ..., include_raw_journal: _Optional[bool] = ..., encrypt: _Optional[bool] = ..., encryption_key: _Optional[str] = ...) -> None: ...
 
 class ExportResponse(_message.Message):
-    __slots__ = ("archive_id", "size_bytes", "record_count", "checksum", "archive_data")
+    __slots__ = ("archive_id", "size_bytes", "record_count", "checksum", "archive_data", "raw_record_count")
     ARCHIVE_ID_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
     CHECKSUM_FIELD_NUMBER: _ClassVar[int]
     ARCHIVE_DATA_FIELD_NUMBER: _ClassVar[int]
+    RAW_RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
     archive_id: str
     size_bytes: int
     record_count: int
     checksum: str
     archive_data: bytes
-    def __init__(self, archive_id: _Optional[str] = ..., size_bytes: _Optional[int] = ..., record_count: _Optional[int] = ..., checksum: _Optional[str] = ..., archive_data: _Optional[bytes] = ...) -> None: ...
+    raw_record_count: int
+    def __init__(self, archive_id: _Optional[str] = ..., size_bytes: _Optional[int] = ..., record_count: _Optional[int] = ..., checksum: _Optional[str] = ..., archive_data: _Optional[bytes] = ..., raw_record_count: _Optional[int] = ...) -> None: ...
 
 class ExportChunk(_message.Message):
     __slots__ = ("data", "is_last", "metadata")
@@ -1025,10 +1117,14 @@ class ImportChunk(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., request: _Optional[_Union[ImportRequest, _Mapping]] = ...) -> None: ...
 
 class ImportResponse(_message.Message):
-    __slots__ = ("records_imported",)
+    __slots__ = ("records_imported", "raw_records_imported", "records_skipped")
     RECORDS_IMPORTED_FIELD_NUMBER: _ClassVar[int]
+    RAW_RECORDS_IMPORTED_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_SKIPPED_FIELD_NUMBER: _ClassVar[int]
     records_imported: int
-    def __init__(self, records_imported: _Optional[int] = ...) -> None: ...
+    raw_records_imported: int
+    records_skipped: int
+    def __init__(self, records_imported: _Optional[int] = ..., raw_records_imported: _Optional[int] = ..., records_skipped: _Optional[int] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ("header",)
@@ -1096,11 +1192,49 @@ class StatsResponse(_message.Message):
     dream_episodic_summaries: int
     dream_semantic_nodes: int
     last_dream_tick_at: _timestamp_pb2.Timestamp
-    evolution_metrics: _struct_pb2.Struct
+    evolution_metrics: EvolutionMetrics
     background_decay_enabled: bool
     background_dream_enabled: bool
     data_dir: str
-    def __init__(self, total_records: _Optional[int] = ..., records_by_store: _Optional[_Mapping[str, int]] = ..., total_associations: _Optional[int] = ..., avg_fidelity: _Optional[float] = ..., avg_fidelity_by_store: _Optional[_Mapping[str, float]] = ..., oldest_record: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., newest_record: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., total_recall_count: _Optional[int] = ..., raw_journal_records: _Optional[int] = ..., raw_journal_pending_dream: _Optional[int] = ..., vector_index_records: _Optional[int] = ..., vector_search_backend: _Optional[str] = ..., embedder: _Optional[str] = ..., semantic_search: _Optional[bool] = ..., semantic_off_reason: _Optional[str] = ..., working_capacity: _Optional[int] = ..., recall_mode: _Optional[_Union[RecallMode, str]] = ..., dream_episodic_summaries: _Optional[int] = ..., dream_semantic_nodes: _Optional[int] = ..., last_dream_tick_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evolution_metrics: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., background_decay_enabled: _Optional[bool] = ..., background_dream_enabled: _Optional[bool] = ..., data_dir: _Optional[str] = ...) -> None: ...
+    def __init__(self, total_records: _Optional[int] = ..., records_by_store: _Optional[_Mapping[str, int]] = ..., total_associations: _Optional[int] = ..., avg_fidelity: _Optional[float] = ..., avg_fidelity_by_store: _Optional[_Mapping[str, float]] = ..., oldest_record: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., newest_record: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., total_recall_count: _Optional[int] = ..., raw_journal_records: _Optional[int] = ..., raw_journal_pending_dream: _Optional[int] = ..., vector_index_records: _Optional[int] = ..., vector_search_backend: _Optional[str] = ..., embedder: _Optional[str] = ..., semantic_search: _Optional[bool] = ..., semantic_off_reason: _Optional[str] = ..., working_capacity: _Optional[int] = ..., recall_mode: _Optional[_Union[RecallMode, str]] = ..., dream_episodic_summaries: _Optional[int] = ..., dream_semantic_nodes: _Optional[int] = ..., last_dream_tick_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evolution_metrics: _Optional[_Union[EvolutionMetrics, _Mapping]] = ..., background_decay_enabled: _Optional[bool] = ..., background_dream_enabled: _Optional[bool] = ..., data_dir: _Optional[str] = ...) -> None: ...
+
+class StoreHistogram(_message.Message):
+    __slots__ = ("store", "counts")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    store: StoreType
+    counts: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, store: _Optional[_Union[StoreType, str]] = ..., counts: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class EvolutionMetrics(_message.Message):
+    __slots__ = ("frozen", "fidelity_histograms", "recall_hit_rates", "recall_hit_samples", "adjustments", "last_adapted_at")
+    class RecallHitRatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class RecallHitSamplesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    FROZEN_FIELD_NUMBER: _ClassVar[int]
+    FIDELITY_HISTOGRAMS_FIELD_NUMBER: _ClassVar[int]
+    RECALL_HIT_RATES_FIELD_NUMBER: _ClassVar[int]
+    RECALL_HIT_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    ADJUSTMENTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ADAPTED_AT_FIELD_NUMBER: _ClassVar[int]
+    frozen: bool
+    fidelity_histograms: _containers.RepeatedCompositeFieldContainer[StoreHistogram]
+    recall_hit_rates: _containers.ScalarMap[str, float]
+    recall_hit_samples: _containers.ScalarMap[str, int]
+    adjustments: int
+    last_adapted_at: _timestamp_pb2.Timestamp
+    def __init__(self, frozen: _Optional[bool] = ..., fidelity_histograms: _Optional[_Iterable[_Union[StoreHistogram, _Mapping]]] = ..., recall_hit_rates: _Optional[_Mapping[str, float]] = ..., recall_hit_samples: _Optional[_Mapping[str, int]] = ..., adjustments: _Optional[int] = ..., last_adapted_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class IntrospectRecordRequest(_message.Message):
     __slots__ = ("header", "record_id", "include_history", "include_associations", "include_versions")

@@ -62,6 +62,11 @@ class CerememoryServiceStub:
                 request_serializer=cerememory_dot_v1_dot_cerememory__pb2.EncodeBatchRawRequest.SerializeToString,
                 response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.EncodeBatchRawResponse.FromString,
                 _registered_method=True)
+        self.EncodeUpdateRaw = channel.unary_unary(
+                '/cerememory.v1.CerememoryService/EncodeUpdateRaw',
+                request_serializer=cerememory_dot_v1_dot_cerememory__pb2.EncodeUpdateRawRequest.SerializeToString,
+                response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+                _registered_method=True)
         self.RecallQuery = channel.unary_unary(
                 '/cerememory.v1.CerememoryService/RecallQuery',
                 request_serializer=cerememory_dot_v1_dot_cerememory__pb2.RecallQueryRequest.SerializeToString,
@@ -175,6 +180,12 @@ class CerememoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def EncodeBatchRaw(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EncodeUpdateRaw(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -310,6 +321,11 @@ def add_CerememoryServiceServicer_to_server(servicer, server):
                     servicer.EncodeBatchRaw,
                     request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.EncodeBatchRawRequest.FromString,
                     response_serializer=cerememory_dot_v1_dot_cerememory__pb2.EncodeBatchRawResponse.SerializeToString,
+            ),
+            'EncodeUpdateRaw': grpc.unary_unary_rpc_method_handler(
+                    servicer.EncodeUpdateRaw,
+                    request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.EncodeUpdateRawRequest.FromString,
+                    response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
             ),
             'RecallQuery': grpc.unary_unary_rpc_method_handler(
                     servicer.RecallQuery,
@@ -529,6 +545,33 @@ class CerememoryService:
             '/cerememory.v1.CerememoryService/EncodeBatchRaw',
             cerememory_dot_v1_dot_cerememory__pb2.EncodeBatchRawRequest.SerializeToString,
             cerememory_dot_v1_dot_cerememory__pb2.EncodeBatchRawResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EncodeUpdateRaw(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cerememory.v1.CerememoryService/EncodeUpdateRaw',
+            cerememory_dot_v1_dot_cerememory__pb2.EncodeUpdateRawRequest.SerializeToString,
+            google_dot_protobuf_dot_empty__pb2.Empty.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,108 @@
+"""`cerememory export` and `cerememory import`: CMA archives between a data directory and a file.
+
+Everything that can fail on the user's side (the path, the passphrase, reading the file) is
+checked before the data directory is opened. In process, an export streams straight into a
+temporary file beside the target; through `--server-url` the archive travels as bytes (see
+docs/archives.md for the size limits). Either way the file appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import getpass
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .cmp.errors import CMPError, ErrorCode
+
+PASSPHRASE_ENV = "CEREMEMORY_ARCHIVE_PASSPHRASE"
+WRITE_CHUNK = 1024 * 1024
+
+
+def _bad(message: str, hint: str | None = None) -> CMPError:
+    return CMPError(ErrorCode.VALIDATION_ERROR, message, hint=hint)
+
+
+def passphrase(*, confirm: bool) -> str:
+    """The archive passphrase: the environment variable, else a prompt on the terminal."""
+    value = os.environ.get(PASSPHRASE_ENV)
+    if value:
+        return value
+    if not sys.stdin.isatty():
+        raise _bad("an archive passphrase is needed and there is no terminal to ask on",
+                   hint=f"set {PASSPHRASE_ENV}")
+    first = getpass.getpass("archive passphrase: ")
+    if not first:
+        raise _bad("the passphrase must not be empty")
+    if confirm and getpass.getpass("repeat the passphrase: ") != first:
+        raise _bad("the two passphrases differ; nothing was written")
+    return first
+
+
+def prepare(args: argparse.Namespace) -> tuple[str, dict[str, Any], Path]:
+    """(operation, request, file) for an export or import, checked before opening anything."""
+    if args.command == "export":
+        from .storage.archive_paths import export_target
+
+        path = export_target(args.path)
+        stores = [s.strip() for s in args.stores.split(",") if s.strip()] if args.stores else None
+        request: dict[str, Any] = {"stores": stores, "include_raw_journal": args.raw, "encrypt": args.encrypt}
+        if args.encrypt:
+            request["encryption_key"] = passphrase(confirm=True)
+        return "lifecycle.export", {k: v for k, v in request.items() if v is not None}, path
+    from .storage.archive import is_encrypted
+
+    path = Path(args.path).expanduser()
+    data = path.read_bytes()
+    request = {"archive_id": path.name, "strategy": args.strategy, "conflict_resolution": args.conflict,
+               "archive_data": data}
+    if is_encrypted(data):
+        request["decryption_key"] = passphrase(confirm=False)
+    return "lifecycle.import", request, path
+
+
+@contextmanager
+def _bar(out: Any, label: str) -> Iterator[Callable[[int, int | None], None]]:
+    """A progress bar on stderr fed with (done, total) reports."""
+    from rich.progress import Progress
+
+    with Progress(console=out.console(stderr=True), transient=True) as progress:
+        task = progress.add_task(label, total=None)
+        yield lambda done, total: progress.update(task, completed=done, total=total)
+
+
+def run(mem: Any, prepared: tuple[str, dict[str, Any], Path], out: Any) -> dict[str, Any]:
+    op, request, path = prepared
+    engine = getattr(mem, "engine", None)
+    if op == "lifecycle.export":
+        return _export(mem, engine, request, path, out)
+    with _bar(out, f"importing {path.name}") as progress:
+        if engine is not None:
+            from .cmp.dispatch import parse_request
+
+            result = engine.lifecycle_import(parse_request(op, request), progress=progress)
+            return {"path": str(path), **result.model_dump(mode="json")}
+        return {"path": str(path), **mem.dispatch(op, request)}
+
+
+def _export(mem: Any, engine: Any, request: dict[str, Any], path: Path, out: Any) -> dict[str, Any]:
+    from .cmp.dispatch import parse_request
+    from .storage.archive_paths import write_new
+
+    with _bar(out, f"exporting to {path.name}") as progress, write_new(path) as sink:
+        if engine is not None:  # in process: stream into the file, no size limit
+            response = engine.lifecycle_export(parse_request("lifecycle.export", request), sink=sink,
+                                               progress=progress)
+            result = response.model_dump(mode="json", exclude={"archive_data"})
+        else:
+            result = mem.dispatch("lifecycle.export", request)
+            data = base64.b64decode(result.pop("archive_data") or "")
+            for start in range(0, len(data), WRITE_CHUNK):
+                sink.write(data[start:start + WRITE_CHUNK])
+                progress(min(start + WRITE_CHUNK, len(data)), len(data))
+    return {"path": str(path), **{k: v for k, v in result.items() if k != "archive_data"}}

@@ -1,0 +1,67 @@
+"""`cerememory init [--encrypt]` and `cerememory rekey`: create a data directory, encrypted or
+not, and change the passphrase of an encrypted one (see storage/crypto.py)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from typing import Any
+
+from .cmp.errors import CMPError, ErrorCode
+from .storage.crypto import KEYFILE, Vault, is_encrypted
+from .storage.lock import DataDirLock
+
+PASSPHRASE_ENV = "CEREMEMORY_PASSPHRASE"
+NEW_PASSPHRASE_ENV = "CEREMEMORY_NEW_PASSPHRASE"
+
+
+def prompt_passphrase(env: str, label: str, *, confirm: bool) -> str:
+    """A passphrase from `env`, else asked on the terminal (twice when it is a new one)."""
+    value = os.environ.get(env)
+    if value:
+        return value
+    if not sys.stdin.isatty():
+        raise CMPError(ErrorCode.VALIDATION_ERROR, f"a {label} is needed and there is no terminal to ask on",
+                       hint=f"set {env}")
+    first = getpass.getpass(f"{label}: ")
+    if confirm and getpass.getpass(f"{label} again: ") != first:
+        raise CMPError(ErrorCode.VALIDATION_ERROR, "the two passphrases differ", hint="run the command again")
+    return first
+
+
+def run_init(args: argparse.Namespace, config: Any, out: Any) -> int:
+    from .api import open_config
+
+    data_dir = config.data_dir.expanduser().resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    passphrase = config["encryption.passphrase"]
+    if args.encrypt:
+        passphrase = passphrase or prompt_passphrase(PASSPHRASE_ENV, "new passphrase", confirm=True)
+        with DataDirLock(data_dir):
+            Vault.create(data_dir, passphrase)
+    with open_config(config, passphrase=passphrase) as mem:
+        records = mem.stats().total_records
+    encrypted = is_encrypted(data_dir)
+    _report(out, {"data_dir": str(data_dir), "encrypted": encrypted, "records": records,
+                  "key_file": str(data_dir / KEYFILE) if encrypted else None},
+            f"{'encrypted ' if encrypted else ''}data directory ready at {data_dir}")
+    return 0
+
+
+def run_rekey(args: argparse.Namespace, config: Any, out: Any) -> int:
+    data_dir = config.data_dir.expanduser().resolve()
+    with DataDirLock(data_dir):
+        old = config["encryption.passphrase"] or prompt_passphrase(PASSPHRASE_ENV, "current passphrase",
+                                                                   confirm=False)
+        Vault.rekey(data_dir, old, prompt_passphrase(NEW_PASSPHRASE_ENV, "new passphrase", confirm=True))
+    _report(out, {"data_dir": str(data_dir), "rekeyed": True}, "passphrase changed; no record was re-encrypted")
+    return 0
+
+
+def _report(out: Any, result: dict, message: str) -> None:
+    if out.as_json:
+        out.json(result)
+    else:
+        out.console().print(message)

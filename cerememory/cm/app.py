@@ -1,0 +1,110 @@
+"""Per-invocation state (config, lazy CMP backend, merged playbook) and the JSON envelopes."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import CM_VERSION
+from .backend import Backend
+from .errors import CmError
+from .home import load_config
+from .playbook import Playbook
+from .scoring import now_iso
+
+
+@dataclass
+class Result:
+    """A command's data plus the envelope extras (warnings, soft success)."""
+
+    data: Any
+    warnings: list[str] = field(default_factory=list)
+    effect: bool | None = None
+    reason: str | None = None
+    human: str | None = None
+    exit_code: int = 0
+
+
+class Ctx:
+    def __init__(self, *, as_json: bool, server_url: str | None, cwd: Path | None = None) -> None:
+        self.as_json = as_json
+        self.cwd = cwd or Path.cwd()
+        self.started = time.perf_counter()
+        self._config: dict[str, Any] | None = None
+        self._server_url = server_url
+        self._backend: Backend | None = None
+        self._playbook: Playbook | None = None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        if self._config is None:
+            self._config = load_config(self.cwd)
+        return self._config
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            semantic = self.config.get("semanticSearchEnabled")
+            self._backend = Backend(self._server_url, semantic if isinstance(semantic, bool) else None)
+        return self._backend
+
+    @property
+    def playbook(self) -> Playbook:
+        if self._playbook is None:
+            self._playbook = Playbook(self.backend, self.config, self.cwd)
+        return self._playbook
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+
+    def metadata(self) -> dict[str, Any]:
+        meta: dict[str, Any] = {"executionMs": int((time.perf_counter() - self.started) * 1000),
+                                "version": CM_VERSION}
+        if self._backend is not None and self._backend.mode:
+            meta["storage"] = self._backend.mode
+        return meta
+
+    def diag(self, message: str) -> None:
+        print(message, file=sys.stderr)
+
+
+def success_envelope(ctx: Ctx, command: str, result: Result) -> dict[str, Any]:
+    out: dict[str, Any] = {"success": True, "command": command, "timestamp": now_iso(), "data": result.data,
+                           "metadata": ctx.metadata()}
+    if result.warnings:
+        out["warnings"] = result.warnings
+    if result.effect is not None:
+        out["effect"] = result.effect
+        out["reason"] = result.reason
+    return out
+
+
+def error_envelope(ctx: Ctx | None, command: str, error: CmError) -> dict[str, Any]:
+    meta = ctx.metadata() if ctx else {"executionMs": 0, "version": CM_VERSION}
+    return {"success": False, "command": command, "timestamp": now_iso(), "error": error.to_dict(),
+            "metadata": meta}
+
+
+def write_stdout(text: str) -> None:
+    """Write everything, even to a slow pipe (the reference lost JSON past 64 KB, #50)."""
+    data = (text + "\n").encode("utf-8")
+    out = sys.stdout.buffer
+    out.write(data)
+    out.flush()
+
+
+def emit_json(payload: dict[str, Any]) -> None:
+    write_stdout(json.dumps(payload, ensure_ascii=False, indent=2))
+
+
+def render_human(command: str, result: Result) -> str:
+    if result.human is not None:
+        return result.human
+    import yaml
+
+    return f"cm {command}\n" + yaml.safe_dump(result.data, sort_keys=False, allow_unicode=True, width=120)

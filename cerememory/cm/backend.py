@@ -1,0 +1,317 @@
+"""cm's only road to storage: CMP through the `MemoryAPI` (embedded, or the HTTP client).
+
+Layout in Cerememory (see docs/cm.md):
+- a playbook rule is a procedural record: content = the rule, metadata = `{cm_kind: "bullet",
+  bullet_id, …bullet fields}`;
+- a diary entry is an episodic record with `{cm_kind: "diary", diary: {...}}`;
+- outcomes, context logs and the reflect processed-log are raw-journal records in the sessions
+  `cm:outcomes`, `cm:context-log`, `cm:processed` — `private_scratch` visibility, so they stay out
+  of dreams and of default raw recall (they are bookkeeping, not conversation).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .errors import CmError
+from .home import data_dir
+
+BULLET_KIND = "bullet"
+META_KIND = "playbook"
+DIARY_KIND = "diary"
+LOG_SESSIONS = {"outcome": "cm:outcomes", "context": "cm:context-log", "processed": "cm:processed"}
+PAGE = 1000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _text_of(record: dict[str, Any]) -> str:
+    blocks = (record.get("content") or {}).get("blocks") or []
+    return "\n".join(b.get("text", "") for b in blocks if b.get("modality", "text") == "text" and b.get("text"))
+
+
+def _ts(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def map_cmp_error(exc: Exception) -> CmError:
+    """A CMP failure as a cm error with the right exit-code category."""
+    code = getattr(getattr(exc, "code", None), "value", None) or str(getattr(exc, "code", "INTERNAL_ERROR"))
+    message = getattr(exc, "message", None) or str(exc)
+    if code == "DATA_DIR_LOCKED":
+        return CmError("LOCK_ACQUISITION_FAILED", message, hint=getattr(exc, "hint", None),
+                       details=getattr(exc, "details", None))
+    if "cannot reach" in message:
+        return CmError("NETWORK_ERROR", message, hint=getattr(exc, "hint", None), retryable=True)
+    if code in ("VALIDATION_ERROR", "CONTENT_TOO_LARGE"):
+        return CmError("INVALID_INPUT", message, hint=getattr(exc, "hint", None))
+    return CmError("INTERNAL_ERROR", f"Cerememory {code}: {message}", hint=getattr(exc, "hint", None))
+
+
+class Backend:
+    """Opens Cerememory lazily (many commands never touch storage) and caches the rule listing."""
+
+    def __init__(self, server_url: str | None = None, semantic: bool | None = None) -> None:
+        self.server_url = server_url or os.environ.get("CEREMEMORY_SERVER_URL") or None
+        self.semantic = semantic
+        self.mode: str | None = None
+        self.notice: str | None = None
+        self._api: Any = None
+        self._bullets: list[tuple[str, dict[str, Any]]] | None = None
+        self._procedural: list[dict[str, Any]] | None = None
+
+    # ------------------------------------------------------------ connection
+
+    @property
+    def api(self) -> Any:
+        if self._api is None:
+            self._api = self._open()
+        return self._api
+
+    def _client(self, url: str) -> Any:
+        from ..config import load_config
+        from ..transport.client import Client
+
+        key = load_config(None, {"data_dir": str(data_dir())})["server_api_key"]
+        self.mode = "server"
+        return Client(url, api_key=key, retries=1)
+
+    def _open(self) -> Any:
+        from ..cmp.errors import CMPError
+
+        if self.server_url:
+            return self._client(self.server_url)
+        from ..api import open_config
+        from ..config import load_config
+
+        flags: dict[str, Any] = {"data_dir": str(data_dir())}
+        if self.semantic is False:
+            flags["embed.semantic"] = "off"
+        try:
+            config = load_config(None, flags)
+            mem = open_config(config)
+        except CMPError as exc:
+            url = (exc.details or {}).get("server_url") if exc.code.value == "DATA_DIR_LOCKED" else None
+            if url:  # a server owns the data dir: talk to it
+                self.notice = f"data dir owned by a running server; using {url}"
+                return self._client(url)
+            raise map_cmp_error(exc) from None
+        self.mode = "embedded"
+        return mem
+
+    def call(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
+        from ..cmp.errors import CMPError
+
+        try:
+            return self.api.dispatch(op, request)
+        except CMPError as exc:
+            raise map_cmp_error(exc) from None
+
+    def close(self) -> None:
+        if self._api is not None:
+            self._api.close()
+            self._api = None
+
+    # ------------------------------------------------------------ bullets
+
+    def _list_records(self, store: str, kind: str | None) -> list[dict[str, Any]]:
+        """Every record of `store` with a `metadata.cm_kind` (== kind when given), newest first:
+        recall with an empty cue lists recent memories, paged backwards by creation time."""
+        seen: set[str] = set()
+        out: list[dict[str, Any]] = []
+        end: datetime | None = None
+        while True:
+            cue: dict[str, Any] = {}
+            if end is not None:
+                cue["temporal"] = {"start": _EPOCH.isoformat(), "end": end.isoformat()}
+            page = self.call("recall.query", {"cue": cue, "stores": [store], "limit": PAGE,
+                                              "include_decayed": True, "reconsolidate": False,
+                                              "activation_depth": 0, "recall_mode": "perfect"})
+            records = [hit["record"] for hit in page.get("memories", [])]
+            fresh = [r for r in records if r["id"] not in seen]
+            for record in fresh:
+                seen.add(record["id"])
+                found = (record.get("metadata") or {}).get("cm_kind")
+                if found and (kind is None or found == kind):
+                    out.append(record)
+            if len(records) < PAGE:
+                return out
+            oldest = min(_ts(r["created_at"]) for r in records)
+            end = oldest if fresh else oldest - timedelta(microseconds=1)
+
+    def bullets(self) -> list[tuple[str, dict[str, Any]]]:
+        """(record id, bullet) for every global rule — one listing per process, cached."""
+        if self._bullets is None:
+            self._bullets = [(r["id"], record_to_bullet(r)) for r in self._procedural_records()
+                             if r["metadata"]["cm_kind"] == BULLET_KIND]
+        return self._bullets
+
+    def _procedural_records(self) -> list[dict[str, Any]]:
+        if self._procedural is None:
+            self._procedural = self._list_records("procedural", None)
+        return self._procedural
+
+    def playbook_meta(self) -> tuple[str | None, dict[str, Any] | None]:
+        """(record id, data) of the global playbook's own fields (name, metadata, deprecatedPatterns)."""
+        for record in self._procedural_records():
+            if record["metadata"]["cm_kind"] == META_KIND:
+                return record["id"], dict(record["metadata"].get("playbook") or {})
+        return None, None
+
+    def save_playbook_meta(self, data: dict[str, Any]) -> None:
+        record_id, _ = self.playbook_meta()
+        metadata = {"cm_kind": META_KIND, "playbook": data}
+        if record_id:
+            self.call("encode.update", {"record_id": record_id, "metadata": metadata})
+            for record in self._procedural or []:
+                if record["id"] == record_id:
+                    record["metadata"] = metadata
+            return
+        text = f"cm global playbook: {data.get('name', 'playbook')}"
+        response = self.call("encode.store", {"content": {"blocks": [{"modality": "text", "text": text}]},
+                                              "store": "procedural", "metadata": metadata})
+        if self._procedural is not None:
+            self._procedural.append({"id": response["record_id"], "metadata": metadata})
+
+    def add_bullets(self, bullets: list[dict[str, Any]]) -> list[str]:
+        ids: list[str] = []
+        for start in range(0, len(bullets), PAGE):
+            chunk = bullets[start:start + PAGE]
+            response = self.call("encode.batch", {"records": [_bullet_request(b) for b in chunk]})
+            ids.extend(r["record_id"] for r in response["results"])
+        if self._bullets is not None:
+            self._bullets.extend(zip(ids, bullets, strict=True))
+        return ids
+
+    def update_bullet(self, record_id: str, bullet: dict[str, Any], content_changed: bool = False) -> None:
+        request: dict[str, Any] = {"record_id": record_id, "metadata": bullet_metadata(bullet)}
+        if content_changed:
+            request["content"] = {"blocks": [{"modality": "text", "text": bullet["content"]}]}
+        self.call("encode.update", request)
+
+    def delete_records(self, record_ids: list[str]) -> int:
+        if not record_ids:
+            return 0
+        response = self.call("lifecycle.forget", {"record_ids": record_ids, "confirm": True})
+        if self._bullets is not None:
+            gone = set(record_ids)
+            self._bullets = [(i, b) for i, b in self._bullets if i not in gone]
+        return int(response.get("records_deleted", 0))
+
+    def semantic_scores(self, text: str, limit: int) -> tuple[dict[str, float], bool, str | None]:
+        """Cosine of each procedural record to `text`, through recall's score breakdown."""
+        page = self.call("recall.query", {"cue": {"text": text}, "stores": ["procedural"],
+                                          "limit": max(1, min(PAGE, limit)), "include_decayed": True,
+                                          "reconsolidate": False, "activation_depth": 0,
+                                          "recall_mode": "perfect"})
+        meta = page.get("query_metadata") or {}
+        scores = {}
+        for hit in page.get("memories", []):
+            vector = (hit.get("score_breakdown") or {}).get("vector")
+            if vector is not None:
+                scores[hit["record"]["id"]] = float(vector)
+        return scores, bool(meta.get("semantic_search")), meta.get("semantic_off_reason")
+
+    # ------------------------------------------------------------ diary, logs, history
+
+    def add_diary(self, entry: dict[str, Any], text: str) -> str:
+        response = self.call("encode.store", {
+            "content": {"blocks": [{"modality": "text", "text": text}]}, "store": "episodic",
+            "metadata": {"cm_kind": DIARY_KIND, "diary_id": entry["id"], "diary": entry},
+            "created_at": entry.get("timestamp")})
+        return response["record_id"]
+
+    def diaries(self) -> list[dict[str, Any]]:
+        return [r["metadata"]["diary"] for r in self._list_records("episodic", DIARY_KIND)
+                if isinstance(r["metadata"].get("diary"), dict)]
+
+    def log(self, kind: str, entry: dict[str, Any]) -> None:
+        self.call("encode.store_raw", {
+            "session_id": LOG_SESSIONS[kind], "source": "tool_io", "speaker": "tool",
+            "visibility": "private_scratch",
+            "content": {"blocks": [{"modality": "text", "text": json.dumps(entry, ensure_ascii=False)}]},
+            "metadata": {"cm_kind": kind, "entry": entry}})
+
+    def read_log(self, kind: str, limit: int = 1000) -> list[dict[str, Any]]:
+        """Entries of one cm log, oldest first."""
+        response = self.call("recall.raw_query", {"session_id": LOG_SESSIONS[kind], "limit": limit,
+                                                  "include_private_scratch": True})
+        return [r["metadata"]["entry"] for r in response.get("records", [])
+                if isinstance((r.get("metadata") or {}).get("entry"), dict)]
+
+    def history(self, query: str, days: int, limit: int) -> list[dict[str, Any]]:
+        """Past-session snippets: the raw journal (verbatim turns) then episodic memories."""
+        now = datetime.now(UTC)
+        temporal = {"start": (now - timedelta(days=days)).isoformat(), "end": now.isoformat()}
+        raw = self.call("recall.raw_query", {"query": query, "limit": limit, "temporal": temporal})
+        hits = [_raw_snippet(r) for r in raw.get("records", [])]
+        if len(hits) < limit:
+            episodic = self.call("recall.query", {"cue": {"text": query, "temporal": temporal},
+                                                  "stores": ["episodic"], "limit": limit - len(hits),
+                                                  "reconsolidate": False, "recall_mode": "perfect"})
+            hits += [_episodic_snippet(h) for h in episodic.get("memories", [])]
+        return hits[:limit]
+
+    def sessions(self, days: int, limit: int = PAGE) -> dict[str, list[dict[str, Any]]]:
+        """Recent raw-journal records grouped by session (for reflect), oldest turn first."""
+        now = datetime.now(UTC)
+        response = self.call("recall.raw_query", {
+            "limit": limit, "temporal": {"start": (now - timedelta(days=days)).isoformat(),
+                                         "end": now.isoformat()}})
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for record in response.get("records", []):
+            if not record["session_id"].startswith("cm:"):
+                groups.setdefault(record["session_id"], []).append(record)
+        return groups
+
+    def session(self, session_id: str) -> list[dict[str, Any]]:
+        return self.call("recall.raw_query", {"session_id": session_id, "limit": PAGE}).get("records", [])
+
+
+def _snippet(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat[:300] + "..." if len(flat) > 300 else flat
+
+
+def _raw_snippet(record: dict[str, Any]) -> dict[str, Any]:
+    meta = record.get("metadata") or {}
+    path = meta.get("source_path") or meta.get("path") or f"cerememory:journal/{record['session_id']}"
+    turn = record.get("turn_id")
+    line = meta.get("line_number") or (int(turn) if isinstance(turn, str) and turn.isdigit() else 1)
+    return {"source_path": path, "line_number": line, "agent": meta.get("agent") or "unknown",
+            "workspace": meta.get("workspace"), "snippet": _snippet(_text_of(record)),
+            "created_at": record.get("created_at"), "origin": {"kind": "local"},
+            "sessionPath": path, "timestamp": record.get("created_at"),
+            "sessionId": record["session_id"], "recordId": record["id"], "source": "raw_journal"}
+
+
+def _episodic_snippet(hit: dict[str, Any]) -> dict[str, Any]:
+    record = hit["record"]
+    meta = record.get("metadata") or {}
+    diary = meta.get("diary") if isinstance(meta.get("diary"), dict) else {}
+    path = diary.get("sessionPath") or meta.get("source_path") or f"cerememory:episodic/{record['id']}"
+    return {"source_path": path, "line_number": 1, "agent": diary.get("agent") or meta.get("agent") or "unknown",
+            "snippet": _snippet(_text_of(record)), "score": round(float(hit.get("relevance_score", 0)), 4),
+            "created_at": record.get("created_at"), "origin": {"kind": "local"}, "sessionPath": path,
+            "timestamp": record.get("created_at"), "recordId": record["id"], "source": "episodic"}
+
+
+def bullet_metadata(bullet: dict[str, Any]) -> dict[str, Any]:
+    fields = {k: v for k, v in bullet.items() if k not in ("id", "content", "embedding")}
+    return {"cm_kind": BULLET_KIND, "bullet_id": bullet["id"], **fields}
+
+
+def _bullet_request(bullet: dict[str, Any]) -> dict[str, Any]:
+    return {"content": {"blocks": [{"modality": "text", "text": bullet["content"]}]}, "store": "procedural",
+            "metadata": bullet_metadata(bullet)}
+
+
+def record_to_bullet(record: dict[str, Any]) -> dict[str, Any]:
+    from .bullets import normalise
+
+    meta = dict(record.get("metadata") or {})
+    meta.pop("cm_kind", None)
+    bullet_id = meta.pop("bullet_id", None) or f"b-{record['id'][:8]}"
+    return normalise({"id": bullet_id, "content": _text_of(record), **meta})

@@ -1,0 +1,92 @@
+"""Rule quality check (`playbook add --check`, reference §3.11) and category gap analysis (§3.10)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CATEGORY_KEYWORDS: dict[str, list[str]] = {
+    "debugging": "debug error fix bug issue trace stack breakpoint log exception crash fault problem".split(),
+    "testing": "test spec mock assert expect jest vitest unit integration e2e coverage fixture stub".split(),
+    "architecture": ("architecture design pattern structure module component layer service interface abstraction "
+                     "dependency coupling cohesion separation").split(),
+    "workflow": "workflow process task priority order step sequence pipeline automation ci cd deploy".split(),
+    "documentation": "document doc readme comment jsdoc typedoc api reference guide tutorial example".split(),
+    "integration": "api http rest graphql fetch request response json parse serialize endpoint client server".split(),
+    "collaboration": "team review pr merge conflict coordinate communicate share handoff pair mob".split(),
+    "git": "git commit branch merge rebase push pull checkout stash diff log blame bisect".split(),
+    "security": ("security auth token password encrypt permission access secret vulnerability sanitize validate "
+                 "xss csrf injection owasp").split(),
+    "performance": ("performance optimize cache slow memory profile benchmark latency throughput scale "
+                    "efficient").split(),
+}
+CONTEXT_WORDS = {"when", "if", "before", "after", "always", "never", "only", "unless", "during", "while"}
+VAGUE = {"thing", "stuff", "good", "bad", "nice", "better", "best", "use", "make", "do", "get"}
+
+
+def detect_categories(text: str, top: int = 3) -> list[str]:
+    lowered = text.lower()
+    scores = {c: sum(1 for k in words if k in lowered) for c, words in CATEGORY_KEYWORDS.items()}
+    ranked = sorted((c for c in scores if scores[c] > 0), key=lambda c: -scores[c])
+    return ranked[:top]
+
+
+def check_rule(content: str, category: str) -> dict[str, Any]:
+    """Warnings and suggestions; there are no error-severity checks, so `valid` stays true
+    unless the caller is strict (the reference's behaviour)."""
+    words = content.split()
+    warnings: list[dict[str, str]] = []
+    suggestions: list[dict[str, str]] = []
+    if len(words) < 10:
+        warnings.append({"type": "too_short", "message": f"Rule has {len(words)} words; aim for at least 10"})
+    if len(words) > 100:
+        suggestions.append({"type": "too_long", "message": "Rule is over 100 words; consider splitting it"})
+    if not CONTEXT_WORDS & {w.lower().strip(".,;:!?") for w in words}:
+        suggestions.append({"type": "no_context", "message": "Say when the rule applies (when, before, unless…)"})
+    long_words = [w.lower().strip(".,;:!?") for w in words if len(w) > 2]
+    vague = [w for w in long_words if w in VAGUE]
+    if len(vague) >= 5 and len(vague) > 0.4 * len(long_words):
+        warnings.append({"type": "vague", "message": "Rule is vague: be specific about what to do"})
+    detected = detect_categories(content)
+    if detected and category not in detected and category != "general":
+        suggestions.append({"type": "category_mismatch",
+                            "message": f"Category '{category}' may not fit; detected {', '.join(detected)}"})
+    return {"valid": True, "warnings": warnings, "suggestions": suggestions,
+            "semantic": "skipped: similarity check needs embeddings"}
+
+
+def gap_analysis(bullets: list[dict[str, Any]]) -> dict[str, Any]:
+    counts = {c: 0 for c in CATEGORY_KEYWORDS}
+    for bullet in bullets:
+        category = str(bullet.get("category") or "").lower()
+        if category in counts:
+            counts[category] += 1
+    total = sum(counts.values())
+    by_category = {}
+    for category, count in counts.items():
+        status = "critical" if count == 0 else "underrepresented" if count <= 2 else \
+            "adequate" if count <= 10 else "well-covered"
+        by_category[category] = {"count": count, "status": status,
+                                 "percentage": round(100 * count / total, 1) if total else 0}
+    critical = [c for c, v in by_category.items() if v["status"] == "critical"]
+    under = [c for c, v in by_category.items() if v["status"] == "underrepresented"]
+    well = [c for c, v in by_category.items() if v["status"] == "well-covered"]
+    if not bullets:
+        suggestion = "Your playbook is empty: start with cm onboard sample"
+    elif not critical and not under:
+        suggestion = "All categories are covered"
+    else:
+        parts = []
+        if critical:
+            parts.append(f"Focus on {', '.join(critical)}: you have no rules")
+        if under:
+            parts.append(f"Consider adding more {', '.join(under)} rules")
+        suggestion = ". ".join(parts)
+    return {"byCategory": by_category, "gaps": {"critical": critical, "underrepresented": under},
+            "wellCovered": well, "totalRules": len(bullets), "suggestions": suggestion}
+
+
+def gap_queries(gaps: dict[str, Any]) -> list[str]:
+    out = []
+    for category in gaps["gaps"]["critical"] + gaps["gaps"]["underrepresented"]:
+        out.append(" ".join(CATEGORY_KEYWORDS[category][:3]))
+    return out[:5]

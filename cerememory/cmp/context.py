@@ -1,0 +1,63 @@
+"""Who is calling: the transport, the API key id, the request id and the client of the CMP call
+running in this thread or task.
+
+Transports bind a `CallContext` around the work they hand to the dispatcher; the dispatcher and
+the audit log read it, so no operation signature carries caller details. Context variables follow
+the call into the worker thread (`run_in_threadpool` copies the context) and stay out of other
+calls running at the same time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class CallContext:
+    transport: str = "embedded"  # http, grpc, mcp, cli, scheduler, embedded
+    request_id: str | None = None
+    key_id: str | None = None  # the API key that authenticated the call, if any
+    client: str | None = None  # the client address the rate limiter keyed on
+
+
+EMBEDDED = CallContext()
+_current: ContextVar[CallContext] = ContextVar("cerememory_call", default=EMBEDDED)
+_touched: ContextVar[list[uuid.UUID] | None] = ContextVar("cerememory_touched", default=None)
+
+
+def current() -> CallContext:
+    return _current.get()
+
+
+@contextmanager
+def bound(**fields: str | None) -> Iterator[CallContext]:
+    """Run the body with the current context updated by `fields` (transport, request_id, ...)."""
+    context = replace(_current.get(), **fields)
+    token = _current.set(context)
+    try:
+        yield context
+    finally:
+        _current.reset(token)
+
+
+def note_records(ids: Iterable[uuid.UUID]) -> None:
+    """Called by the engine for records an operation changed that its response does not name
+    (forget by store or time range, consolidation, dream, import), so the audit log lists them."""
+    touched = _touched.get()
+    if touched is not None:
+        touched.extend(ids)
+
+
+@contextmanager
+def collecting() -> Iterator[list[uuid.UUID]]:
+    """Collect the ids `note_records` reports while the body runs."""
+    touched: list[uuid.UUID] = []
+    token = _touched.set(touched)
+    try:
+        yield touched
+    finally:
+        _touched.reset(token)

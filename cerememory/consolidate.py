@@ -1,0 +1,176 @@
+"""lifecycle.consolidate: merge near-duplicate episodic memories and promote episodic memories to
+semantic facts with backlinks, idempotently.
+
+The plan comes from `dynamics.consolidation` (pure); this mixin gathers its inputs from the
+engine's RAM structures and applies it in two transactions: the merges, then the promotions
+together with their ledger rows. Each is all-or-nothing, and a rerun after either finds nothing
+left to do, so a crash between them loses nothing and repeats nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from .cmp import messages as m
+from .cmp.context import note_records
+from .cmp.errors import CMPError, ErrorCode
+from .dynamics import consolidation as plan_
+from .index.graph import Edge
+from .model import (
+    AssociationType,
+    CaptureStatus,
+    ContentBlock,
+    MemoryContent,
+    MemoryRecord,
+    MetaEvidenceRef,
+    MetaMemory,
+    StoreType,
+)
+from .storage.db import Database
+from .stores.records import dt
+
+PROMOTION_WEIGHT = 1.0
+WATERMARK_KEY = "consolidate_watermark"
+_FETCH_BATCH = 2000
+
+
+class ConsolidationOperations:
+    """Mixed into the engine; uses its stores, indexes and write lock."""
+
+    def _load_consolidations(self) -> None:
+        self._consolidating = threading.Lock()
+        rows = self.db.query("SELECT episodic_id, semantic_id FROM consolidations")
+        self.consolidated: dict[uuid.UUID, uuid.UUID] = dict(rows)
+
+    def lifecycle_consolidate(self, req: m.ConsolidateRequest) -> m.ConsolidateResponse:
+        if not self._consolidating.acquire(blocking=False):
+            raise CMPError(ErrorCode.CONSOLIDATION_IN_PROGRESS, "a consolidation is already running",
+                           hint="retry when it finishes", retry_after=5)
+        try:
+            with self._write:
+                return self._consolidate(req)
+        finally:
+            self._consolidating.release()
+
+    def _consolidate(self, req: m.ConsolidateRequest) -> m.ConsolidateResponse:
+        now = self.clock()
+        episodic = [(i, h) for i, h in self.records.items() if h.store is StoreType.EPISODIC]
+        prune = self.params[StoreType.EPISODIC].prune
+        candidates = []
+        for i, h in episodic:
+            fidelity = self._state(h, now)[0]
+            candidates.append(plan_.Candidate(
+                id=i, created_at=h.created_at, updated_at=h.updated_at, access_count=h.access_count,
+                intensity=h.emotion_intensity, fidelity=fidelity, visible=fidelity >= prune))
+        records = self._fetch_all([i for i, _ in episodic])
+        watermark = self.db.get_state(WATERMARK_KEY)
+        plan = plan_.plan(
+            candidates, strategy=req.strategy, watermark=float(watermark) if watermark else None, now=now,
+            min_age_hours=req.min_age_hours, min_access_count=req.min_access_count,
+            consolidated=self.consolidated, vectors=self.vectors.rows([i for i, _ in episodic]),
+            text_keys={i: plan_.text_key(r.content.plain_text()) for i, r in records.items()},
+        )
+        summaries = {i: plan_.summarise(records[i].content.plain_text(), records[i].content.summary)
+                     for i in plan.promote}
+        promoted: dict[uuid.UUID, uuid.UUID] = {}
+        if not req.dry_run:
+            if plan.merges:
+                self._apply_merges(plan.merges)
+            promoted = self._promote([records[i] for i in plan.promote if summaries[i]], summaries,
+                                     req.strategy.value, now)
+            with self.db.transaction() as tx:
+                Database.set_state(tx, WATERMARK_KEY, repr(now))
+            self.text.mark_pending()
+        promotions = [m.ConsolidationPromotion(episodic_id=i, semantic_id=promoted.get(i), summary=summaries[i])
+                      for i in plan.promote if summaries[i]]
+        return m.ConsolidateResponse(
+            records_processed=len(plan.scope),
+            records_migrated=len(promotions),
+            records_compressed=len(plan.merges),
+            semantic_nodes_created=len(promoted),
+            dry_run=req.dry_run,
+            strategy=req.strategy,
+            merges=[m.ConsolidationMerge(dropped_id=g.drop, kept_id=g.keep, similarity=g.similarity)
+                    for g in plan.merges[:m.MAX_BATCH]],
+            promotions=promotions[:m.MAX_BATCH],
+        )
+
+    def _fetch_all(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:
+        out: dict[uuid.UUID, MemoryRecord] = {}
+        for start in range(0, len(ids), _FETCH_BATCH):
+            out.update(self.fetch(ids[start:start + _FETCH_BATCH]))
+        return out
+
+    def _apply_merges(self, merges: Sequence[plan_.Merge]) -> None:
+        """The kept record inherits the dropped one's associations (the stronger edge wins when
+        both had one) and, if only the dropped one was promoted, its ledger row."""
+        drops = {g.drop: g.keep for g in merges}
+        best: dict[tuple[uuid.UUID, uuid.UUID, str], Edge] = {}
+
+        def offer(edge: Edge) -> None:
+            source, target = drops.get(edge.source, edge.source), drops.get(edge.target, edge.target)
+            if source == target:
+                return
+            moved = Edge(source, target, edge.type, edge.weight, edge.created_at, edge.last_co_activation)
+            known = best.get((source, target, edge.type))
+            if known is None or moved.weight > known.weight:
+                best[(source, target, edge.type)] = moved
+
+        for drop in drops:
+            for edge in self.graph.out_edges(drop) + self.graph.in_edges(drop):
+                offer(edge)
+        for edge in list(best.values()):
+            for existing in self.graph.out_edges(edge.source, [edge.type]):
+                if existing.target == edge.target and existing.weight >= edge.weight:
+                    del best[(edge.source, edge.target, edge.type)]
+        inherited = {keep: self.consolidated[drop] for drop, keep in drops.items()
+                     if drop in self.consolidated and keep not in self.consolidated}
+        edges = list(best.values())
+
+        def rewire(tx: Any) -> None:
+            self._insert_edges(tx, edges)
+            self._insert_ledger(tx, inherited, self.clock(), "merge")
+
+        self._delete(list(drops), also=rewire)
+        self.graph.add(edges)
+        self.consolidated.update(inherited)
+
+    def _promote(self, sources: Sequence[MemoryRecord], summaries: dict[uuid.UUID, str], strategy: str,
+                 now: float) -> dict[uuid.UUID, uuid.UUID]:
+        """One semantic record per source, holding its summary, linked both ways to it."""
+        if not sources:
+            return {}
+        reqs = [m.EncodeStoreRequest.model_construct(
+            store=StoreType.SEMANTIC,
+            content=MemoryContent(blocks=[ContentBlock.of_text(summaries[r.id])], summary=summaries[r.id]),
+            emotion=r.emotion, metadata={"consolidated_from": str(r.id)}, context=None,
+            associations=None, created_at=None,
+            meta=MetaMemory(
+                capture_status=CaptureStatus.INFERRED, intent="a fact consolidated from an episodic memory",
+                evidence=[MetaEvidenceRef(record_id=r.id, label="episodic source", excerpt=summaries[r.id])],
+                source_record_ids=[r.id]),
+        ) for r in sources]
+        built = self._build_records(reqs, "lifecycle.consolidate", dt(now))
+        ledger: dict[uuid.UUID, uuid.UUID] = {}
+        edges: list[Edge] = []
+        for source, record in zip(sources, built, strict=True):
+            ledger[source.id] = record.id
+            kind = AssociationType.SEMANTIC.value
+            edges.append(Edge(record.id, source.id, kind, PROMOTION_WEIGHT, now))
+            edges.append(Edge(source.id, record.id, kind, PROMOTION_WEIGHT, now))
+        self._persist(built, edges, also=lambda tx: self._insert_ledger(tx, ledger, now, strategy))
+        self.consolidated.update(ledger)
+        note_records([*ledger, *ledger.values()])
+        return ledger
+
+    @staticmethod
+    def _insert_ledger(tx: Any, ledger: dict[uuid.UUID, uuid.UUID], now: float, strategy: str) -> None:
+        Database.insert_columns(
+            tx, "consolidations",
+            {"episodic_id": list(ledger), "semantic_id": list(ledger.values()),
+             "consolidated_at": [now] * len(ledger), "strategy": [strategy] * len(ledger)},
+            uuid_columns=("episodic_id", "semantic_id"), replace=True,
+        )

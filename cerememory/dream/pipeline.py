@@ -1,0 +1,248 @@
+"""lifecycle.dream_tick: select pending raw records, group them by topic, summarise each group and
+commit it — summary, optional semantic facts, backlinks both ways — in one transaction.
+
+A group is all-or-nothing: a crash before its commit leaves its raw records pending, so the
+next tick redoes exactly that group; after the commit its raw records are marked processed,
+so no tick processes them twice. Summaries (possibly an LLM call) are made outside the write
+lock; just before committing, the group's raw records are re-read under the lock and the group
+is skipped if any of them changed meanwhile (processed, suppressed or reclassified).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+import weakref
+from datetime import UTC, datetime
+from typing import Any
+
+from ..cmp import messages as m
+from ..cmp.context import note_records
+from ..index.graph import Edge
+from ..model import (
+    AssociationType,
+    CaptureStatus,
+    MemoryContent,
+    MetaEdge,
+    MetaEvidenceRef,
+    MetaMemory,
+    MetaRelation,
+    RawJournalRecord,
+    StoreType,
+)
+from ..security.sanitize import Sanitizer
+from ..storage.db import Database
+from ..stores.journal import DEFAULT_SECRECY, allowed_visibility
+from .grouping import Group, group_records
+from .settings import DreamSettings
+from .summarise import Summariser, Summary
+
+OP = "lifecycle.dream_tick"
+# Fault injection for crash-recovery checks: "in_group:N" exits the process inside the N-th
+# group's transaction (before it commits), "after_group:N" right after the N-th group commits.
+FAULT_ENV = "CEREMEMORY_DREAM_FAULT"
+FAULT_EXIT_CODE = 86
+
+STATE_SUMMARIES = "dream_episodic_summaries"
+STATE_SEMANTIC = "dream_semantic_nodes"
+STATE_LAST_TICK = "last_dream_tick_at"
+
+_summarisers: weakref.WeakKeyDictionary[Any, Summariser] = weakref.WeakKeyDictionary()
+
+
+def summariser_for(engine: Any) -> Summariser:
+    """One summariser per engine (its LLM client keeps a connection pool and a budget)."""
+    found = _summarisers.get(engine)
+    if found is None:
+        from ..llm import make_client
+
+        settings: DreamSettings = getattr(engine.options, "dream", None) or DreamSettings()
+        llm_settings = getattr(engine.options, "llm", None)
+        llm = make_client(llm_settings, engine.data_dir) if llm_settings is not None else None
+        found = Summariser(llm, max_chars=settings.summary_max_chars,
+                           sanitizer=Sanitizer(getattr(engine.options, "sanitize_patterns", ())))
+        _summarisers[engine] = found
+    return found
+
+
+def select(engine: Any, req: m.DreamTickRequest) -> list[RawJournalRecord]:
+    """Pending candidates: not suppressed, not processed, allowed visibility and secrecy, session."""
+    return engine.journal.pending(
+        visibility=allowed_visibility(req.include_private_scratch, req.include_sealed),
+        secrecy=[s.value for s in (req.secrecy_levels or DEFAULT_SECRECY)],
+        session_id=req.session_id,
+    )
+
+
+def _would_promote(group: Group, promote: bool) -> bool:
+    return promote and group.redaction().normal_records >= 2 and group.has_topic_signal
+
+
+def report(group: Group, summary: Summary | None = None, episodic_id: uuid.UUID | None = None,
+           semantic_id: uuid.UUID | None = None) -> m.DreamGroupReport:
+    counts = group.redaction()
+    return m.DreamGroupReport(
+        session_id=group.session_id, topic_id=group.topic_id, topic_hint=group.topic_hint,
+        topic_inferred=group.inferred, range_start=group.start, range_end=group.end,
+        raw_record_count=len(group.records), **counts.as_dict(),
+        summariser=summary.summariser if summary else None,
+        llm_fallback_reason=summary.llm_fallback_reason if summary else None,
+        headline=summary.headline if summary else None,
+        episodic_summary_id=episodic_id, semantic_id=semantic_id,
+    )
+
+
+def _fault() -> tuple[str, int] | None:
+    value = os.environ.get(FAULT_ENV, "")
+    where, _, n = value.partition(":")
+    return (where, int(n)) if where in ("in_group", "after_group") and n.isdigit() else None
+
+
+def run(engine: Any, req: m.DreamTickRequest) -> m.DreamTickResponse:
+    """The whole tick; see the module docstring."""
+    now = engine._now()
+    groups = group_records(select(engine, req))
+    chosen = groups[: req.max_groups]
+    pending = len(groups) - len(chosen)
+    if req.dry_run:
+        reports = [report(g) for g in chosen]
+        return m.DreamTickResponse(
+            groups_processed=len(chosen), raw_records_processed=sum(len(g.records) for g in chosen),
+            episodic_summaries_created=len(chosen),
+            semantic_nodes_created=sum(_would_promote(g, req.promote_semantic) for g in chosen),
+            dry_run=True, groups_pending=pending, groups=reports)
+    summariser = summariser_for(engine)
+    fault = _fault()
+    out = m.DreamTickResponse(groups_pending=pending)
+    for group in chosen:
+        summary = summariser.summarise(group)
+        done = commit_group(engine, group, summary, promote=req.promote_semantic, now=now,
+                            fault=fault if fault and fault[1] == out.groups_processed + 1 else None)
+        if done is None:
+            out.groups_pending += 1
+            continue
+        episodic_id, semantic_id = done
+        out.groups_processed += 1
+        out.raw_records_processed += len(group.records)
+        out.episodic_summaries_created += 1
+        out.semantic_nodes_created += semantic_id is not None
+        out.llm_fallbacks += summary.llm_fallback_reason is not None
+        out.groups.append(report(group, summary, episodic_id, semantic_id))
+        if fault == ("after_group", out.groups_processed):
+            os._exit(FAULT_EXIT_CODE)
+    if not chosen:
+        with engine._write, engine.db.transaction() as tx:
+            Database.set_state(tx, STATE_LAST_TICK, str(now.timestamp()))
+    return out
+
+
+def _origin(group: Group, now: datetime) -> dict[str, Any]:
+    return {"raw_session_id": group.session_id, "raw_topic_id": group.topic_id,
+            "raw_topic_hint": group.topic_hint, "raw_topic_inferred": group.inferred,
+            "raw_record_ids": [str(r.id) for r in group.records], "raw_record_count": len(group.records),
+            "dream_tick_at": now.isoformat(), "range_start": group.start.isoformat(),
+            "range_end": group.end.isoformat()}
+
+
+def _meta(group: Group, rationale: str, tags: list[str], edges: list[MetaEdge] | None = None,
+          sources: list[uuid.UUID] | None = None) -> MetaMemory:
+    return MetaMemory(
+        capture_status=CaptureStatus.INFERRED, intent="consolidate the raw journal into memory",
+        rationale=rationale, trigger=OP, confidence=1.0, tags=tags,
+        evidence=[MetaEvidenceRef(raw_record_id=r.id, label="raw journal record") for r in group.records],
+        context_edges=edges or [], source_record_ids=sources or [])
+
+
+def _unchanged(engine: Any, group: Group) -> bool:
+    """Under the write lock: are the group's raw records still pending and as they were?"""
+    fresh = {r.id: r for r in engine.journal.get([r.id for r in group.records])}
+    for r in group.records:
+        now = fresh.get(r.id)
+        if (now is None or now.suppressed or (now.metadata.get("_dream") or {}).get("processed_at")
+                or (now.visibility, now.secrecy_level) != (r.visibility, r.secrecy_level)):
+            return False
+    return True
+
+
+def commit_group(engine: Any, group: Group, summary: Summary, *, promote: bool, now: datetime,
+                 fault: tuple[str, int] | None = None) -> tuple[uuid.UUID, uuid.UUID | None] | None:
+    """Write one group in one transaction; None when the group changed under us (retried later)."""
+    counts = group.redaction()
+    origin = _origin(group, now)
+    described = (f"dream summary of {len(group.records)} raw journal records of session "
+                 f"{group.session_id}, topic {group.topic_hint}")
+    episodic_req = m.EncodeStoreRequest(
+        content=MemoryContent.of_text(summary.text, summary=summary.headline), store=StoreType.EPISODIC,
+        created_at=group.end, meta=_meta(group, described, ["dream", "episodic_summary"]),
+        metadata={"_origin": origin, "_dream": {
+            "kind": "episodic_summary", "source": "raw_journal", "summariser": summary.summariser,
+            "llm_fallback_reason": summary.llm_fallback_reason, "summary_stats": counts.as_dict()}})
+    episodic = engine._build_records([episodic_req], OP, now)[0]
+    records = [episodic]
+    edges: list[Edge] = []
+    semantic = None
+    if promote and counts.normal_records >= 2 and group.has_topic_signal:
+        facts = "\n".join(summary.facts) or summary.text
+        semantic_req = m.EncodeStoreRequest(
+            content=MemoryContent.of_text(facts, summary=summary.headline), store=StoreType.SEMANTIC,
+            created_at=group.end,
+            meta=_meta(group, f"facts promoted from the {described}", ["dream", "semantic_summary"],
+                       [MetaEdge(target_id=episodic.id, relation=MetaRelation.DERIVED_FROM,
+                                 rationale="promoted from the dream's episodic summary")], [episodic.id]),
+            metadata={"_origin": {**origin, "episodic_summary_id": str(episodic.id)},
+                      "_dream": {"kind": "semantic_summary", "source": "raw_journal",
+                                 "summary_stats": counts.as_dict()}})
+        semantic = engine._build_records([semantic_req], OP, now)[0]
+        records.append(semantic)
+        stamp = now.timestamp()
+        kind = AssociationType.SEMANTIC.value
+        edges = [Edge(episodic.id, semantic.id, kind, 1.0, stamp), Edge(semantic.id, episodic.id, kind, 1.0, stamp)]
+    derived = [episodic.id] + ([semantic.id] if semantic else [])
+    updated = [_backlinked(r, episodic.id, semantic.id if semantic else None, now) for r in group.records]
+
+    def also(tx: Any) -> None:
+        engine.journal.insert(tx, updated, replace=True)
+        engine.db.bump(tx, STATE_SUMMARIES)
+        if semantic is not None:
+            engine.db.bump(tx, STATE_SEMANTIC)
+        Database.set_state(tx, STATE_LAST_TICK, str(now.timestamp()))
+        if fault is not None and fault[0] == "in_group":
+            os._exit(FAULT_EXIT_CODE)
+
+    with engine._write:
+        if not _unchanged(engine, group):
+            return None
+        engine._persist(records, edges, also)
+    note_records([*derived, *(r.id for r in group.records)])
+    engine.text.mark_pending()
+    return derived[0], (derived[1] if semantic else None)
+
+
+def _backlinked(record: RawJournalRecord, episodic_id: uuid.UUID, semantic_id: uuid.UUID | None,
+                now: datetime) -> RawJournalRecord:
+    metadata = dict(record.metadata)
+    old = dict(metadata.get("_derived") or {})
+    metadata["_dream"] = {"processed_at": now.isoformat(), "last_summary_id": str(episodic_id)}
+    metadata["_derived"] = {
+        "episodic_summary_ids": [*old.get("episodic_summary_ids", []), str(episodic_id)],
+        "semantic_ids": [*old.get("semantic_ids", []), *([str(semantic_id)] if semantic_id else [])]}
+    derived = [*record.derived_memory_ids, episodic_id, *([semantic_id] if semantic_id else [])]
+    return record.model_copy(update={"metadata": metadata, "derived_memory_ids": derived, "updated_at": now})
+
+
+def sources_of(engine: Any, record_id: uuid.UUID) -> list[uuid.UUID]:
+    """The raw record ids a derived memory was made from (empty for a record a dream did not make)."""
+    record = engine.get(record_id)
+    ids = (record.metadata.get("_origin") or {}).get("raw_record_ids") or []
+    return [uuid.UUID(str(i)) for i in ids]
+
+
+def stats(engine: Any) -> dict[str, Any]:
+    """The dream figures of introspect.stats."""
+    last = engine.db.get_state(STATE_LAST_TICK)
+    return {
+        "dream_episodic_summaries": int(engine.db.get_state(STATE_SUMMARIES, "0") or 0),
+        "dream_semantic_nodes": int(engine.db.get_state(STATE_SEMANTIC, "0") or 0),
+        "last_dream_tick_at": datetime.fromtimestamp(float(last), UTC) if last else None,
+        "background_dream_enabled": bool(getattr(engine, "background_dream", False)),
+    }

@@ -1,0 +1,15 @@
+"""Dream settings the engine carries (filled from the `dream.*` settings)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .summarise import DEFAULT_MAX_CHARS
+
+
+@dataclass(frozen=True)
+class DreamSettings:
+    background_enabled: bool = True
+    background_interval_secs: float = 86_400.0
+    background_max_groups: int = 50
+    summary_max_chars: int = DEFAULT_MAX_CHARS

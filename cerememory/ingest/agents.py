@@ -1,0 +1,79 @@
+"""The readers by agent name, where each keeps its sessions, and which agent wrote a file given
+on the command line."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from types import ModuleType
+
+from . import aider, claude_code, codex, cursor, gemini, pi
+
+READERS: dict[str, ModuleType] = {m.AGENT: m for m in (claude_code, codex, gemini, cursor, aider, pi)}
+AGENTS: tuple[str, ...] = tuple(READERS)
+ALIASES = {"claude": "claude_code", "claude-code": "claude_code", "gemini-cli": "gemini", "gemini_cli": "gemini",
+           "pi_agent": "pi", "pi-agent": "pi", "codex-cli": "codex"}
+
+
+def canonical(name: str) -> str | None:
+    key = name.strip().lower()
+    key = ALIASES.get(key, key)
+    return key if key in READERS else None
+
+
+def default_roots(agent: str, env: Mapping[str, str] | None = None, home: Path | None = None) -> list[Path]:
+    env = os.environ if env is None else env
+    return READERS[agent].roots(env, home or Path.home())
+
+
+def _sniff_jsonl(path: Path) -> str | None:
+    try:
+        with path.open("rb") as f:
+            first = f.read(4096)
+    except OSError:
+        return None
+    if b'"payload"' in first and b'"type"' in first:
+        return "codex"
+    if b'"type":"session"' in first.replace(b" ", b"") and b'"sessionId"' not in first:
+        return "pi"
+    if b'"sessionId"' in first or b'"type":"summary"' in first.replace(b" ", b""):
+        return "claude_code"
+    return None
+
+
+def detect(path: Path) -> str | None:
+    """The agent whose session file this is, from its name and place, else its first line."""
+    name, text = path.name, str(path).replace(os.sep, "/").lower()
+    if name == aider.FILE_NAME:
+        return "aider"
+    if name.endswith(".vscdb"):
+        return "cursor"
+    if name.startswith("rollout-") and name.endswith((".jsonl", ".json")):
+        return "codex"
+    if name.endswith(".json") and name.startswith(("session-", "checkpoint-")):
+        return "gemini"
+    if name.endswith(".jsonl"):
+        if "/.pi/agent/" in text:
+            return "pi"
+        if "/.claude/" in text:
+            return "claude_code"
+        return _sniff_jsonl(path)
+    return None
+
+
+def files(agent: str | None, roots: Iterable[Path]) -> Iterator[tuple[str, Path]]:
+    """(agent, file) for every session file under `roots`; without an agent, every file some
+    reader recognises."""
+    for root in roots:
+        if not root.exists():
+            continue
+        if agent is not None:
+            for path in READERS[agent].discover(root):
+                yield agent, path
+            continue
+        candidates = [root] if root.is_file() else (Path(d, f) for d, _, fs in os.walk(root) for f in fs)
+        for path in candidates:
+            found = detect(path)
+            if found is not None:
+                yield found, path

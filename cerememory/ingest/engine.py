@@ -1,0 +1,260 @@
+"""Agent sessions into the raw journal: find the session files, read what is new in each, redact
+secrets, write the turns with `encode.batch_raw`, remember how far each file was read.
+
+Only the `MemoryAPI` is used, so the same code ingests into an embedded engine or a running
+server. Turns are written before the state that says they were: a run that dies between the two
+re-reads those turns next time, and the turn-id digests written with every batch keep them from
+being journaled twice.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..cmp.errors import CMPError, ErrorCode
+from ..cmp.messages import MAX_BATCH
+from ..security.sanitize import Sanitizer
+from .agents import AGENTS, READERS, canonical, default_roots, files
+from .state import IngestState, Signature, digest
+from .turns import HARD_CAP, TOOL_IO, Turn, truncate
+
+# progress(label, total) -> a context manager yielding advance(n): the CLI's `Output.progress`
+Progress = Callable[[str, int | None], AbstractContextManager[Callable[[int], None]]]
+GLOBAL_IDS = {"claude_code"}  # their log ids are unique across sessions (a resumed session repeats them)
+SANITIZE_CAP = 1_000_000
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    """The `ingest.*` and `sanitize.*` settings that shape a run."""
+
+    allow: tuple[str, ...] = ()  # empty: every agent
+    deny: tuple[str, ...] = ()
+    max_tool_chars: int = 16_000
+    extra_patterns: tuple[str, ...] = ()
+    batch_size: int = MAX_BATCH
+
+    @classmethod
+    def from_config(cls, config: Any) -> IngestSettings:
+        return cls(allow=tuple(config["ingest.agents"]), deny=tuple(config["ingest.exclude_agents"]),
+                   max_tool_chars=config["ingest.max_tool_chars"],
+                   extra_patterns=tuple(config["sanitize.extra_patterns"]))
+
+    def permits(self, agent: str) -> bool:
+        return (not self.allow or agent in self.allow) and agent not in self.deny
+
+
+@dataclass
+class AgentSummary:
+    files: int = 0
+    files_read: int = 0
+    sessions: int = 0
+    turns_ingested: int = 0
+    turns_duplicate: int = 0
+    turns_skipped: int = 0
+    turns_older: int = 0
+    turns_redacted: int = 0
+    secrets_redacted: int = 0
+    turns_truncated: int = 0
+    files_rewritten: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Summary:
+    """What one run found and did, per agent (`turns_skipped`: lines that were corrupt or not
+    understood; `turns_duplicate`: already in the journal; `turns_older`: before `since`)."""
+
+    agents: dict[str, AgentSummary]
+    dry_run: bool
+    state_path: str
+    denied: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def total(self) -> AgentSummary:
+        total = AgentSummary()
+        for part in self.agents.values():
+            for name, value in asdict(part).items():
+                setattr(total, name, getattr(total, name) + value)
+        return total
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dry_run": self.dry_run, "state_path": self.state_path, "denied_agents": self.denied,
+                "seconds": round(self.seconds, 3), "agents": {k: asdict(v) for k, v in self.agents.items()},
+                "total": asdict(self.total)}
+
+
+def select_agents(requested: Sequence[str] | None, settings: IngestSettings) -> tuple[list[str], list[str]]:
+    """(agents to read, agents the privacy settings keep out). Naming an unknown agent is an
+    error; naming a denied one too, so the setting is never silently overridden."""
+    names = []
+    for name in requested or AGENTS:
+        agent = canonical(name)
+        if agent is None:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"unknown agent {name!r}",
+                           hint=f"one of: {', '.join(AGENTS)}")
+        names.append(agent)
+    allowed = [a for a in dict.fromkeys(names) if settings.permits(a)]
+    denied = [a for a in dict.fromkeys(names) if not settings.permits(a)]
+    if requested and denied:
+        raise CMPError(ErrorCode.VALIDATION_ERROR, f"agent {denied[0]} is excluded by the privacy settings",
+                       hint="allow it with the ingest.agents / ingest.exclude_agents settings")
+    return allowed, denied
+
+
+class _Writer:
+    """Batches journal records and, after each batch is stored, records their turn digests."""
+
+    def __init__(self, api: Any, state: IngestState, size: int, dry_run: bool) -> None:
+        self.api, self.state, self.size, self.dry_run = api, state, size, dry_run
+        self.records: list[dict[str, Any]] = []
+        self.owners: list[tuple[Path, str, str]] = []  # (file, agent, digest) per record
+
+    def add(self, record: dict[str, Any], path: Path, agent: str, key: str) -> None:
+        self.records.append(record)
+        self.owners.append((path, agent, key))
+        if len(self.records) >= self.size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.records:
+            return
+        if not self.dry_run:
+            self.api.store_raw_batch(self.records)
+            by_file: dict[tuple[Path, str], list[str]] = {}
+            for path, agent, key in self.owners:
+                by_file.setdefault((path, agent), []).append(key)
+            for (path, agent), keys in by_file.items():
+                self.state.remember(path, agent, keys)
+            self.state.save()
+        self.records, self.owners = [], []
+
+
+class _Run:
+    def __init__(self, api: Any, state: IngestState, settings: IngestSettings, since: datetime | None,
+                 dry_run: bool) -> None:
+        self.state, self.settings, self.since, self.dry_run = state, settings, since, dry_run
+        self.sanitizer = Sanitizer(settings.extra_patterns)
+        self.writer = _Writer(api, state, max(1, min(settings.batch_size, MAX_BATCH)), dry_run)
+        self.host = socket.gethostname()
+        self.pending: list[tuple[Path, str, Signature, int, dict]] = []
+        self.sessions: dict[str, set[str]] = {}
+        self.queued: set[str] = set()
+
+    def text(self, turn: Turn, stats: AgentSummary) -> tuple[str, int, bool]:
+        text = turn.text
+        if len(text) > SANITIZE_CAP:
+            text, _ = truncate(text, SANITIZE_CAP)
+        text, redactions = self.sanitizer.sanitize(text)
+        cap = min(self.settings.max_tool_chars or HARD_CAP, HARD_CAP) if turn.source == TOOL_IO else HARD_CAP
+        text, cut = truncate(text, cap)
+        cut = cut or len(turn.text) > SANITIZE_CAP
+        stats.turns_redacted += 1 if redactions else 0
+        stats.secrets_redacted += redactions
+        stats.turns_truncated += 1 if cut else 0
+        return text, redactions, cut
+
+    def record(self, turn: Turn, path: Path, fallback: datetime, stats: AgentSummary) -> dict[str, Any]:
+        text, redactions, cut = self.text(turn, stats)
+        metadata = {"agent": turn.agent, "workspace": turn.workspace, "tool": turn.tool, "turn_index": turn.index,
+                    "source_path": str(path), "line": turn.line, "host": self.host, "redactions": redactions,
+                    "truncated": cut or None, "timestamp_inferred": True if turn.timestamp is None else None,
+                    **turn.extra}
+        return {"session_id": turn.session_id, "turn_id": turn.turn_id, "source": turn.source,
+                "speaker": turn.speaker, "created_at": (turn.timestamp or fallback).isoformat(),
+                "content": {"blocks": [{"modality": "text", "text": text}]},
+                "metadata": {k: v for k, v in metadata.items() if v is not None}}
+
+    def file(self, agent: str, path: Path, stats: AgentSummary) -> None:
+        reader = READERS[agent]
+        try:
+            signature = Signature.of(path)
+        except OSError as exc:
+            stats.errors.append(f"{path}: {exc.strerror or exc}")
+            return
+        stats.files += 1
+        if self.state.unchanged(path, signature):
+            return
+        mtime = datetime.fromtimestamp(signature.mtime_ns / 1e9, UTC)
+        if self.since is not None and mtime < self.since:
+            return
+        incremental = reader.incremental(path)
+        offset, context, rewritten = self.state.resume(path, signature, incremental)
+        try:
+            chunk = reader.read(path, offset, context)
+        except (OSError, ValueError, RecursionError) as exc:
+            stats.errors.append(f"{path}: {exc}")
+            return
+        stats.files_read += 1
+        stats.files_rewritten += 1 if rewritten else 0
+        stats.turns_skipped += chunk.skipped
+        seen = self.state.seen()
+        last = None
+        for turn in chunk.turns:
+            last = turn.timestamp or last
+            if self.since is not None and turn.timestamp is not None and turn.timestamp < self.since:
+                stats.turns_older += 1
+                continue
+            key = digest(f"{agent}:{turn.log_id}" if agent in GLOBAL_IDS and turn.log_id else turn.turn_id)
+            if key in seen or key in self.queued:  # queued: in this run, its batch not stored yet
+                stats.turns_duplicate += 1
+                continue
+            self.queued.add(key)
+            self.sessions.setdefault(agent, set()).add(turn.session_id)
+            stats.turns_ingested += 1
+            self.writer.add(self.record(turn, path, last or mtime, stats), path, agent, key)
+        self.pending.append((path, agent, signature, chunk.offset, chunk.context))
+
+    def commit_files(self) -> None:
+        """After every turn of these files is stored: move their offsets on."""
+        self.writer.flush()
+        if not self.dry_run:
+            for path, agent, signature, offset, context in self.pending:
+                self.state.advance(path, agent, signature, offset, context)
+            self.state.save()
+        self.pending = []
+
+
+def ingest(api: Any, *, state: IngestState, agents: Sequence[str] | None = None,
+           paths: Iterable[str | Path] | None = None, since: datetime | None = None, dry_run: bool = False,
+           progress: Progress | None = None, settings: IngestSettings | None = None) -> Summary:
+    """Ingest new turns of the agents' sessions (default locations, or `paths`) into `api`'s
+    raw journal. `state` must be locked by the caller (`with state:`) for the whole run."""
+    import time
+
+    started = time.perf_counter()
+    settings = settings or IngestSettings()
+    chosen, denied = select_agents(agents, settings)
+    explicit = [Path(p).expanduser() for p in paths or ()]
+    run = _Run(api, state, settings, since, dry_run)
+    summary = Summary({}, dry_run, str(state.path), denied)
+    plan: dict[str, list[Path]] = {a: [] for a in chosen}
+    if explicit:
+        for agent, path in files(chosen[0] if agents and len(chosen) == 1 else None, explicit):
+            if agent in plan:
+                plan[agent].append(path)
+            elif agent not in summary.denied and not settings.permits(agent):
+                summary.denied.append(agent)
+    else:
+        for agent in chosen:
+            plan[agent] = [p for _, p in files(agent, default_roots(agent))]
+    for agent, paths_ in plan.items():
+        stats = summary.agents.setdefault(agent, AgentSummary())
+        bar = progress(agent, len(paths_)) if progress and paths_ else nullcontext(lambda n: None)
+        with bar as advance:
+            for n, path in enumerate(sorted(set(paths_)), 1):
+                run.file(agent, path, stats)
+                advance(1)
+                if n % 200 == 0:
+                    run.commit_files()
+            run.commit_files()
+        stats.sessions = len(run.sessions.get(agent, ()))
+    summary.seconds = time.perf_counter() - started
+    return summary

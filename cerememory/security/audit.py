@@ -1,0 +1,313 @@
+"""The tamper-evident audit log: one hash-chained JSON line per mutating operation.
+
+Each entry is `{seq, time, op, record_ids, key_id, request_id, transport, summary, prev, hash}`.
+`hash` is the SHA-256 of the entry's canonical JSON without `hash` (keys sorted, no spaces,
+UTF-8), and `prev` is the hash of the entry before it (64 zeros for the first). The line on
+disk is that canonical JSON with `"hash"` appended last, so a verifier checks a line by hashing
+its bytes, without re-serialising. Editing a line breaks its hash; deleting, inserting or
+reordering lines breaks the `seq` / `prev` links. Summaries hold counts and enum values only,
+never content.
+
+Appends are cheap: one `write(2)` of the line on an `O_APPEND` descriptor under a thread lock and
+an `flock` (the `keys` CLI appends while a server owns the data dir), and `fsync` at most once
+per `fsync_interval` seconds (0: after every append) and on close. A crash loses nothing the OS
+has; a power cut can lose the entries of the last interval.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..cmp import context
+from ..cmp.errors import CMPError, ErrorCode
+
+AUDIT_FILE = "audit.jsonl"
+GENESIS = "0" * 64
+_HASH_SUFFIX = len(',"hash":""}') + 64  # bytes after the body's closing brace is removed
+
+
+def is_audited(op: str) -> bool:
+    """Every operation that changes stored data or its policy: encode.* and lifecycle.* (export
+    too, since it copies the data out). Recall's reconsolidation bookkeeping is not logged."""
+    return op.startswith(("encode.", "lifecycle."))
+
+
+def canonical(entry: dict[str, Any]) -> bytes:
+    return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str).encode("utf-8")
+
+
+def _line(entry: dict[str, Any]) -> tuple[bytes, str]:
+    body = canonical(entry)
+    digest = hashlib.sha256(body).hexdigest()
+    return body[:-1] + b',"hash":"' + digest.encode() + b'"}\n', digest
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+# ---------------------------------------------------------------- verification
+
+
+@dataclass
+class Verification:
+    """The outcome of checking a log: `first_bad_line` (1-based) names where the chain breaks."""
+
+    path: str
+    ok: bool
+    entries: int
+    head: str  # hash of the last good entry (anchor it elsewhere to detect truncation)
+    first_bad_line: int | None = None
+    reason: str | None = None
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check_line(raw: bytes, seq: int, prev: str) -> tuple[str | None, str]:
+    """(why the line is bad or None, its hash)."""
+    if not raw.endswith(b"\n"):
+        return "the last line is incomplete (a write was cut off or the file truncated)", prev
+    line = raw[:-1]
+    if len(line) <= _HASH_SUFFIX or not line.endswith(b'"}') or \
+            line[-_HASH_SUFFIX:-66] != b',"hash":"':
+        return "not an audit entry (no trailing hash)", prev
+    given = line[-66:-2].decode("ascii", "replace")
+    if hashlib.sha256(line[:-_HASH_SUFFIX] + b"}").hexdigest() != given:
+        return "hash mismatch: the entry was edited", prev
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return "not valid JSON", prev
+    if not isinstance(entry, dict):
+        return "not a JSON object", prev
+    if entry.get("seq") != seq:
+        return (f"sequence number {entry.get('seq')} where {seq} was expected: "
+                "an entry before it was deleted, or entries were reordered or inserted"), prev
+    if entry.get("prev") != prev:
+        return "the previous-hash link is broken: entries were deleted, reordered or inserted", prev
+    return None, given
+
+
+def verify(path: str | Path) -> Verification:
+    """Check every line of the log at `path` (a missing file is an empty, valid log)."""
+    started = time.perf_counter()
+    path = Path(path)
+    seq, head = 0, GENESIS
+    if path.exists():
+        with path.open("rb") as lines:
+            for number, raw in enumerate(lines, 1):
+                reason, digest = _check_line(raw, seq + 1, head)
+                if reason is not None:
+                    return Verification(str(path), False, seq, head, number, reason,
+                                        time.perf_counter() - started)
+                seq, head = seq + 1, digest
+    return Verification(str(path), True, seq, head, seconds=time.perf_counter() - started)
+
+
+def _last_line(fd: int, size: int) -> bytes:
+    """The last complete line of the file (reading backwards in growing chunks)."""
+    chunk = 65536
+    while True:
+        start = max(0, size - chunk)
+        data = os.pread(fd, size - start, start)
+        cut = data.rstrip(b"\n").rfind(b"\n")
+        if cut >= 0 or start == 0:
+            return data[cut + 1:]
+        chunk *= 4
+
+
+# ---------------------------------------------------------------- the log
+
+
+def _summary_value(value: Any) -> Any:
+    """Counts, flags and enum values; None for anything that might carry content."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, Enum) for v in value):
+        return [v.value for v in value]
+    return None
+
+
+def summarize(*models: BaseModel) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for model in models:
+        for name in type(model).model_fields:
+            if name == "header":
+                continue
+            value = _summary_value(getattr(model, name, None))
+            if value is not None:
+                out[name] = value
+    return out
+
+
+def _ids_in(value: Any, depth: int = 0) -> Iterator[uuid.UUID]:
+    if isinstance(value, uuid.UUID):
+        yield value
+    elif isinstance(value, list | tuple) and depth < 3:
+        for item in value:
+            yield from _ids_in(item, depth + 1)
+    elif isinstance(value, BaseModel) and depth < 3:
+        for name in ("record_id", "record_ids", "results"):
+            yield from _ids_in(getattr(value, name, None), depth + 1)
+
+
+def record_ids(request: BaseModel, response: BaseModel, touched: Iterable[uuid.UUID] = ()) -> list[str]:
+    """The records an operation named or changed: `record_id(s)` of the request and response
+    (and of `results[]`), plus what the engine reported through `context.note_records`."""
+    ids = [*_ids_in(request), *_ids_in(response), *touched]
+    return [str(i) for i in dict.fromkeys(ids)]
+
+
+class AuditLog:
+    """An open, verified audit log; `append` is thread- and process-safe."""
+
+    def __init__(self, path: str | Path, *, fsync_interval: float = 1.0) -> None:
+        self.path = Path(path)
+        self.fsync_interval = fsync_interval
+        self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()  # taken before _lock; close waits for a running fsync
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        self._size = -1  # unknown: read the tail before the first append
+        self._seq, self._head = 0, GENESIS
+        self._sync_timer: threading.Timer | None = None
+        self._closed = False
+
+    @classmethod
+    def open(cls, data_dir: str | Path, *, allow_broken: bool = False,
+             fsync_interval: float = 1.0) -> AuditLog:
+        """Verify the data dir's log and open it. A broken chain is refused with AUDIT_BROKEN;
+        with `allow_broken` the broken file is kept aside and a new chain starts with an
+        `audit.allow_broken` entry that names it."""
+        path = Path(data_dir) / AUDIT_FILE
+        report = verify(path)
+        if report.ok:
+            log = cls(path, fsync_interval=fsync_interval)
+            log._seq, log._head = report.entries, report.head
+            return log
+        if not allow_broken:
+            raise CMPError(
+                ErrorCode.AUDIT_BROKEN,
+                f"the audit log {path} is broken at line {report.first_bad_line}: {report.reason}",
+                hint="inspect it with `cerememory audit-verify`; to start anyway (the broken log is "
+                     "kept aside and the acceptance logged) pass --allow-broken-audit or set "
+                     "audit.allow_broken",
+                details={"path": str(path), "first_bad_line": report.first_bad_line,
+                         "reason": report.reason},
+            )
+        aside = path.with_name(f"audit.broken-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}.jsonl")
+        os.replace(path, aside)
+        log = cls(path, fsync_interval=fsync_interval)
+        log.append("audit.allow_broken", transport="server", summary={
+            "broken_file": aside.name, "first_bad_line": report.first_bad_line,
+            "reason": report.reason, "good_entries": report.entries, "good_head": report.head})
+        log.sync()
+        return log
+
+    @property
+    def head(self) -> tuple[int, str]:
+        """(sequence number, hash) of the last entry this process knows of."""
+        return self._seq, self._head
+
+    def _catch_up(self) -> None:
+        """Another process appended since our last write: chain from its last entry."""
+        size = os.fstat(self._fd).st_size
+        if size == self._size:
+            return
+        if size == 0:
+            self._seq, self._head = 0, GENESIS
+        else:
+            last = _last_line(self._fd, size)
+            try:
+                entry = json.loads(last)
+                self._seq, self._head = int(entry["seq"]), str(entry["hash"])
+            except (ValueError, KeyError, TypeError):
+                raise CMPError(ErrorCode.AUDIT_BROKEN, f"the last line of {self.path} is not an audit entry",
+                               hint="run `cerememory audit-verify`") from None
+        self._size = size
+
+    def append(self, op: str, *, record_ids: Iterable[str] = (), summary: dict[str, Any] | None = None,
+               key_id: str | None = None, request_id: str | None = None,
+               transport: str | None = None) -> dict[str, Any]:
+        """Append one entry and return it (with its hash)."""
+        with self._lock:
+            if self._closed:
+                raise CMPError(ErrorCode.INTERNAL_ERROR, "the audit log is closed")
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                self._catch_up()
+                entry = {"seq": self._seq + 1, "time": _now_iso(), "op": op, "record_ids": list(record_ids),
+                         "key_id": key_id, "request_id": request_id, "transport": transport,
+                         "summary": summary or {}, "prev": self._head}
+                line, digest = _line(entry)
+                os.write(self._fd, line)
+                self._seq, self._head = entry["seq"], digest
+                self._size = os.fstat(self._fd).st_size
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            self._schedule_sync()
+        entry["hash"] = digest
+        return entry
+
+    def record(self, op: str, request: BaseModel, response: BaseModel,
+               touched: Iterable[uuid.UUID] = ()) -> dict[str, Any] | None:
+        """The entry of one successful CMP operation (None when `op` is not audited), with the
+        caller taken from the call context. The change is already committed, so a failed append
+        is reported as such rather than hidden."""
+        if not is_audited(op):
+            return None
+        caller = context.current()
+        try:
+            return self.append(op, record_ids=record_ids(request, response, touched),
+                               summary=summarize(request, response), key_id=caller.key_id,
+                               request_id=caller.request_id, transport=caller.transport)
+        except OSError as exc:
+            raise CMPError(ErrorCode.INTERNAL_ERROR,
+                           f"{op} was applied, but its audit entry could not be written: {exc.strerror}",
+                           hint=f"check the disk and the permissions of {self.path}") from exc
+
+    def _schedule_sync(self) -> None:
+        if self.fsync_interval <= 0:
+            os.fsync(self._fd)
+        elif self._sync_timer is None:
+            self._sync_timer = threading.Timer(self.fsync_interval, self.sync)
+            self._sync_timer.daemon = True
+            self._sync_timer.start()
+
+    def sync(self) -> None:
+        """fsync outside the append lock, so appends never wait for the disk."""
+        with self._sync_lock:
+            with self._lock:
+                self._sync_timer = None
+                if self._closed:
+                    return
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        with self._sync_lock, self._lock:
+            if self._closed:
+                return
+            if self._sync_timer is not None:
+                self._sync_timer.cancel()
+                self._sync_timer = None
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._closed = True

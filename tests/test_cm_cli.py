@@ -1,0 +1,320 @@
+"""`cm` as a subprocess with --json: envelopes, exit codes and each command family, on a
+temporary home and git repository, embedded (the data dir opened in-process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def env(self) -> dict[str, Any]:
+        return json.loads(self.stdout)
+
+    @property
+    def data(self) -> Any:
+        return self.env["data"]
+
+
+class Cm:
+    def __init__(self, tmp: Path) -> None:
+        self.home = tmp / "home"
+        self.repo = tmp / "repo"
+        self.repo.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(self.repo)], check=True)
+        self.environ = {k: v for k, v in os.environ.items()
+                        if not k.startswith(("CEREMEMORY_", "CASS_", "MCP_"))}
+        self.environ.update(CASS_MEMORY_HOME=str(self.home), CEREMEMORY_CONFIG=str(tmp / "none.toml"),
+                            CEREMEMORY_EMBED__SEMANTIC="off", HOME=str(tmp))
+
+    def __call__(self, *args: str, stdin: str | None = None, cwd: Path | None = None, json_: bool = True,
+                 **env: str) -> Run:
+        environ = {**self.environ, **env}
+        proc = subprocess.run([sys.executable, "-m", "cerememory.cm.cli", *args, *(["--json"] if json_ else [])],
+                              input=stdin, capture_output=True, text=True, cwd=cwd or self.repo, env=environ,
+                              timeout=120)
+        return Run(proc.returncode, proc.stdout, proc.stderr)
+
+    def ok(self, *args: str, **kw: Any) -> Any:
+        run = self(*args, **kw)
+        assert run.code == 0, (run.stdout, run.stderr)
+        envelope = run.env
+        assert envelope["success"] is True
+        assert set(envelope) >= {"success", "command", "timestamp", "data", "metadata"}
+        assert envelope["metadata"]["version"] and isinstance(envelope["metadata"]["executionMs"], int)
+        return envelope["data"]
+
+    def fails(self, code: str, exit_code: int, *args: str, **kw: Any) -> dict[str, Any]:
+        run = self(*args, **kw)
+        envelope = run.env
+        assert envelope["success"] is False, envelope
+        assert envelope["error"]["code"] == code, envelope
+        assert envelope["error"]["exitCode"] == exit_code == run.code
+        assert isinstance(envelope["error"]["recovery"], list)
+        return envelope
+
+
+@pytest.fixture
+def cm(tmp_path: Path) -> Cm:
+    return Cm(tmp_path)
+
+
+def test_init_add_mark_context_worked_examples(cm: Cm) -> None:
+    data = cm.ok("init")
+    assert data["storage"]["mode"] == "embedded"
+    assert (cm.home / "config.json").exists()
+    cm.fails("ALREADY_EXISTS", 2, "init")
+    added = cm.ok("playbook", "add", "Always check token expiry before other auth debugging", "--category", "security")
+    bullet = added["bullet"]
+    assert bullet["id"].startswith("b-") and bullet["kind"] == "workflow_rule" and bullet["state"] == "draft"
+    assert bullet["sourceSessions"] == ["manual-cli"]
+    for _ in range(3):
+        marked = cm.ok("mark", bullet["id"], "--helpful")
+    assert marked == {"bulletId": bullet["id"], "type": "helpful", "newState": "established", "effectiveScore": 3.0}
+    marked = cm.ok("mark", bullet["id"], "--harmful", "--reason", "caused_bug")
+    assert marked["newState"] == "established" and marked["effectiveScore"] == -1.0
+
+    ctx = cm.ok("context", "fix the auth token timeout bug")
+    assert [b["id"] for b in ctx["relevantBullets"]] == [bullet["id"]]
+    top = ctx["relevantBullets"][0]
+    assert (top["relevanceScore"], top["effectiveScore"], top["finalScore"]) == (7, -1.0, 0.7)
+    assert "embedding" not in top and top["lastHelpful"] == "just now"
+    assert ctx["semanticMode"] == "keyword" and ctx["semanticNotice"]
+    assert ctx["antiPatterns"] == [] and ctx["historySnippets"] == []
+    assert len(ctx["suggestedCassQueries"]) <= 5 and not any("'fix fix'" in q for q in ctx["suggestedCassQueries"])
+
+    got = cm.ok("playbook", "get", bullet["id"])["bullet"]
+    assert got["helpfulCount"] == 3 and got["harmfulCount"] == 1 and got["decayedHelpful"] == pytest.approx(3, abs=1e-3)
+    assert cm.ok("why", bullet["id"][:8])["currentStatus"]["effectiveness"] == "Negative"
+
+
+def test_error_envelopes_and_exit_codes(cm: Cm, tmp_path: Path) -> None:
+    cm.fails("BULLET_NOT_FOUND", 2, "mark", "b-nothere1", "--helpful")
+    cm.fails("MISSING_REQUIRED", 2, "mark", "b-nothere1")
+    cm.fails("INVALID_INPUT", 2, "context", "task", "--limit", "0")
+    cm.fails("INVALID_INPUT", 2, "context", "task", "--limit", "x")
+    cm.fails("INVALID_INPUT", 2, "no-such-command")
+    cm.fails("TRAUMA_NOT_FOUND", 2, "trauma", "heal", "trauma-00000000")
+    cm.fails("FILE_NOT_FOUND", 4, "playbook", "import", str(tmp_path / "missing.yaml"))
+    cm.fails("MISSING_API_KEY", 7, "audit")
+    cm.fails("NETWORK_ERROR", 5, "playbook", "list", "--server-url", "http://127.0.0.1:9")
+    (cm.repo / ".cass").mkdir()
+    (cm.repo / ".cass" / "config.json").write_text("{not json")
+    cm.fails("CONFIG_INVALID", 3, "playbook", "list")
+    run = cm("quickstart", json_=False)
+    assert run.code == 0 and run.stdout.strip() and not run.stdout.lstrip().startswith("{")
+
+
+def test_export_import_round_trip_in_reference_format(cm: Cm, tmp_path: Path) -> None:
+    reference = {
+        "schema_version": 2, "name": "playbook", "description": "team rules",
+        "metadata": {"createdAt": "2026-01-02T03:04:05.000Z", "totalReflections": 0, "totalSessionsProcessed": 0},
+        "deprecatedPatterns": [{"pattern": "moment.js", "deprecatedAt": "2026-01-02T00:00:00.000Z",
+                                "reason": "unmaintained", "replacement": "date-fns"}],
+        "bullets": [
+            {"id": "b-mx2cz7du-ptto9j", "scope": "global", "category": "testing",
+             "content": "Run the integration tests before merging a migration", "source": "learned",
+             "type": "rule", "isNegative": False, "kind": "workflow_rule", "state": "active",
+             "maturity": "established", "helpfulCount": 3, "harmfulCount": 0,
+             "feedbackEvents": [{"type": "helpful", "timestamp": "2026-01-03T00:00:00.000Z"}] * 3,
+             "confidenceDecayHalfLifeDays": 90, "createdAt": "2026-01-02T03:04:05.000Z",
+             "updatedAt": "2026-01-03T00:00:00.000Z", "pinned": False, "deprecated": False,
+             "sourceSessions": ["/s/a.jsonl"], "sourceAgents": ["claude"], "tags": ["db"]},
+            {"id": "b-mx2cz7du-anti01", "category": "git", "content": "AVOID: force pushing to main",
+             "kind": "anti_pattern", "type": "anti-pattern", "isNegative": True, "state": "active",
+             "createdAt": "2026-01-02T03:04:05.000Z", "updatedAt": "2026-01-02T03:04:05.000Z"},
+        ]}
+    source = tmp_path / "playbook.yaml"
+    source.write_text(yaml.safe_dump(reference, sort_keys=False))
+    data = cm.ok("playbook", "import", str(source))
+    assert (data["added"], data["skipped"], data["target"]) == (2, 0, "global")
+    assert cm.ok("playbook", "import", str(source))["skipped"] == 2
+
+    exported = yaml.safe_load(cm("playbook", "export", "--yaml", json_=False).stdout)
+    assert exported["schema_version"] == 2 and exported["metadata"]["exportedBulletCount"] == 2
+    by_id = {b["id"]: b for b in exported["bullets"]}
+    first = by_id["b-mx2cz7du-ptto9j"]
+    original = reference["bullets"][0]
+    for key in ("content", "category", "kind", "state", "maturity", "feedbackEvents", "tags", "createdAt"):
+        assert first[key] == original[key], key
+    assert "sourceSessions" not in first and "sourceAgents" not in first
+    assert list(first)[:6] == ["id", "scope", "category", "content", "source", "type"]
+    assert exported["deprecatedPatterns"][0]["pattern"] == "moment.js"
+
+    ctx = cm.ok("context", "should I add moment.js for git force pushing", "--no-history")
+    assert [b["id"] for b in ctx["antiPatterns"]] == ["b-mx2cz7du-anti01"]
+    assert ctx["deprecatedWarnings"] and "date-fns" in ctx["deprecatedWarnings"][0]
+
+    again = tmp_path / "again.yaml"
+    again.write_text(yaml.safe_dump(exported, sort_keys=False))
+    home2 = Cm(tmp_path / "second")
+    assert home2.ok("playbook", "import", str(again))["added"] == 2
+    assert yaml.safe_load(home2("playbook", "export", "--yaml", json_=False).stdout)["bullets"] == exported["bullets"]
+
+
+def test_repo_playbook_merges_with_global_and_repo_wins(cm: Cm) -> None:
+    cm.ok("init")
+    cm.ok("playbook", "add", "Use pnpm workspaces for the monorepo build steps", "--category", "workflow")
+    cm.ok("init", "--repo")
+    repo_book = yaml.safe_load((cm.repo / ".cass" / "playbook.yaml").read_text())
+    assert repo_book["name"] == "repo-playbook"
+    repo_book["bullets"] = [{"id": "b-repo0001-aaaaaa", "category": "testing", "state": "active",
+                             "content": "Run pnpm test in the repo root before pushing",
+                             "createdAt": "2026-01-01T00:00:00.000Z", "updatedAt": "2026-01-01T00:00:00.000Z"}]
+    (cm.repo / ".cass" / "playbook.yaml").write_text(yaml.safe_dump(repo_book, sort_keys=False))
+    listed = {b["id"] for b in cm.ok("playbook", "list")["bullets"]}
+    assert "b-repo0001-aaaaaa" in listed and len(listed) == 2
+    cm.ok("mark", "b-repo0001-aaaaaa", "--helpful")
+    saved = yaml.safe_load((cm.repo / ".cass" / "playbook.yaml").read_text())
+    assert saved["bullets"][0]["helpfulCount"] == 1  # written back to the repo file, not Cerememory
+    elsewhere = cm.ok("playbook", "list", cwd=cm.home.parent)
+    assert {b["id"] for b in elsewhere["bullets"]} == listed - {"b-repo0001-aaaaaa"}
+
+
+def test_forget_invert_undo_remove_and_stats(cm: Cm) -> None:
+    rule = cm.ok("add", "Always cache auth tokens in local storage for speed")["bullet"]["id"]
+    other = cm.ok("add", "Write a failing test before fixing a reported bug")["bullet"]["id"]
+    data = cm.ok("forget", rule, "--reason", "tokens leaked", "--invert")
+    assert data["inverted"] is True and data["antiPatternId"].startswith("b-")
+    blocked = [json.loads(line) for line in (cm.home / "blocked.log").read_text().splitlines()]
+    assert blocked[0]["id"] == rule and blocked[0]["reason"] == "tokens leaked"
+    anti = cm.ok("playbook", "get", data["antiPatternId"])["bullet"]
+    assert anti["content"] == "AVOID: Always cache auth tokens in local storage for speed. tokens leaked"
+    assert anti["isNegative"] is True and "inverted" in anti["tags"]
+    assert rule not in {b["id"] for b in cm.ok("playbook", "list")["bullets"]}
+    undone = cm.ok("undo", rule)
+    assert undone["action"] == "un-deprecate" and undone["after"]["state"] == "active"
+    assert rule in {b["id"] for b in cm.ok("playbook", "list")["bullets"]}
+    cm.fails("MISSING_REQUIRED", 2, "playbook", "remove", other, "--hard")
+    assert cm.ok("playbook", "remove", other)["action"] == "deprecated"
+    stats = cm.ok("stats")
+    assert stats["total"] == 3 and stats["byKind"]["anti_pattern"] == 1
+    assert cm.ok("top", "2")["count"] == 2
+    assert cm.ok("stale", "--days", "0")["count"] == 2
+    similar = cm.ok("similar", "cache auth tokens in local storage", "--threshold", "0.3")
+    assert similar["mode"] == "keyword" and similar["results"][0]["id"] == rule
+
+
+def test_outcome_worked_example_and_apply(cm: Cm) -> None:
+    rule = cm.ok("add", "Run the linter before committing changes to shared modules")["bullet"]["id"]
+    data = cm.ok("outcome", "success", rule, "--duration", "300", "--text", "thanks, that worked")
+    assert data == {"applied": 1, "missing": [], "type": "helpful", "weight": 1.8, "sentiment": "positive"}
+    bullet = cm.ok("playbook", "get", rule)["bullet"]
+    event = bullet["feedbackEvents"][-1]
+    assert event["context"] == "success, fast, sentiment+" and event["decayedValue"] == 1.8
+    assert bullet["effectiveScore"] == pytest.approx(0.9, abs=1e-3)
+    soft = cm("outcome", "mixed", rule, "--errors", "1")
+    assert soft.code == 0 and soft.env["effect"] is False and soft.env["data"]["feedbackRecorded"] is False
+    replay = cm.ok("outcome-apply")
+    assert replay["applied"] == 0 and replay["totalOutcomes"] == 2  # idempotent per recordedAt
+
+
+def test_trauma_registry_and_claude_hook(cm: Cm) -> None:
+    entry = cm.ok("trauma", "add", r"^rm\s+-rf\s+/", "--message", "wiped a server")["entry"]
+    assert entry["id"].startswith("trauma-") and entry["severity"] == "CRITICAL"
+    cm.fails("INVALID_INPUT", 2, "trauma", "add", "([unclosed")
+    assert cm.ok("trauma", "list")["traumas"][0]["id"] == entry["id"]
+    ctx = cm.ok("context", "rm -rf /var/cache/app to free space", "--no-history")
+    assert ctx["traumaWarning"]["pattern"] == entry["pattern"]
+
+    (cm.repo / ".claude").mkdir()
+    cm.fails("FILE_NOT_FOUND", 4, "guard", "--install", cwd=cm.home.parent)
+    installed = cm.ok("guard", "--install")
+    assert installed["alreadyInstalled"] is False
+    settings = json.loads((cm.repo / ".claude" / "settings.json").read_text())
+    assert settings["hooks"]["PreToolUse"][0]["matcher"] == "Bash"
+    assert cm.ok("guard", "--install")["alreadyInstalled"] is True
+    hook = cm.repo / ".claude" / "hooks" / "trauma_guard.py"
+    environ = {**cm.environ, "CLAUDE_PROJECT_DIR": str(cm.repo)}
+
+    def feed(payload: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(hook)], input=payload, capture_output=True, text=True,
+                              env=environ, cwd=cm.repo, timeout=30)
+
+    denied = feed(json.dumps({"tool_name": "Bash", "tool_input": {"command": "rm -rf /var/lib/db"}}))
+    assert denied.returncode == 0
+    decision = json.loads(denied.stdout)["hookSpecificOutput"]
+    assert decision["permissionDecision"] == "deny" and "wiped a server" in decision["permissionDecisionReason"]
+    for harmless in (json.dumps({"tool_name": "Bash", "tool_input": {"command": "ls -la"}}),
+                     json.dumps({"tool_name": "Edit", "tool_input": {"command": "rm -rf /"}}), "not json"):
+        allowed = feed(harmless)
+        assert allowed.returncode == 0 and allowed.stdout == ""
+    healed = cm.ok("trauma", "heal", entry["id"])
+    assert healed["updated"] == 1
+    assert feed(json.dumps({"tool_name": "Bash", "tool_input": {"command": "rm -rf /var/lib/db"}})).stdout == ""
+    assert cm.ok("trauma", "list")["healedCount"] == 1
+    cm.fails("MISSING_REQUIRED", 2, "trauma", "remove", entry["id"])
+    assert cm.ok("trauma", "remove", entry["id"], "--force")["removed"] == 1
+
+
+def test_git_precommit_hook_blocks_added_lines(cm: Cm) -> None:
+    cm.ok("trauma", "add", r"^rm\s+-rf\s+/", "--scope", "project")
+    assert (cm.repo / ".cass" / "traumas.jsonl").exists()
+    assert cm.ok("guard", "--git")["alreadyInstalled"] is False
+    git = ["git", "-C", str(cm.repo), "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    environ = {**cm.environ}
+    (cm.repo / "clean.sh").write_text("echo hello\n")
+    subprocess.run([*git, "add", "clean.sh"], check=True, env=environ)
+    ok = subprocess.run([*git, "commit", "-qm", "clean"], capture_output=True, text=True, env=environ)
+    assert ok.returncode == 0, ok.stderr
+    (cm.repo / "danger.sh").write_text("#!/bin/sh\nrm -rf /var/cache/x\n")
+    subprocess.run([*git, "add", "danger.sh"], check=True, env=environ)
+    blocked = subprocess.run([*git, "commit", "-qm", "danger"], capture_output=True, text=True, env=environ)
+    assert blocked.returncode != 0 and "COMMIT BLOCKED" in blocked.stderr
+    (cm.repo / "danger.sh").write_text("#!/bin/sh\n")  # a deleted line never blocks
+    subprocess.run([*git, "add", "danger.sh"], check=True, env=environ)
+    assert subprocess.run([*git, "commit", "-qm", "fine"], capture_output=True, env=environ).returncode == 0
+
+
+def test_starters_project_onboard_privacy_doctor(cm: Cm) -> None:
+    names = [s["name"] for s in cm.ok("starters")["starters"]]
+    assert names == sorted(names) and {"general", "typescript", "react", "python", "node", "rust"} <= set(names)
+    init = cm.ok("init", "--starter", "python")
+    assert init["starter"] == {"added": 4, "skipped": 0, "name": "python"}
+    project = cm.ok("project", "--format", "agents.md")
+    assert project["content"].startswith("# AGENTS.md") and "## Rules" in project["content"]
+    claude = cm.ok("project", "--format", "claude.md")["content"]
+    assert claude.startswith("<project_rules>")
+    gaps = cm.ok("onboard", "gaps")["gapAnalysis"]
+    assert gaps["byCategory"]["testing"]["count"] == 1 and "security" in gaps["gaps"]["critical"]
+    assert cm.ok("privacy", "enable", "claude")["crossAgent"]["agents"] == ["claude"]
+    assert cm.ok("privacy", "status")["crossAgent"]["enabled"] is True
+    doctor = cm.ok("doctor")
+    assert doctor["overallStatus"] in ("healthy", "degraded", "unhealthy") and doctor["checks"]
+    assert {"summary", "oneCommand", "protocol"} <= set(cm.ok("quickstart"))
+    assert cm.ok("usage")["dailyLimit"] == 1.0
+
+
+def test_reflect_honours_inline_feedback_from_the_raw_journal(cm: Cm) -> None:
+    rule = cm.ok("add", "Check the migration order before running alembic upgrade")["bullet"]["id"]
+    import cerememory
+
+    with cerememory.open(cm.home / "cerememory", semantic="off") as mem:
+        mem.store_raw("please fix the failing alembic migration in the billing service", session_id="s-1",
+                      speaker="user", metadata={"agent": "claude"})
+        mem.store_raw(f"Reordered the revisions. # [cass: helpful {rule}] - caught the wrong order\n"
+                      "All tests pass now, fixed.", session_id="s-1", speaker="assistant")
+    dry = cm.ok("reflect", "--dry-run")
+    assert dry["deltas"][0]["bulletId"] == rule
+    data = cm.ok("reflect")
+    assert data["autoOutcome"]["inlineFeedbackDeltas"] == 1 and data["llm"]["used"] is False
+    assert cm.ok("playbook", "get", rule)["bullet"]["helpfulCount"] == 1
+    again = cm("reflect")
+    assert again.env["effect"] is False  # processed sessions are not reflected twice
+    history = cm.ok("context", "alembic migration billing")["historySnippets"]
+    assert any(h["sessionId"] == "s-1" for h in history if h["source"] == "raw_journal")
+    assert cm.ok("validate", "Check the alembic migration order")["verdict"] in ("ACCEPT", "ACCEPT_WITH_CAUTION")

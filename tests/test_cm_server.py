@@ -1,0 +1,63 @@
+"""`cm` against a running `cerememory serve`: by --server-url, and by falling back to the server
+that owns the data dir (DATA_DIR_LOCKED names its URL); and `cm serve` over MCP stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from tests.conftest import ServeProcess
+from tests.test_cm_cli import Cm
+
+
+def test_add_mark_context_through_a_running_server(tmp_path: Path) -> None:
+    cm = Cm(tmp_path)
+    data_dir = tmp_path / "served"
+    server = ServeProcess.serve(data_dir, tmp_path)
+    try:
+        added = cm.ok("add", "Always check token expiry before other auth debugging", "--server-url", server.url)
+        rule = added["bullet"]["id"]
+        for _ in range(3):
+            marked = cm.ok("mark", rule, "--helpful", "--server-url", server.url)
+        assert marked["newState"] == "established" and marked["effectiveScore"] == 3.0
+        # no --server-url: the data dir is owned by the server, so cm talks to it
+        run = cm("context", "fix the auth token timeout bug", CEREMEMORY_DATA_DIR=str(data_dir))
+        assert run.code == 0, run.stdout
+        assert run.env["metadata"]["storage"] == "server"
+        assert "using http://" in run.stderr
+        top = run.env["data"]["relevantBullets"][0]
+        assert top["id"] == rule and top["relevanceScore"] == 7 and top["effectiveScore"] == 3.0
+    finally:
+        server.stop()
+
+
+def test_cm_serve_over_mcp_stdio(tmp_path: Path) -> None:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    cm = Cm(tmp_path)
+    rule = cm.ok("add", "Run database migrations inside a transaction when the engine supports it")["bullet"]["id"]
+
+    async def session() -> None:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "cerememory.cm.cli", "serve"],
+                                       env=cm.environ, cwd=str(cm.repo))
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            tools = {t.name for t in (await client.list_tools()).tools}
+            assert {"cm_context", "cm_feedback", "cm_outcome", "memory_search", "memory_reflect"} <= tools
+            result = await client.call_tool("cm_context", {"task": "database migrations transaction"})
+            assert not result.is_error
+            data = json.loads(result.content[0].text)
+            assert data["relevantBullets"][0]["id"] == rule
+            feedback = await client.call_tool("cm_feedback", {"bulletId": rule, "helpful": True})
+            assert json.loads(feedback.content[0].text)["type"] == "helpful"
+            bad = await client.call_tool("cm_feedback", {"bulletId": rule})
+            assert bad.is_error
+            resources = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert {"cm://playbook", "cm://stats", "cm://diary", "cm://outcomes"} <= resources
+            book = await client.read_resource("cm://playbook")
+            assert json.loads(book.contents[0].text)["bullets"][0]["id"] == rule
+
+    asyncio.run(asyncio.wait_for(session(), 120))

@@ -1,0 +1,183 @@
+"""The hash-chained audit log: what gets logged, by whom, and that every kind of tampering (edit,
+delete, reorder, truncated write) is named by `audit-verify` and refused at start-up."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+import cerememory
+from cerememory import CMPError, ErrorCode
+from cerememory.security.audit import AUDIT_FILE, GENESIS, AuditLog, verify
+
+from .conftest import ServeProcess, ServerThread, free_port
+
+
+def entries(data_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (data_dir / AUDIT_FILE).read_text().splitlines()]
+
+
+def test_every_mutating_operation_is_logged_with_its_records(mem, data_dir):
+    stored = mem.store("the boiler is serviced in March")
+    batch = mem.store_batch([{"content": {"blocks": [{"text": "one"}]}},
+                             {"content": {"blocks": [{"text": "two"}]}}])
+    raw = mem.store_raw("user: hello", session_id="s1")
+    mem.update(stored.record_id, text="the boiler is serviced in April")
+    mem.set_mode("perfect")
+    mem.decay_tick()
+    recalled = [h.record.id for h in mem.recall("boiler").memories]  # recall's strengthening is logged
+    mem.recall("boiler", reconsolidate=False)  # pure reads are not
+    mem.stats()
+    mem.forget(store="episodic", confirm=True)  # ids the response does not name
+    log = entries(data_dir)
+    assert [e["op"] for e in log] == ["encode.store", "encode.batch", "encode.store_raw", "encode.update",
+                                      "lifecycle.set_mode", "lifecycle.decay_tick", "recall.reconsolidate",
+                                      "lifecycle.forget"]
+    assert log[6]["record_ids"] == [str(i) for i in recalled]
+    assert log[0]["record_ids"] == [str(stored.record_id)]
+    assert log[1]["record_ids"] == [str(r.record_id) for r in batch.results]
+    assert log[2]["record_ids"] == [str(raw.record_id)]
+    assert log[4]["summary"] == {"mode": "perfect"}
+    assert set(log[7]["record_ids"]) == {str(stored.record_id), *(str(r.record_id) for r in batch.results)}
+    assert log[7]["summary"]["records_deleted"] == 3
+    assert [e["seq"] for e in log] == list(range(1, 9))
+    assert log[0]["prev"] == GENESIS and all(b["prev"] == a["hash"] for a, b in zip(log, log[1:], strict=False))
+    assert all(e["transport"] == "embedded" and e["key_id"] is None for e in log)
+    # content never reaches the log
+    assert "boiler" not in (data_dir / AUDIT_FILE).read_text()
+    assert verify(data_dir / AUDIT_FILE).ok
+
+
+def test_http_calls_carry_request_id_and_transport(mem, data_dir):
+    server = ServerThread(mem.engine)
+    try:
+        with httpx.Client(base_url=server.url) as h:
+            response = h.post("/v1/encode", headers={"x-request-id": "req-audit-1"},
+                              json={"content": {"blocks": [{"text": "over http"}]}})
+            assert response.status_code == 200
+    finally:
+        server.stop()
+    last = entries(data_dir)[-1]
+    assert last["request_id"] == "req-audit-1" and last["transport"] == "http"
+    assert last["record_ids"] == [response.json()["record_id"]]
+
+
+def test_concurrent_appends_keep_one_chain(mem, data_dir):
+    def writer(n: int) -> None:
+        for i in range(15):
+            mem.store(f"writer {n} note {i}")
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    report = verify(data_dir / AUDIT_FILE)
+    assert report.ok and report.entries == 60
+
+
+def test_two_writers_in_two_processes_share_the_chain(tmp_path):
+    """The keys CLI appends while a server owns the log: each writer chains from the other's tail."""
+    path = tmp_path / AUDIT_FILE
+    a, b = AuditLog(path), AuditLog(path)
+    for i in range(5):
+        (a if i % 2 else b).append("encode.store", record_ids=[str(i)])
+    a.close()
+    b.close()
+    assert verify(path).ok and verify(path).entries == 5
+
+
+def _tamper(path: Path, how: str) -> int:
+    """Damage the log; returns the line number audit-verify must name."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    if how == "edit":
+        lines[2] = lines[2].replace(b'"lifecycle.set_mode"', b'"lifecycle.set_mod3"')
+        bad = 3
+    elif how == "delete":
+        del lines[1]
+        bad = 2
+    elif how == "reorder":
+        lines[1], lines[2] = lines[2], lines[1]
+        bad = 2
+    elif how == "truncate_mid_line":
+        lines[-1] = lines[-1][:40]
+        bad = len(lines)
+    else:  # a forged entry with a correct hash of its own but no link to the chain
+        forged = json.loads(lines[1])
+        forged.pop("hash")
+        forged["record_ids"] = []
+        from cerememory.security.audit import _line
+
+        lines[1] = _line(forged)[0]
+        bad = 3
+    path.write_bytes(b"".join(lines))
+    return bad
+
+
+def _populate(data_dir: Path) -> None:
+    with cerememory.open(data_dir, semantic="off") as mem:
+        rid = mem.store("first").record_id
+        mem.store("second")
+        mem.set_mode("perfect")
+        mem.forget([rid], confirm=True)
+
+
+@pytest.mark.parametrize("how", ["edit", "delete", "reorder", "truncate_mid_line", "rehash"])
+def test_tampering_is_named_by_audit_verify_and_refused_at_start(data_dir, cli, how):
+    _populate(data_dir)
+    bad = _tamper(data_dir / AUDIT_FILE, how)
+    result = cli("audit-verify", "--json")
+    assert result.code == 6, result.stdout
+    report = result.json()
+    assert report["ok"] is False and report["first_bad_line"] == bad, report
+    assert report["entries"] == bad - 1
+    text = cli("audit-verify")
+    assert f"line {bad}" in text.stderr and "AUDIT_BROKEN" in text.stderr
+
+    with pytest.raises(CMPError) as refused:
+        cerememory.open(data_dir, semantic="off")
+    assert refused.value.code is ErrorCode.AUDIT_BROKEN
+    assert refused.value.details["first_bad_line"] == bad
+    assert "--allow-broken-audit" in refused.value.hint
+    stats = cli("stats", "--json")
+    assert stats.code == 6 and stats.json()["error"]["code"] == "AUDIT_BROKEN"
+
+
+def test_allow_broken_keeps_the_evidence_and_logs_the_acceptance(data_dir, cli):
+    _populate(data_dir)
+    _tamper(data_dir / AUDIT_FILE, "delete")
+    with cerememory.open(data_dir, semantic="off", audit__allow_broken=True) as mem:
+        mem.store("after the break")
+    aside = list(data_dir.glob("audit.broken-*.jsonl"))
+    assert len(aside) == 1
+    log = entries(data_dir)
+    assert log[0]["op"] == "audit.allow_broken"
+    assert log[0]["summary"]["broken_file"] == aside[0].name and log[0]["summary"]["first_bad_line"] == 2
+    assert log[1]["op"] == "encode.store"
+    result = cli("audit-verify", "--json")
+    assert result.code == 0 and result.json()["broken_logs_kept"] == [aside[0].name]
+
+
+def test_serve_refuses_a_broken_chain_unless_allowed(data_dir, tmp_path, cli):
+    _populate(data_dir)
+    _tamper(data_dir / AUDIT_FILE, "edit")
+    refused = cli("serve", "--port", str(free_port()), "--json")
+    assert refused.code == 6 and refused.json()["error"]["code"] == "AUDIT_BROKEN"
+    served = ServeProcess.serve(data_dir, tmp_path, "--allow-broken-audit")
+    try:
+        with httpx.Client(base_url=served.url) as h:
+            assert h.post("/v1/encode", json={"content": {"blocks": [{"text": "x"}]}}).status_code == 200
+    finally:
+        assert served.stop() == 0
+    ops = [e["op"] for e in entries(data_dir)]
+    assert ops == ["audit.allow_broken", "encode.store"]
+
+
+def test_audit_can_be_turned_off(data_dir):
+    with cerememory.open(data_dir, semantic="off", audit__enabled=False) as mem:
+        mem.store("unaudited")
+    assert not (data_dir / AUDIT_FILE).exists()
