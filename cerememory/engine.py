@@ -161,6 +161,8 @@ class Engine(RecallOperations, ConsolidationOperations):
         self.records = RecordStore(self.db, sealer=self.sealer)
         stored_vectors = self.records.load()
         self.journal = JournalStore(self.db, self.sealer)
+        if vault is not None:
+            vault.erase_orphans(set(self.records.heads) | set(self.journal.ids()))
         self.working = WorkingMemory(self.options.working_capacity)
         self.graph = AssociationGraph()
         self._load_graph()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import struct
+import uuid
 from pathlib import Path
 
 import duckdb
@@ -165,3 +166,13 @@ def test_archives_move_memories_between_encrypted_and_plain_directories(secret_d
         replaced = mem.dispatch("lifecycle.import", {"archive_data": archive, "strategy": "replace"})
         assert replaced["records_imported"] == 2
     assert _leaks(other, CANARY.encode()) == []
+
+
+def test_keys_left_behind_by_a_crash_are_erased_at_the_next_open(secret_dir):
+    with _open(secret_dir) as mem:
+        record = _fill(mem)
+    Vault.unlock(secret_dir, PASSPHRASE).ensure_keys([uuid.uuid4()])  # a write that never committed
+    before = (secret_dir / KEYSTORE).stat().st_size
+    with _open(secret_dir) as mem:
+        assert mem.inspect(record).id == record
+    assert (secret_dir / KEYSTORE).stat().st_size < before

@@ -138,6 +138,9 @@ class JournalStore:
             sql += f" LIMIT {int(limit)}"
         return [self._row_to_record(r) for r in self.db.query(sql, params)], total
 
+    def ids(self) -> list[uuid.UUID]:
+        return [row[0] for row in self.db.query("SELECT id FROM raw_journal")]
+
     def counts(self) -> tuple[int, int]:
         """(all records, records not yet consolidated by a dream tick)."""
         row = self.db.query(
