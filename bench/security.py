@@ -13,9 +13,11 @@ Measured in one run, side by side:
 - the secret sanitiser's throughput (MiB/s) on a mixed corpus of prose, code and secrets;
 - the rate limiter's check (µs per call).
 
-Encryption at rest (encode/recall on vs off) and archive export/import MiB/s are measured by
-bench/archive.py (bench/results/archive.md); the section "Encryption and archives" below is the
-place to fold their figures in.
+- encryption at rest: `encode.batch` records/s and `recall.query` latency on an encrypted and a
+  plain data dir side by side (same records, interleaved), and the time to open each; the ratio
+  encrypted / plain (target ≤ 1.3× slower).
+
+Archive export/import MiB/s are measured by bench/archive.py (bench/results/archive.md).
 
 Writes bench/results/security.md, security.json and security_audit_verify.png.
 """
@@ -152,6 +154,63 @@ def bench_ratelimit(calls: int) -> dict:
     return {"calls": calls, "us_per_call": (now() - started) / calls * 1e6}
 
 
+WORDS = ("budget roadmap deploy migration incident review hiring invoice contract release backlog sprint "
+         "outage dashboard pipeline database cache latency security audit pricing launch design survey "
+         "Alice Bob Carol Dave Erin Frank Berlin Lisbon Tokyo Monday Friday").split()
+
+
+def bench_encryption(workdir: Path, n: int, queries: int = 200) -> dict:
+    """The same records into an encrypted and a plain data dir, chunk by chunk in turn; then
+    recall on both, reopened so record bodies come from disk (and, encrypted, are opened)."""
+    import random
+
+    import numpy as np
+
+    from cerememory.storage.archive_crypto import KdfParams
+    from cerememory.storage.crypto import Vault
+
+    rng = random.Random(7)
+    texts = [" ".join(rng.choice(WORDS) for _ in range(14)) + f" note {i}" for i in range(n)]
+    vectors = np.random.default_rng(7).standard_normal((n, 384)).astype(np.float32)
+    dirs = {"plain": workdir / "plain", "encrypted": workdir / "encrypted"}
+    Vault.create(dirs["encrypted"], "bench passphrase", KdfParams())
+    settings = {"plain": {}, "encrypted": {"encryption__passphrase": "bench passphrase"}}
+    seconds = {k: 0.0 for k in dirs}
+    mems = {k: cerememory.open(d, semantic="off", **settings[k]) for k, d in dirs.items()}
+    try:
+        for start in range(0, n, 1000):
+            batch = [{"content": {"blocks": [{"text": t, "embedding": vectors[start + j].tolist()}]}}
+                     for j, t in enumerate(texts[start:start + 1000])]
+            for name in (("plain", "encrypted") if start % 2000 == 0 else ("encrypted", "plain")):
+                t0 = now()
+                mems[name].store_batch(batch)
+                seconds[name] += now() - t0
+    finally:
+        for mem in mems.values():
+            mem.close()
+    opened = {}
+    for name, d in dirs.items():
+        t0 = now()
+        mems[name] = cerememory.open(d, semantic="off", **settings[name])
+        opened[name] = now() - t0
+    latency: dict[str, list[float]] = {k: [] for k in dirs}
+    try:
+        cues = [" ".join(rng.choice(WORDS) for _ in range(3)) for _ in range(queries)]
+        for i, cue in enumerate(cues):
+            for name in (("plain", "encrypted") if i % 2 else ("encrypted", "plain")):
+                t0 = now()
+                mems[name].recall(cue, limit=10, reconsolidate=False)
+                latency[name].append(now() - t0)
+    finally:
+        for mem in mems.values():
+            mem.close()
+    p50 = {k: statistics.median(v) * 1000 for k, v in latency.items()}
+    rate = {k: n / s for k, s in seconds.items()}
+    return {"records": n, "queries": queries, "encode_records_per_s": rate, "recall_p50_ms": p50,
+            "open_s": opened, "encode_slowdown": rate["plain"] / rate["encrypted"],
+            "recall_slowdown": p50["encrypted"] / p50["plain"]}
+
+
 def plot(audit: dict, path: Path) -> None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -169,6 +228,7 @@ def plot(audit: dict, path: Path) -> None:
 
 def report(result: dict) -> str:
     audit, enc, san, rl = result["audit"], result["encode"], result["sanitize"], result["ratelimit"]
+    crypt = result["encryption"]
     per100k = audit["verify"][-1]["verify_s_per_100k"]
     lines = [
         "# Security benchmark (bench/security.py)",
@@ -208,11 +268,22 @@ def report(result: dict) -> str:
         f"secrets ({san['redactions']:,} redactions).",
         f"- Rate limiter check: {rl['us_per_call']:.2f} µs per call (256 clients).",
         "",
-        "## Encryption and archives",
+        "## Encryption at rest",
         "",
-        "Encode and recall throughput with encryption at rest on vs off, and CMA export / import MiB/s, "
-        "are measured by their own benchmarks (bench/archive.py → bench/results/archive.md); add their "
-        "ratios here when they are run together.",
+        md_table(["measure", "plain", "encrypted", "encrypted vs plain", "target", "result"], [
+            ["encode.batch records/s", crypt["encode_records_per_s"]["plain"],
+             crypt["encode_records_per_s"]["encrypted"], f"{crypt['encode_slowdown']:.2f}× slower", "≤ 1.3×",
+             "PASS" if crypt["encode_slowdown"] <= 1.3 else "MISS"],
+            ["recall.query p50 ms (reopened: bodies from disk)", crypt["recall_p50_ms"]["plain"],
+             crypt["recall_p50_ms"]["encrypted"], f"{crypt['recall_slowdown']:.2f}× slower", "≤ 1.3×",
+             "PASS" if crypt["recall_slowdown"] <= 1.3 else "MISS"],
+            ["open s", crypt["open_s"]["plain"], crypt["open_s"]["encrypted"], "", "", ""],
+        ]),
+        "",
+        f"- {crypt['records']:,} records (text and a 384-d caller vector each) stored into both data dirs in "
+        f"alternating chunks of 1000, then {crypt['queries']} text queries alternating between them. Opening "
+        "the encrypted dir includes one Argon2id derivation (64 MiB, 3 passes) and unwrapping every data key.",
+        "- Archive export/import MiB/s: bench/archive.py → bench/results/archive.md.",
         "",
         f"Other processes used {result['load']:.2f} cores on average during the run (a shared machine).",
         "",
@@ -228,9 +299,10 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--encodes", type=int, default=500, help="single stores per side and round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--crypt-records", type=int, default=20_000, help="records for the encryption comparison")
     args = parser.parse_args()
     if args.quick:
-        args.entries, args.encodes = 20_000, 150
+        args.entries, args.encodes, args.crypt_records = 20_000, 150, 5_000
     clean_env()
     monitor = LoadMonitor()
     monitor.start()
@@ -238,7 +310,8 @@ def main() -> None:
     try:
         result = {"audit": bench_audit(workdir, args.entries),
                   "encode": bench_encode(workdir, args.encodes, args.rounds),
-                  "sanitize": bench_sanitize(4.0), "ratelimit": bench_ratelimit(200_000)}
+                  "sanitize": bench_sanitize(4.0), "ratelimit": bench_ratelimit(200_000),
+                  "encryption": bench_encryption(workdir, args.crypt_records)}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result["load"] = monitor.others_cores()

@@ -20,6 +20,7 @@ keystore taken before the forget (with the passphrase) could.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -46,6 +47,7 @@ _MAGIC = b"CMKEYS1\n"
 _ENTRY = 16 + NONCE_BYTES + KEY_BYTES + 16  # record id, nonce, wrapped key, tag
 _SEALED_VERSION = b"\x01"
 BODY, VECTOR = b"body", b"vector"
+TOKEN_CACHE = 1 << 18
 Row = tuple[uuid.UUID, bytes]
 
 
@@ -88,6 +90,8 @@ class Vault:
         self._keys = keys
         self._ciphers: dict[uuid.UUID, ChaCha20Poly1305] = {}
         self._lock = threading.Lock()
+        # vocabularies are Zipfian: a bounded cache spares an HMAC for almost every token
+        self.token = functools.lru_cache(maxsize=TOKEN_CACHE)(self._token)
 
     # ------------------------------------------------------------ life cycle
 
@@ -256,7 +260,7 @@ class Vault:
 
     # ------------------------------------------------------------ full-text tokens
 
-    def token(self, term: str) -> str:
+    def _token(self, term: str) -> str:
         """A keyed hash of one analysed term: equal terms hash equal, so BM25 is unchanged."""
         digest = hmac.new(self._index_key, term.encode("utf-8"), hashlib.sha256).digest()[:10]
         return base64.b32encode(digest).decode("ascii").lower()
