@@ -9,18 +9,50 @@ with cerememory.open("./memory") as mem:
 ```
 """
 
-from .api import Memory as Memory
-from .api import MemoryAPI as MemoryAPI
-from .api import open as open
-from .cmp.errors import CMPError as CMPError
-from .cmp.errors import ErrorCode as ErrorCode
-from .model import ContentBlock as ContentBlock
-from .model import EmotionVector as EmotionVector
-from .model import MemoryContent as MemoryContent
-from .model import MemoryRecord as MemoryRecord
-from .model import MetaMemory as MetaMemory
-from .model import RawJournalRecord as RawJournalRecord
-from .model import StoreType as StoreType
-from .transport.client import AsyncClient as AsyncClient
-from .transport.client import Client as Client
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from .version import __version__ as __version__
+
+# Public names, imported on first use (PEP 562): `import cerememory.cm.cli` or the HTTP client
+# then do not pay for the engine (DuckDB, tantivy, the models) unless they use it.
+_LAZY = {
+    "Memory": ".api", "MemoryAPI": ".api", "open": ".api",
+    "CMPError": ".cmp.errors", "ErrorCode": ".cmp.errors",
+    "ContentBlock": ".model", "EmotionVector": ".model", "MemoryContent": ".model", "MemoryRecord": ".model",
+    "MetaMemory": ".model", "RawJournalRecord": ".model", "StoreType": ".model",
+    "AsyncClient": ".transport.client", "Client": ".transport.client",
+}
+__all__ = [*_LAZY, "__version__"]
+
+if TYPE_CHECKING:
+    from .api import Memory as Memory
+    from .api import MemoryAPI as MemoryAPI
+    from .api import open as open
+    from .cmp.errors import CMPError as CMPError
+    from .cmp.errors import ErrorCode as ErrorCode
+    from .model import ContentBlock as ContentBlock
+    from .model import EmotionVector as EmotionVector
+    from .model import MemoryContent as MemoryContent
+    from .model import MemoryRecord as MemoryRecord
+    from .model import MetaMemory as MetaMemory
+    from .model import RawJournalRecord as RawJournalRecord
+    from .model import StoreType as StoreType
+    from .transport.client import AsyncClient as AsyncClient
+    from .transport.client import Client as Client
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cerememory' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

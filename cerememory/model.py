@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-import numpy as np
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -118,6 +117,8 @@ def _finite_vector(value: list[float] | None) -> list[float] | None:
         return None
     if not value:
         raise ValueError("embedding must not be empty")
+    import numpy as np  # here, not at module level: HTTP clients import this module and rarely send vectors
+
     if not np.isfinite(np.asarray(value, dtype=np.float64)).all():
         raise ValueError("embedding must hold finite numbers (no NaN or Infinity)")
     return value

@@ -36,8 +36,10 @@ class Cm:
         self.repo = tmp / "repo"
         self.repo.mkdir(parents=True)
         subprocess.run(["git", "init", "-q", str(self.repo)], check=True)
+        # no user config, no LLM key and no agent marker (CLAUDECODE, …) leaks in from the caller
         self.environ = {k: v for k, v in os.environ.items()
-                        if not k.startswith(("CEREMEMORY_", "CASS_", "MCP_"))}
+                        if not k.startswith(("CEREMEMORY_", "CASS_", "MCP_", "CM_", "ANTHROPIC_", "OPENAI_",
+                                             "GOOGLE_", "GEMINI_", "CLAUDE", "CODEX_", "CURSOR_", "AIDER_"))}
         self.environ.update(CASS_MEMORY_HOME=str(self.home), CEREMEMORY_CONFIG=str(tmp / "none.toml"),
                             CEREMEMORY_EMBED__SEMANTIC="off", HOME=str(tmp))
 

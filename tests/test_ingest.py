@@ -196,6 +196,19 @@ def test_cli_embedded_table_and_json(cli, tmp_path):
     assert denied.code == 2 and "privacy" in denied.json()["error"]["message"]
 
 
+def test_a_crash_between_journal_and_state_duplicates_nothing(cli, tmp_path):
+    all_agents(tmp_path / "home")
+    crashed = cli("ingest", "--path", str(tmp_path / "home"), "--json", env={"CEREMEMORY_INGEST_FAULT": "after_store"})
+    assert crashed.code == 87  # died right after the first batch reached the journal
+    resumed = cli("ingest", "--path", str(tmp_path / "home"), "--json")
+    assert resumed.code == 0, resumed.stdout
+    first_batch = 36 - resumed.json()["total"]["turns_ingested"]
+    assert first_batch > 0  # the batch in flight was found in the journal, the rest read again
+    stored = cli("raw-recall", "--limit", "1000", "--json").json()["records"]
+    turn_ids = [r["turn_id"] for r in stored]
+    assert len(turn_ids) == 36 and len(set(turn_ids)) == 36
+
+
 def test_cli_against_a_running_server(cli, tmp_path):
     home = tmp_path / "home"
     claude_project(home)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -61,6 +62,7 @@ class Backend:
         self._api: Any = None
         self._bullets: list[tuple[str, dict[str, Any]]] | None = None
         self._procedural: list[dict[str, Any]] | None = None
+        self.history_hidden = 0
 
     # ------------------------------------------------------------ connection
 
@@ -175,6 +177,29 @@ class Backend:
         if self._procedural is not None:
             self._procedural.append({"id": response["record_id"], "metadata": metadata})
 
+    def cm_record(self, kind: str) -> tuple[str | None, dict[str, Any] | None]:
+        """(record id, `metadata.state`) of cm's one procedural record of `kind` (e.g. privacy)."""
+        for record in self._procedural_records():
+            if record["metadata"]["cm_kind"] == kind:
+                return record["id"], dict(record["metadata"].get("state") or {})
+        return None, None
+
+    def save_cm_record(self, kind: str, data: dict[str, Any], text: str) -> str:
+        """Create or update that record: one `encode.*` write, so the audit log has it."""
+        record_id, _ = self.cm_record(kind)
+        metadata = {"cm_kind": kind, "state": data}
+        content = {"blocks": [{"modality": "text", "text": text}]}
+        if record_id:
+            self.call("encode.update", {"record_id": record_id, "metadata": metadata, "content": content})
+            for record in self._procedural or []:
+                if record["id"] == record_id:
+                    record["metadata"] = metadata
+            return record_id
+        response = self.call("encode.store", {"content": content, "store": "procedural", "metadata": metadata})
+        if self._procedural is not None:
+            self._procedural.append({"id": response["record_id"], "metadata": metadata})
+        return response["record_id"]
+
     def add_bullets(self, bullets: list[dict[str, Any]]) -> list[str]:
         ids: list[str] = []
         for start in range(0, len(bullets), PAGE):
@@ -241,17 +266,36 @@ class Backend:
         return [r["metadata"]["entry"] for r in response.get("records", [])
                 if isinstance((r.get("metadata") or {}).get("entry"), dict)]
 
-    def history(self, query: str, days: int, limit: int) -> list[dict[str, Any]]:
-        """Past-session snippets: the raw journal (verbatim turns) then episodic memories."""
+    def history(self, query: str, days: int, limit: int, *, workspace: str | None = None,
+                permits: Callable[[str | None], bool] | None = None) -> list[dict[str, Any]]:
+        """Past-session snippets: the raw journal (ingested agent turns, best match first), then
+        episodic memories. `workspace` keeps only hits from that directory; `permits(agent)` is
+        the privacy filter (hits from agents it refuses are counted in `history_hidden`)."""
         now = datetime.now(UTC)
         temporal = {"start": (now - timedelta(days=days)).isoformat(), "end": now.isoformat()}
-        raw = self.call("recall.raw_query", {"query": query, "limit": limit, "temporal": temporal})
-        hits = [_raw_snippet(r) for r in raw.get("records", [])]
+        wanted = _realpath(workspace)
+        fetch = limit if wanted is None and permits is None else min(max(limit * 5, 50), 500)
+        self.history_hidden = 0
+
+        def keep(agent: str | None, where: str | None) -> bool:
+            if wanted is not None and _realpath(where) != wanted:
+                return False
+            if permits is not None and agent and not permits(agent):
+                self.history_hidden += 1
+                return False
+            return True
+
+        raw = self.call("recall.raw_query", {"query": query, "limit": fetch, "temporal": temporal})
+        records = sorted(raw.get("records", []), key=lambda r: r.get("created_at") or "", reverse=True)
+        hits = [_raw_snippet(r) for r in records]
+        hits = [h for h in hits if keep(h["agent"] if h["agent"] != "unknown" else None, h.get("workspace"))][:limit]
         if len(hits) < limit:
             episodic = self.call("recall.query", {"cue": {"text": query, "temporal": temporal},
-                                                  "stores": ["episodic"], "limit": limit - len(hits),
+                                                  "stores": ["episodic"], "limit": fetch,
                                                   "reconsolidate": False, "recall_mode": "perfect"})
-            hits += [_episodic_snippet(h) for h in episodic.get("memories", [])]
+            more = [_episodic_snippet(h) for h in episodic.get("memories", [])]
+            hits += [h for h in more if keep(h["agent"] if h["agent"] != "unknown" else None,
+                                             h.get("workspace"))][:limit - len(hits)]
         return hits[:limit]
 
     def sessions(self, days: int, limit: int = PAGE) -> dict[str, list[dict[str, Any]]]:
@@ -275,16 +319,39 @@ def _snippet(text: str) -> str:
     return flat[:300] + "..." if len(flat) > 300 else flat
 
 
+def _realpath(path: str | None) -> str | None:
+    return os.path.realpath(os.path.expanduser(path)) if path else None
+
+
+def _origin(meta: dict[str, Any]) -> dict[str, Any]:
+    """`local`, or `remote` with the host, by the host the ingesting machine recorded."""
+    host = meta.get("host")
+    if isinstance(host, str) and host and host != _hostname():
+        return {"kind": "remote", "host": host}
+    return {"kind": "local"}
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
 def _raw_snippet(record: dict[str, Any]) -> dict[str, Any]:
     meta = record.get("metadata") or {}
     path = meta.get("source_path") or meta.get("path") or f"cerememory:journal/{record['session_id']}"
     turn = record.get("turn_id")
-    line = meta.get("line_number") or (int(turn) if isinstance(turn, str) and turn.isdigit() else 1)
-    return {"source_path": path, "line_number": line, "agent": meta.get("agent") or "unknown",
-            "workspace": meta.get("workspace"), "snippet": _snippet(_text_of(record)),
-            "created_at": record.get("created_at"), "origin": {"kind": "local"},
-            "sessionPath": path, "timestamp": record.get("created_at"),
-            "sessionId": record["session_id"], "recordId": record["id"], "source": "raw_journal"}
+    line = meta.get("line") or meta.get("line_number") or (int(turn) if isinstance(turn, str) and turn.isdigit()
+                                                            else 1)
+    out = {"source_path": path, "line_number": line, "agent": meta.get("agent") or "unknown",
+           "workspace": meta.get("workspace"), "snippet": _snippet(_text_of(record)),
+           "created_at": record.get("created_at"), "origin": _origin(meta),
+           "sessionPath": path, "timestamp": record.get("created_at"),
+           "sessionId": record["session_id"], "recordId": record["id"], "source": "raw_journal",
+           "speaker": record.get("speaker")}
+    if meta.get("tool"):
+        out["tool"] = meta["tool"]
+    return out
 
 
 def _episodic_snippet(hit: dict[str, Any]) -> dict[str, Any]:
@@ -293,8 +360,9 @@ def _episodic_snippet(hit: dict[str, Any]) -> dict[str, Any]:
     diary = meta.get("diary") if isinstance(meta.get("diary"), dict) else {}
     path = diary.get("sessionPath") or meta.get("source_path") or f"cerememory:episodic/{record['id']}"
     return {"source_path": path, "line_number": 1, "agent": diary.get("agent") or meta.get("agent") or "unknown",
+            "workspace": diary.get("workspace") or meta.get("workspace"),
             "snippet": _snippet(_text_of(record)), "score": round(float(hit.get("relevance_score", 0)), 4),
-            "created_at": record.get("created_at"), "origin": {"kind": "local"}, "sessionPath": path,
+            "created_at": record.get("created_at"), "origin": _origin(meta), "sessionPath": path,
             "timestamp": record.get("created_at"), "recordId": record["id"], "source": "episodic"}
 
 

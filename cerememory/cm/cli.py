@@ -79,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("query", nargs="*")
     s.add_argument("--days", type=_positive)
     s.add_argument("--limit", type=_positive)
+    s.add_argument("--workspace")
+
+    s = cmd("ingest")
+    s.add_argument("--agent", action="append", metavar="NAME")
+    s.add_argument("--path", action="append", metavar="P")
+    s.add_argument("--since")
+    s.add_argument("--dry-run", action="store_true")
 
     s = cmd("similar")
     s.add_argument("query", nargs="*")
@@ -248,10 +255,16 @@ def _handlers() -> dict[str, Callable[[Ctx, Any], Result]]:
         "outcome-apply": fb.cmd_outcome_apply, "usage": fb.cmd_usage,
         "why": info.cmd_why, "top": info.cmd_top, "stale": info.cmd_stale, "stats": info.cmd_stats,
         "project": info.cmd_project, "quickstart": info.cmd_quickstart, "doctor": info.cmd_doctor,
-        "privacy": info.cmd_privacy, "onboard": info.cmd_onboard,
+        "privacy": info.cmd_privacy, "onboard": info.cmd_onboard, "ingest": _ingest,
         "reflect": rf.cmd_reflect, "validate": rf.cmd_validate, "audit": rf.cmd_audit,
         "trauma": tr.cmd_trauma, "guard": tr.cmd_guard,
     }
+
+
+def _ingest(ctx: Ctx, args: Any) -> Result:
+    from .cmd_ingest import cmd_ingest
+
+    return cmd_ingest(ctx, args)
 
 
 def _bootstrap(ctx: Ctx, args: Any) -> Result:

@@ -363,35 +363,41 @@ def _llm_status() -> dict[str, Any]:
 
 
 def cmd_privacy(ctx: Ctx, args: Any) -> Result:
-    path = global_dir() / "config.json"
-    config = json.loads(path.read_text()) if path.exists() else {}
-    cross = {**{"enabled": False, "consentGiven": False, "agents": [], "auditLog": True},
-             **(config.get("crossAgent") or {})}
+    """Status, or one audited change of the cross-agent settings (cerememory/cm/privacy.py)."""
+    from . import privacy
+
     action = args.action
     if action == "status":
-        return Result({"crossAgent": cross, "cass": {"available": False, "timelineDays": args.days,
-                                                      "sessionCountsByAgent": None},
+        rules = privacy.policy(ctx.backend)
+        agent, found_by = privacy.current_agent()
+        counts = _session_counts(ctx, args.days)
+        return Result({"crossAgent": rules.state, "cass": {"available": True, "timelineDays": args.days,
+                                                           "sessionCountsByAgent": counts},
+                       "currentAgent": {"name": agent, "from": found_by}, "rule": rules.rule(),
+                       "ingested": {a: rules.permits(a) for a in _agents()},
+                       "changes": privacy.changes(ctx.backend),
                        "notes": {"enable": "cm privacy enable [agents...]", "disable": "cm privacy disable",
                                  "allow": "cm privacy allow <agent>", "deny": "cm privacy deny <agent>"}})
-    if action == "enable":
-        cross.update(enabled=True, consentGiven=True, consentDate=now_iso())
-        if args.agents:
-            cross["agents"] = list(dict.fromkeys(args.agents))
-    elif action == "disable":
-        cross["enabled"] = False
-    elif action in ("allow", "deny"):
-        if not args.agents:
-            raise CmError("MISSING_REQUIRED", f"privacy {action} needs an agent name")
-        agents = list(cross.get("agents") or [])
-        for agent in args.agents:
-            if action == "allow" and agent not in agents:
-                agents.append(agent)
-            if action == "deny" and agent in agents:
-                agents.remove(agent)
-        cross["agents"] = agents
-    config["crossAgent"] = cross
-    write_atomic(path, json.dumps(config, indent=2) + "\n")
-    return Result({"crossAgent": cross})
+    if action in ("allow", "deny") and not args.agents:
+        raise CmError("MISSING_REQUIRED", f"privacy {action} needs an agent name")
+    state = privacy.change(ctx.backend, action, list(args.agents))
+    return Result({"crossAgent": state})
+
+
+def _agents() -> tuple[str, ...]:
+    from ..ingest.agents import AGENTS
+
+    return AGENTS
+
+
+def _session_counts(ctx: Ctx, days: int) -> dict[str, int]:
+    """Journal sessions per agent over `days` (what the reference asked `cass timeline` for)."""
+    counts: dict[str, set[str]] = {}
+    for session_id, records in ctx.backend.sessions(days).items():
+        agents = [(r.get("metadata") or {}).get("agent") for r in records]
+        agent = next((a for a in agents if a), "unknown")
+        counts.setdefault(agent, set()).add(session_id)
+    return {agent: len(ids) for agent, ids in sorted(counts.items())}
 
 
 # ---------------------------------------------------------------- onboarding

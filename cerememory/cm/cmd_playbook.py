@@ -185,8 +185,15 @@ def cmd_history(ctx: Ctx, args: Any) -> Result:
     query = " ".join(args.query).strip()
     if not query:
         raise missing("Query required")
-    hits = ctx.backend.history(query, args.days or 30, args.limit or 10)
-    return Result({"query": query, "days": args.days or 30, "historySnippets": hits})
+    from . import privacy
+
+    rules = privacy.policy(ctx.backend)
+    hits = ctx.backend.history(query, args.days or 30, args.limit or 10, workspace=args.workspace,
+                               permits=rules.permits)
+    data: dict[str, Any] = {"query": query, "days": args.days or 30, "historySnippets": hits}
+    if ctx.backend.history_hidden:
+        data["historyNotice"] = f"{ctx.backend.history_hidden} hits from other agents hidden ({rules.rule()})"
+    return Result(data)
 
 
 def _scope_ok(bullet: dict[str, Any], scope: str) -> bool:

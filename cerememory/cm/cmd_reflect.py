@@ -1,4 +1,4 @@
-"""Reflection over Cerememory's raw journal (deterministic path), validate and audit."""
+"""Reflection over Cerememory's raw journal (deterministic, plus the LLM reflector when configured), validate, audit."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import re
 from typing import Any
 
 from .app import Ctx, Result
+from .bullets import new_bullet
 from .cmd_feedback import apply_outcome
 from .errors import CmError, missing
 from .feedback import add_event, curate
 from .outcome import detect_sentiment, extract_rule_ids, inline_feedback
-from .scoring import extract_keywords, now_iso
+from .scoring import extract_keywords, hash_content, is_active, jaccard, now_iso
 from .trauma import scan_text
 
 ERROR_RE = re.compile(r"\b(errors?|failed|exception|traceback|cannot find|not found|undefined|null reference|"
@@ -76,7 +77,9 @@ def cmd_reflect(ctx: Ctx, args: Any) -> Result:
                     if s not in processed and not any(p in s.lower() for p in excluded)}
     chosen = list(sessions.items())[: args.max_sessions or 5]
     reports, errors, deltas = [], [], []
-    inline_applied, outcome_applied, outcomes_recorded, missing_rules = 0, 0, 0, []
+    inline_applied, outcome_applied, outcomes_recorded, missing_rules, llm_applied = 0, 0, 0, [], 0
+    llm = _Llm(ctx) if chosen else None
+    llm_log: list[dict[str, Any]] = []
     for session_id, records in chosen:
         text = transcript(records)
         report: dict[str, Any] = {"session": session_id, "records": len(records)}
@@ -101,6 +104,11 @@ def cmd_reflect(ctx: Ctx, args: Any) -> Result:
                    "autoGraded": True, "recordedAt": records[-1].get("created_at") or now_iso()}
         report.update({"diaryId": diary["id"], "status": diary["status"], "inlineFeedback": len(inline),
                        "rulesMentioned": rule_ids})
+        proposed = llm.reflect(text, ctx.playbook.active()) if llm else []
+        for delta in proposed:
+            deltas.append({**delta, "sessionPath": session_id, "source": "llm"})
+        if proposed:
+            report["llmDeltas"] = len(proposed)
         if not args.dry_run:
             ctx.backend.add_diary(diary, "\n".join(diary["keyLearnings"] + diary["accomplishments"]))
             for item in inline:
@@ -118,30 +126,156 @@ def cmd_reflect(ctx: Ctx, args: Any) -> Result:
                 result = apply_outcome(ctx, outcome)
                 outcome_applied += result["applied"]
                 missing_rules += [m for m in result["missing"] if m not in missing_rules]
+            for delta in proposed:
+                if _apply_llm_delta(ctx, delta, session_id, diary["agent"], llm_log):
+                    llm_applied += 1
+                elif delta["type"] != "add" and ctx.playbook.find(delta["bulletId"]) is None:
+                    missing_rules.append(delta["bulletId"])
         reports.append(report)
-    llm = _llm_note()
+    note = llm.note() if llm else {"used": False, "reason": "no sessions to reflect on"}
+    if llm and llm.failure:
+        errors.append(f"reflector: {llm.failure}")
+    usage = llm.usage() if llm else None
+    if llm:
+        llm.close()
     if args.dry_run:
-        return Result({"deltas": deltas, "sessions": reports, "llm": llm})
+        return Result({"deltas": deltas, "sessions": reports, "llm": note, "usage": usage},
+                      warnings=llm.warnings() if llm else [])
     curation = curate(ctx.playbook, ctx.config)
+    curation["decisionLog"] = llm_log + list(curation.get("decisionLog") or [])
     for session_id, _ in chosen:
         if session_id not in processed:
             ctx.backend.log("processed", {"sessionPath": session_id, "processedAt": now_iso(),
                                           "deltasGenerated": sum(1 for d in deltas if d["sessionPath"] == session_id)})
-    data = {"global": {"applied": inline_applied + outcome_applied, "skipped": 0, "conflicts": [], **curation},
-            "repo": None, "errors": errors, "sessions": reports, "llm": llm,
+    data = {"global": {"applied": inline_applied + outcome_applied + llm_applied,
+                       "skipped": sum(1 for e in llm_log if e["action"] == "skipped"), "conflicts": [], **curation},
+            "repo": None, "errors": errors, "sessions": reports, "llm": note, "usage": usage,
             "autoOutcome": {"outcomesRecorded": outcomes_recorded, "feedbackApplied": outcome_applied,
                             "missingRules": missing_rules, "inlineFeedbackDeltas": inline_applied}}
-    result = Result(data)
+    result = Result(data, warnings=llm.warnings() if llm else [])
     if not chosen:
         result.effect, result.reason = False, f"No unprocessed sessions in the raw journal in the last {days} days"
-    elif not llm["used"]:
-        result.warnings.append("New rules are not extracted without an LLM: " + llm["reason"])
     return result
 
 
-def _llm_note() -> dict[str, Any]:
-    return {"used": False, "reason": "the LLM reflector is not wired into cm yet; only inline feedback, "
-                                     "auto-outcome, diaries and curation ran (deterministic path)"}
+class _Llm:
+    """The reflector for one `cm reflect`: opened lazily, and after its first failure not used
+    again in this run (the rest falls back to the deterministic path, with a warning)."""
+
+    def __init__(self, ctx: Ctx) -> None:
+        self.ctx = ctx
+        self.session: Any = None
+        self.source = ""
+        self.failure: str | None = None
+        self.opened = False
+        self.proposed = 0
+
+    def _open(self) -> Any:
+        if not self.opened:
+            from .reflector import open_session
+
+            self.opened = True
+            self.session, self.source = open_session(self.ctx.config)
+        return self.session
+
+    def reflect(self, text: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Up to `maxReflectorIterations` rounds; stops when a round adds nothing or on failure."""
+        if self.failure is not None or self._open() is None:
+            return []
+        from ..llm import LLMError
+        from .reflector import REFLECT_SYSTEM, parse_deltas, reflect_prompt
+
+        out: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        try:
+            for _ in range(max(1, int(self.ctx.config.get("maxReflectorIterations", 3) or 1))):
+                reply = self.session.complete_json(REFLECT_SYSTEM, reflect_prompt(text, rules, out))
+                fresh = [d for d in parse_deltas(reply) if _delta_key(d) not in seen]
+                seen.update(_delta_key(d) for d in fresh)
+                out += fresh
+                if not fresh or len(out) >= 50:
+                    break
+        except LLMError as exc:
+            self.failure = exc.reason
+            return []
+        self.proposed += len(out)
+        return out
+
+    def note(self) -> dict[str, Any]:
+        if self.session is None:
+            return {"used": False, "reason": self.source or "no transcript long enough to reflect on"}
+        note = {"used": self.failure is None and self.session.usage.calls > 0, "source": self.source,
+                "provider": self.session.usage.provider, "model": self.session.usage.model,
+                "deltasProposed": self.proposed}
+        if self.failure is not None:
+            note.update(used=False, reason=f"LLM reflector failed: {self.failure}", fallback="deterministic")
+        return note
+
+    def usage(self) -> dict[str, Any] | None:
+        return self.session.report() if self.session is not None else None
+
+    def warnings(self) -> list[str]:
+        if self.failure is not None:
+            return [f"LLM reflector failed ({self.failure}); fell back to the deterministic path "
+                    "(inline feedback, auto-outcome, diaries, curation)"]
+        if self.session is None and self.opened:
+            return ["New rules are not extracted without an LLM: " + self.source]
+        return []
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+
+
+def _delta_key(delta: dict[str, Any]) -> str:
+    if delta["type"] == "add":
+        return "add:" + hash_content(delta["bullet"]["content"])
+    return f"{delta['type']}:{delta['bulletId']}"
+
+
+def _apply_llm_delta(ctx: Ctx, delta: dict[str, Any], session_id: str, agent: str,
+                     log: list[dict[str, Any]]) -> bool:
+    """Curate one reflector delta (reference §3.7): dedup against the playbook, the evidence
+    gate, then add as a draft candidate — or apply helpful/harmful feedback idempotently."""
+    from .feedback import _log
+
+    if delta["type"] != "add":
+        bullet = ctx.playbook.find(delta["bulletId"])
+        if bullet is None:
+            log.append(_log("feedback", "skipped", delta["bulletId"], "", "unknown rule id"))
+            return False
+        if not add_event(bullet, ctx.config, delta["type"], session=session_id, reason="other",
+                         context=delta["reason"] or None, idempotent="session"):
+            return False
+        ctx.playbook.save(bullet)
+        log.append(_log("feedback", "accepted", bullet["id"], bullet["content"], delta["reason"] or delta["type"]))
+        return True
+    content, category = delta["bullet"]["content"], delta["bullet"]["category"]
+    digest = hash_content(content)
+    threshold = float(ctx.config.get("dedupSimilarityThreshold", 0.85))
+    for bullet in ctx.playbook.merged():
+        same = hash_content(bullet.get("content", "")) == digest
+        if not same and not (is_active(bullet) and jaccard(bullet.get("content", ""), content) >= threshold):
+            continue
+        if not is_active(bullet) or ctx.playbook.layer_of(bullet["id"]) != "global":
+            log.append(_log("dedup", "skipped", bullet["id"], content, "matches a deprecated or repo rule"))
+            return False
+        target = ctx.playbook.find(bullet["id"]) or bullet
+        reason = "Reinforced by exact duplicate insight" if same else "Reinforced by similar insight"
+        if add_event(target, ctx.config, "helpful", session=session_id, context=reason, idempotent="session"):
+            ctx.playbook.save(target)
+        log.append(_log("dedup", "modified", bullet["id"], content, reason))
+        return True
+    verdict, _, why, _ = evidence_gate(ctx, content)
+    if verdict == "REJECT":
+        log.append(_log("add", "rejected", "", content, why))
+        return False
+    bullet = new_bullet(content, category, reasoning=(delta["reason"] or why)[:500], source="learned",
+                        state="active" if verdict == "ACCEPT" else "draft", sourceSessions=[session_id],
+                        sourceAgents=[agent or "unknown"])
+    ctx.playbook.add([bullet], "global")
+    log.append(_log("add", "accepted", bullet["id"], content, delta["reason"] or why))
+    return True
 
 
 # ---------------------------------------------------------------- validate / audit
@@ -152,10 +286,9 @@ FAILURE_EVIDENCE = re.compile(r"failed (to|with)|error:|(threw|throws) .{0,40}er
                               r"|bug (in|found|caused)|doesn'?t work", re.IGNORECASE)
 
 
-def cmd_validate(ctx: Ctx, args: Any) -> Result:
-    rule = " ".join(args.rule).strip()
-    if not rule:
-        raise missing("Rule text required")
+def evidence_gate(ctx: Ctx, rule: str) -> tuple[str, float, str, list[dict[str, Any]]]:
+    """(verdict, confidence, reason, evidence): the deterministic gate of reference §3.9 over our
+    own journal; AMBIGUOUS when only an LLM validator could decide."""
     keywords = extract_keywords(rule)
     days = int(ctx.config.get("validationLookbackDays", 90))
     hits = ctx.backend.history(" ".join(keywords[:8]), days, 20) if keywords else []
@@ -171,16 +304,50 @@ def cmd_validate(ctx: Ctx, args: Any) -> Result:
     wins = sum(1 for e in evidence if e["outcome"] == "success")
     fails = sum(1 for e in evidence if e["outcome"] == "failure")
     if not evidence:
-        verdict, confidence, reason = "ACCEPT_WITH_CAUTION", 0.6, "No sessions in the journal mention this rule"
-    elif wins >= 5 and fails == 0:
-        verdict, confidence, reason = "ACCEPT", 0.95, f"{wins} successful sessions, no failures"
-    elif fails >= 3 and wins == 0:
-        verdict, confidence, reason = "REJECT", 0.9, f"{fails} failing sessions, no successes"
-    else:
-        verdict, confidence = "ACCEPT_WITH_CAUTION", 0.6
-        reason = f"Ambiguous evidence ({wins} success, {fails} failure); the LLM validator is not used by cm"
-    return Result({"proposedRule": rule, "verdict": verdict, "confidence": confidence, "reason": reason,
-                   "evidence": evidence})
+        return "ACCEPT_WITH_CAUTION", 0.6, "No sessions in the journal mention this rule", evidence
+    if wins >= 5 and fails == 0:
+        return "ACCEPT", 0.95, f"{wins} successful sessions, no failures", evidence
+    if fails >= 3 and wins == 0:
+        return "REJECT", 0.9, f"{fails} failing sessions, no successes", evidence
+    return "AMBIGUOUS", 0.6, f"Ambiguous evidence ({wins} success, {fails} failure)", evidence
+
+
+def cmd_validate(ctx: Ctx, args: Any) -> Result:
+    rule = " ".join(args.rule).strip()
+    if not rule:
+        raise missing("Rule text required")
+    verdict, confidence, reason, evidence = evidence_gate(ctx, rule)
+    data: dict[str, Any] = {"proposedRule": rule, "verdict": verdict, "confidence": confidence, "reason": reason,
+                            "evidence": evidence}
+    warnings: list[str] = []
+    if verdict == "AMBIGUOUS":
+        data["verdict"] = "ACCEPT_WITH_CAUTION"
+        judged, note, usage = _llm_validate(ctx, rule, evidence)
+        data["llm"], data["usage"] = note, usage
+        if judged is not None:
+            data.update(judged)
+        else:
+            data["reason"] = f"{reason}; {note['reason']}"
+            if note.get("fallback"):
+                warnings.append(f"LLM validator failed ({note['reason']}); used the evidence gate alone")
+    return Result(data, warnings=warnings)
+
+
+def _llm_validate(ctx: Ctx, rule: str, evidence: list[dict[str, Any]]) -> tuple[dict | None, dict, dict | None]:
+    """(verdict fields or None, llm note, usage) from the LLM validator, if one is configured."""
+    from ..llm import LLMError
+    from .reflector import VALIDATE_SYSTEM, open_session, parse_verdict, validate_prompt
+
+    session, source = open_session(ctx.config)
+    if session is None:
+        return None, {"used": False, "reason": f"no LLM validator ({source})"}, None
+    try:
+        judged = parse_verdict(session.complete_json(VALIDATE_SYSTEM, validate_prompt(rule, evidence)))
+        return judged, {"used": True, "source": source}, session.report()
+    except LLMError as exc:
+        return None, {"used": False, "reason": exc.reason, "fallback": "deterministic"}, session.report()
+    finally:
+        session.close()
 
 
 def cmd_audit(ctx: Ctx, args: Any) -> Result:

@@ -182,8 +182,16 @@ def build_context(playbook: Playbook, config: dict[str, Any], task: str, *, limi
         query = history_query(keywords)
         if query:
             try:
-                snippets = playbook.backend.history(query, days or int(config.get("historyDays", 7) or 7),
-                                                    history or int(config.get("maxHistoryInContext", 10)))
+                from . import privacy
+
+                rules = privacy.policy(playbook.backend)
+                snippets = playbook.backend.history(
+                    query, days or int(config.get("historyDays", 7) or 7),
+                    history or int(config.get("maxHistoryInContext", 10)), workspace=workspace,
+                    permits=rules.permits)
+                if playbook.backend.history_hidden:
+                    out["historyNotice"] = (f"{playbook.backend.history_hidden} history hits from other agents "
+                                            f"hidden ({rules.rule()}; cm privacy enable)")
             except Exception as exc:
                 out["degraded"] = {"history": {"available": False, "reason": "OTHER",
                                                "message": f"history search failed: {exc}",

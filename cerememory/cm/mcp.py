@@ -72,8 +72,10 @@ def build_server(server_url: str | None) -> Any:
                                     duration=durationSec, errors=None, retries=False, sentiment=None, text=notes))
 
     @server.tool()
-    def memory_search(query: str, scope: str = "both", limit: int = 10, days: int | None = None) -> dict:
-        """Substring search of the playbook and/or history search of the raw journal."""
+    def memory_search(query: str, scope: str = "both", limit: int = 10, days: int | None = None,
+                      workspace: str | None = None) -> dict:
+        """Substring search of the playbook and/or history search of the raw journal (under the
+        `cm privacy` rule, as `cm context`)."""
         ctx = Ctx(as_json=True, server_url=server_url)
         try:
             out: dict[str, Any] = {}
@@ -84,7 +86,10 @@ def build_server(server_url: str | None) -> Any:
                                    for b in ctx.playbook.active()
                                    if needle in f"{b['content']} {b['category']} {b.get('scope')}".lower()][:limit]
             if scope in ("cass", "both"):
-                out["cass"] = ctx.backend.history(query, days or 30, limit)
+                from . import privacy
+
+                out["cass"] = ctx.backend.history(query, days or 30, limit, workspace=workspace,
+                                                  permits=privacy.policy(ctx.backend).permits)
             return out
         except CmError as exc:
             raise ValueError(f"{exc.code}: {exc.message}") from None

@@ -9,6 +9,7 @@ being journaled twice.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -28,6 +29,8 @@ from .turns import HARD_CAP, TOOL_IO, Turn, truncate
 Progress = Callable[[str, int | None], AbstractContextManager[Callable[[int], None]]]
 GLOBAL_IDS = {"claude_code"}  # their log ids are unique across sessions (a resumed session repeats them)
 SANITIZE_CAP = 1_000_000
+FAULT_ENV = "CEREMEMORY_INGEST_FAULT"
+FAULT_EXIT_CODE = 87
 
 
 @dataclass(frozen=True)
@@ -127,13 +130,16 @@ class _Writer:
         if not self.records:
             return
         if not self.dry_run:
+            owners = [(str(path), agent, key) for path, agent, key in self.owners]
+            sessions: dict[str, list[str]] = {}
+            for record in self.records:
+                span = sessions.setdefault(record["session_id"], [record["created_at"], record["created_at"]])
+                span[0], span[1] = min(span[0], record["created_at"]), max(span[1], record["created_at"])
+            self.state.begin_batch(owners, sessions)
             self.api.store_raw_batch(self.records)
-            by_file: dict[tuple[Path, str], list[str]] = {}
-            for path, agent, key in self.owners:
-                by_file.setdefault((path, agent), []).append(key)
-            for (path, agent), keys in by_file.items():
-                self.state.remember(path, agent, keys)
-            self.state.save()
+            if os.environ.get(FAULT_ENV) == "after_store":
+                os._exit(FAULT_EXIT_CODE)  # crash-safety tests: die between the journal and the state
+            self.state.end_batch(owners)
         self.records, self.owners = [], []
 
 
@@ -161,12 +167,12 @@ class _Run:
         stats.turns_truncated += 1 if cut else 0
         return text, redactions, cut
 
-    def record(self, turn: Turn, path: Path, fallback: datetime, stats: AgentSummary) -> dict[str, Any]:
+    def record(self, turn: Turn, path: Path, fallback: datetime, stats: AgentSummary, key: str) -> dict[str, Any]:
         text, redactions, cut = self.text(turn, stats)
-        metadata = {"agent": turn.agent, "workspace": turn.workspace, "tool": turn.tool, "turn_index": turn.index,
-                    "source_path": str(path), "line": turn.line, "host": self.host, "redactions": redactions,
-                    "truncated": cut or None, "timestamp_inferred": True if turn.timestamp is None else None,
-                    **turn.extra}
+        metadata = {"agent": turn.agent, "ingest_key": key, "workspace": turn.workspace, "tool": turn.tool,
+                    "turn_index": turn.index, "source_path": str(path), "line": turn.line, "host": self.host,
+                    "redactions": redactions, "truncated": cut or None,
+                    "timestamp_inferred": True if turn.timestamp is None else None, **turn.extra}
         return {"session_id": turn.session_id, "turn_id": turn.turn_id, "source": turn.source,
                 "speaker": turn.speaker, "created_at": (turn.timestamp or fallback).isoformat(),
                 "content": {"blocks": [{"modality": "text", "text": text}]},
@@ -209,7 +215,7 @@ class _Run:
             self.queued.add(key)
             self.sessions.setdefault(agent, set()).add(turn.session_id)
             stats.turns_ingested += 1
-            self.writer.add(self.record(turn, path, last or mtime, stats), path, agent, key)
+            self.writer.add(self.record(turn, path, last or mtime, stats, key), path, agent, key)
         self.pending.append((path, agent, signature, chunk.offset, chunk.context))
 
     def commit_files(self) -> None:
@@ -233,6 +239,8 @@ def ingest(api: Any, *, state: IngestState, agents: Sequence[str] | None = None,
     settings = settings or IngestSettings()
     chosen, denied = select_agents(agents, settings)
     explicit = [Path(p).expanduser() for p in paths or ()]
+    if not dry_run:
+        state.recover_batch(api)
     run = _Run(api, state, settings, since, dry_run)
     summary = Summary({}, dry_run, str(state.path), denied)
     plan: dict[str, list[Path]] = {a: [] for a in chosen}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cmp.errors import CMPError, ErrorCode
+from ..cmp.messages import MAX_RECALL_LIMIT
 
 VERSION = 1
 HEAD_BYTES = 4096
@@ -79,6 +80,7 @@ class IngestState:
         self.path = path
         self.target = target
         self.files: dict[str, dict[str, Any]] = {}
+        self.inflight: dict[str, Any] | None = None  # a batch being stored: see `begin_batch`
         self._seen: set[str] | None = None
         self._lock_fd: int | None = None
         self.dirty = False
@@ -86,6 +88,7 @@ class IngestState:
             data = json.loads(path.read_text(encoding="utf-8"))
             if isinstance(data, dict) and data.get("version") == VERSION and isinstance(data.get("files"), dict):
                 self.files = data["files"]
+                self.inflight = data.get("inflight")
         except FileNotFoundError:
             pass
         except (OSError, ValueError) as exc:
@@ -165,13 +168,49 @@ class IngestState:
         self.seen().update(new)
         self.dirty = True
 
+    # ------------------------------------------------------------ a batch in flight
+
+    def begin_batch(self, owners: list[tuple[str, str, str]], sessions: dict[str, list[str]]) -> None:
+        """Record, durably, the batch about to be stored: (file, agent, digest) per turn and the
+        time range of each session in it. If the process dies before `end_batch`, the next run
+        asks the journal which of these turns arrived (`recover_batch`)."""
+        self.inflight = {"owners": owners, "sessions": sessions}
+        self.dirty = True
+        self.save()
+
+    def end_batch(self, owners: Iterable[tuple[str, str, str]]) -> None:
+        by_file: dict[tuple[str, str], list[str]] = {}
+        for path, agent, key in owners:
+            by_file.setdefault((path, agent), []).append(key)
+        for (path, agent), keys in by_file.items():
+            self.remember(Path(path), agent, keys)
+        self.inflight = None
+        self.save()
+
+    def recover_batch(self, api: Any) -> int:
+        """Settle a batch an earlier run left in flight: the turns the journal holds (found by the
+        `ingest_key` in their metadata) are remembered, the others will be read again."""
+        if not self.inflight:
+            return 0
+        present: set[str] = set()
+        for session_id, (start, end) in self.inflight["sessions"].items():
+            found = api.dispatch("recall.raw_query", {
+                "session_id": session_id, "temporal": {"start": start, "end": end}, "limit": MAX_RECALL_LIMIT,
+                "include_private_scratch": True, "include_sealed": True,
+                "secrecy_levels": ["public", "sensitive", "secret"]})
+            present.update(r["metadata"].get("ingest_key") for r in found["records"])
+        arrived = [tuple(owner) for owner in self.inflight["owners"] if owner[2] in present]
+        self.end_batch(arrived)
+        return len(arrived)
+
     def save(self) -> None:
         if not self.dirty:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         with tmp.open("w", encoding="utf-8") as f:
-            json.dump({"version": VERSION, "target": self.target, "files": self.files}, f, separators=(",", ":"))
+            json.dump({"version": VERSION, "target": self.target, "files": self.files, "inflight": self.inflight},
+                      f, separators=(",", ":"))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)

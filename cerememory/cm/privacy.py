@@ -1,0 +1,157 @@
+"""Cross-agent privacy: which agents' sessions cm ingests and shows as history.
+
+The state is the reference's `crossAgent` object `{enabled, consentGiven, consentDate?, agents,
+auditLog}` plus `deniedAgents`. It lives in Cerememory as one procedural record
+(`cm_kind: "privacy"`), so every change is an `encode.*` write that the hash-chained audit log
+records; config.json's `crossAgent` is kept as a mirror (and read when no record exists yet).
+
+The rule (docs/cm.md, "Privacy and cross-agent enrichment"):
+1. an agent in `deniedAgents` is never ingested and never shown;
+2. enrichment off (the default, or enabled without consent): only the current agent;
+3. enabled with consent: the allowlist `agents` (empty = every agent) plus the current agent.
+The current agent is `CM_AGENT`, else the agent whose own environment marker is set, else
+`claude_code`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .home import global_dir, write_atomic
+from .scoring import now_iso
+
+KIND = "privacy"
+DEFAULT: dict[str, Any] = {"enabled": False, "consentGiven": False, "agents": [], "auditLog": True,
+                           "deniedAgents": []}
+# environment variables the agents set for the commands they run
+MARKERS = (("CLAUDECODE", "claude_code"), ("CLAUDE_CODE_ENTRYPOINT", "claude_code"), ("GEMINI_CLI", "gemini"),
+           ("CODEX_SANDBOX", "codex"), ("CODEX_SANDBOX_NETWORK_DISABLED", "codex"),
+           ("CURSOR_AGENT", "cursor"), ("CURSOR_TRACE_ID", "cursor"), ("AIDER_MODEL", "aider"))
+FALLBACK_AGENT = "claude_code"
+MAX_CHANGES = 100
+
+
+def canonical(name: str | None) -> str | None:
+    """The ingest name of an agent (`claude` → claude_code, `pi_agent` → pi), None if unknown."""
+    if not name:
+        return None
+    from ..ingest.agents import canonical as ingest_canonical
+
+    return ingest_canonical(name)
+
+
+def current_agent(env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(agent, how it was found)."""
+    env = os.environ if env is None else env
+    named = env.get("CM_AGENT")
+    if named:
+        agent = canonical(named)
+        if agent:
+            return agent, "CM_AGENT"
+    for variable, agent in MARKERS:
+        if env.get(variable):
+            return agent, variable
+    return FALLBACK_AGENT, "default"
+
+
+def _names(values: Any) -> set[str]:
+    return {canonical(str(v)) or str(v).lower() for v in values or []}
+
+
+class Policy:
+    """The privacy state, resolved into decisions about agents."""
+
+    def __init__(self, state: dict[str, Any], agent: str) -> None:
+        self.state = state
+        self.agent = agent
+
+    @property
+    def cross_agent(self) -> bool:
+        return bool(self.state.get("enabled")) and bool(self.state.get("consentGiven"))
+
+    def permits(self, agent: str | None) -> bool:
+        name = canonical(agent) or (agent or "").lower()
+        if name in _names(self.state.get("deniedAgents")):
+            return False
+        if name == self.agent:
+            return True
+        if not self.cross_agent:
+            return False
+        allowed = _names(self.state.get("agents"))
+        return not allowed or name in allowed
+
+    def rule(self) -> str:
+        denied = sorted(_names(self.state.get("deniedAgents")))
+        tail = f"; never: {', '.join(denied)}" if denied else ""
+        if not self.cross_agent:
+            return f"cross-agent enrichment is off: only the current agent ({self.agent}){tail}"
+        allowed = sorted(_names(self.state.get("agents")) | {self.agent})
+        scope = "every agent" if not self.state.get("agents") else ", ".join(allowed)
+        return f"cross-agent enrichment is on: {scope}{tail}"
+
+
+def _config_state() -> dict[str, Any]:
+    path = global_dir() / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, ValueError):
+        config = {}
+    return {**DEFAULT, **(config.get("crossAgent") or {})}
+
+
+def load(backend: Any) -> dict[str, Any]:
+    """The stored state: the CMP record, else config.json's `crossAgent`, else the defaults."""
+    _, data = backend.cm_record(KIND)
+    if data and isinstance(data.get("crossAgent"), dict):
+        return {**DEFAULT, **data["crossAgent"]}
+    return _config_state()
+
+
+def policy(backend: Any) -> Policy:
+    return Policy(load(backend), current_agent()[0])
+
+
+def change(backend: Any, action: str, agents: list[str]) -> dict[str, Any]:
+    """Apply one `cm privacy` action, write it through CMP (audited) and mirror it to config.json."""
+    state = load(backend)
+    allowed = list(state.get("agents") or [])
+    denied = list(state.get("deniedAgents") or [])
+    if action == "enable":
+        state.update(enabled=True, consentGiven=True, consentDate=now_iso())
+        if agents:
+            allowed = list(dict.fromkeys(agents))
+            denied = [d for d in denied if _names([d]).isdisjoint(_names(agents))]
+    elif action == "disable":
+        state["enabled"] = False
+    elif action == "allow":
+        allowed += [a for a in agents if _names([a]).isdisjoint(_names(allowed))]
+        denied = [d for d in denied if _names([d]).isdisjoint(_names(agents))]
+    elif action == "deny":
+        allowed = [a for a in allowed if _names([a]).isdisjoint(_names(agents))]
+        denied += [a for a in agents if _names([a]).isdisjoint(_names(denied))]
+    state["agents"], state["deniedAgents"] = allowed, denied
+    _, previous = backend.cm_record(KIND)
+    changes = list((previous or {}).get("changes") or [])[-(MAX_CHANGES - 1):]
+    changes.append({"at": now_iso(), "action": action, "agents": agents, "by": current_agent()[0]})
+    text = f"cm privacy: {Policy(state, current_agent()[0]).rule()}"
+    backend.save_cm_record(KIND, {"crossAgent": state, "changes": changes}, text)
+    _mirror(state)
+    return state
+
+
+def _mirror(state: dict[str, Any]) -> None:
+    path = global_dir() / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (OSError, ValueError):
+        return  # a broken config.json is doctor's business; the record is the source of truth
+    config["crossAgent"] = state
+    write_atomic(path, json.dumps(config, indent=2) + "\n")
+
+
+def changes(backend: Any, limit: int = 10) -> list[dict[str, Any]]:
+    _, data = backend.cm_record(KIND)
+    return list((data or {}).get("changes") or [])[-limit:]
