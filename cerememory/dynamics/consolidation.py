@@ -142,8 +142,8 @@ def plan(
             pairs.extend((a, b, 1.0) for a in group for b in group if a != b and (a in scoped or b in scoped))
 
     def rank(i: uuid.UUID) -> tuple:
-        c = by_id[i]
-        return (c.fidelity, c.access_count, -c.created_at, str(i))
+        c = by_id[i]  # fidelity to 4 places: records stored moments apart count as equally clear
+        return (round(c.fidelity, 4), c.access_count, -c.created_at, str(i))
 
     merges = choose_keepers(((a, b, s) for a, b, s in pairs if a in by_id and b in by_id), rank)
     gone = {mg.drop for mg in merges}
