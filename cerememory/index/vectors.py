@@ -26,9 +26,8 @@ class _Group:
         self.row_of: dict[uuid.UUID, int] = {}
 
     def add(self, ids: Sequence[uuid.UUID], codes: Sequence[int], rows: np.ndarray) -> None:
-        for record_id in ids:
-            if record_id in self.row_of:
-                self.remove([record_id])
+        if self.row_of:  # replacing: an empty group (loading at open) has nothing to replace
+            self.remove([i for i in ids if i in self.row_of])
         n, need = len(self.ids), len(self.ids) + len(ids)
         if need > len(self.matrix):
             cap = max(need, 2 * len(self.matrix))
@@ -39,8 +38,7 @@ class _Group:
             self.matrix, self.codes = grown, codes_grown
         self.matrix[n:need] = rows
         self.codes[n:need] = codes
-        for offset, record_id in enumerate(ids):
-            self.row_of[record_id] = n + offset
+        self.row_of.update(zip(ids, range(n, need), strict=True))
         self.ids.extend(ids)
 
     def remove(self, ids: Sequence[uuid.UUID]) -> None:
@@ -96,13 +94,13 @@ class VectorIndex:
         if not len(ids):
             return
         with self._lock:
-            for record_id in ids:
-                self._discard(record_id)
+            if self._dim_of:
+                for record_id in ids:
+                    self._discard(record_id)
             dim = rows.shape[1]
             group = self._groups.setdefault(dim, _Group(dim))
             group.add(list(ids), codes, rows)
-            for record_id in ids:
-                self._dim_of[record_id] = dim
+            self._dim_of.update(dict.fromkeys(ids, dim))
 
     def remove(self, ids: Sequence[uuid.UUID]) -> None:
         with self._lock:
