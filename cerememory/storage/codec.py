@@ -44,8 +44,8 @@ def unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False)
 
 
-def pack_model(model: BaseModel, *, include: set[str] | None = None) -> bytes:
-    return pack(model.model_dump(mode="python", include=include, exclude_none=True))
+def pack_model(model: BaseModel, *, include: set[str] | None = None, exclude: Any = None) -> bytes:
+    return pack(model.model_dump(mode="python", include=include, exclude=exclude, exclude_none=True))
 
 
 def unpack_model(cls: type[M], data: bytes, **extra: Any) -> M:

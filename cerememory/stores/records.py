@@ -24,6 +24,9 @@ from ..storage.crypto import PLAINTEXT, Sealer
 from ..storage.db import Database
 
 BODY_FIELDS = {"content", "emotion", "metadata", "meta"}
+# A block's embedding is the record's vector: it lives once, in the vectors table (and the RAM
+# index), not again in every body, which it would make ten times larger.
+NOT_IN_BODY = {"content": {"blocks": {"__all__": {"embedding"}}}}
 
 
 def ts(value: datetime) -> float:
@@ -206,7 +209,7 @@ class RecordStore:
         `heads` are written as given (an import restores archived decay state exactly)."""
         heads = list(heads) if heads is not None else [self._head_for(r) for r in records]
         columns = _head_columns([r.id for r in records], heads)
-        bodies = [codec.pack_model(r, include=BODY_FIELDS) for r in records]
+        bodies = [codec.pack_model(r, include=BODY_FIELDS, exclude=NOT_IN_BODY) for r in records]
         columns["body"] = self.sealer.seal_many(columns["id"], bodies)
         Database.insert_columns(tx, "records", columns, uuid_columns=("id",), replace=replace)
         return Written(columns["id"], heads, bodies)
@@ -284,6 +287,8 @@ class RecordStore:
                  fidelity: FidelityState | None = None) -> MemoryRecord:
         head = self.heads[record_id]
         values = codec.unpack(body)
+        for block in values["content"]["blocks"]:
+            block.pop("embedding", None)  # bodies written before vectors moved out of them
         values.update(
             id=record_id,
             store=head.store,
