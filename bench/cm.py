@@ -1,7 +1,7 @@
 """cm benchmark: `cm context "<task>" --json` end to end (process start to JSON), embedded and
 against a running `cerememory serve`, beside `cerememory recall` of the same query in the same run.
 
-    /work/venv/bin/python bench/cm.py            # playbooks of 50 and 500 rules, 7 runs each (~3-4 min)
+    /work/venv/bin/python bench/cm.py            # playbooks of 50 and 1000 rules, 7 runs each (~5 min)
     /work/venv/bin/python bench/cm.py --quick    # 3 runs each
 
 Measured, side by side (the two commands alternate, so machine load hits both alike):
@@ -9,7 +9,8 @@ Measured, side by side (the two commands alternate, so machine load hits both al
   in-process, vs a fresh `python -m cerememory recall <task> --json --data-dir` process;
 - server: the same two commands with `--server-url` against one `cerememory serve` process
   (the engine stays warm; each command is still a fresh client process);
-- for a playbook of 50 and of 500 rules, over a journal of --journal ingested-style turns
+- for a playbook of 50 and of 1000 rules (the issue's size), over a journal of --journal
+  (default 10,000) ingested-style turns
   (history snippets come from it), keyword scoring (`embed.semantic = off`);
 - start-up: wall time of `python -c "import cerememory.cm.cli"` and of the commands' imports,
   and the top modules of `python -X importtime -c "import cerememory.cm.cli"`;
@@ -263,7 +264,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--runs", type=int)
-    parser.add_argument("--journal", type=int, default=2000)
+    parser.add_argument("--journal", type=int, default=10_000)
     args = parser.parse_args()
     clean_env()
     runs = args.runs or (3 if args.quick else 7)
@@ -277,7 +278,7 @@ def main() -> None:
     try:
         seed_journal(data_dir, args.journal, rng)
         seeded = 0
-        for size in (50, 500):
+        for size in (50, 1000):
             seed_rules(data_dir, size - seeded, seeded, rng)
             seeded = size
             print(f"{size} rules: embedded", file=sys.stderr)
