@@ -80,6 +80,11 @@ def test_init_add_mark_context_worked_examples(cm: Cm) -> None:
     assert data["storage"]["mode"] == "embedded"
     assert (cm.home / "config.json").exists()
     cm.fails("ALREADY_EXISTS", 2, "init")
+    (cm.home / "config.json").write_text('{"mine": true}')
+    forced = cm.ok("init", "--force", "--yes")
+    saved = {b["file"]: b["backup"] for b in forced["backups"]}
+    assert str(cm.home / "config.json") in forced["overwritten"]
+    assert Path(saved[str(cm.home / "config.json")]).read_text() == '{"mine": true}'
     added = cm.ok("playbook", "add", "Always check token expiry before other auth debugging", "--category", "security")
     bullet = added["bullet"]
     assert bullet["id"].startswith("b-") and bullet["kind"] == "workflow_rule" and bullet["state"] == "draft"

@@ -44,6 +44,19 @@ def _apply_starter(ctx: Ctx, name: str, target: str = "global") -> dict[str, Any
     return {"added": len(fresh), "skipped": len(bullets) - len(fresh), "name": name}
 
 
+def _replace_keeping_backup(path: Path, text: str, stamp: int, created: list[str], overwritten: list[str],
+                            backups: list[dict[str, str]]) -> None:
+    """Write `path`; an existing file is copied to `<name>.backup.<stamp>` first (init --force)."""
+    if path.exists():
+        backup = path.with_name(f"{path.name}.backup.{stamp}")
+        backup.write_bytes(path.read_bytes())
+        backups.append({"file": str(path), "backup": str(backup)})
+        overwritten.append(str(path))
+    else:
+        created.append(str(path))
+    write_atomic(path, text)
+
+
 def cmd_init(ctx: Ctx, args: Any) -> Result:
     if args.repo:
         rdir = repo_dir(ctx.cwd)
@@ -55,14 +68,7 @@ def cmd_init(ctx: Ctx, args: Any) -> Result:
             if path.exists() and not args.force:
                 existed.append(str(path))
                 continue
-            if path.exists():
-                backup = path.with_name(f"{path.name}.backup.{int(time.time() * 1000)}")
-                backup.write_bytes(path.read_bytes())
-                backups.append({"file": str(path), "backup": str(backup)})
-                overwritten.append(str(path))
-            else:
-                created.append(str(path))
-            write_atomic(path, text)
+            _replace_keeping_backup(path, text, int(time.time() * 1000), created, overwritten, backups)
         starter = _apply_starter(ctx, args.starter, "repo") if args.starter else None
         return Result({"cassDir": str(rdir), "created": created, "existed": existed, "overwritten": overwritten,
                        "backups": backups, "starter": starter})
@@ -87,14 +93,7 @@ def cmd_init(ctx: Ctx, args: Any) -> Result:
         if path.exists() and not (args.force and name == "config.json"):
             existed.append(str(path))
             continue
-        if path.exists():
-            backup = path.with_name(f"{name}.backup.{stamp}")
-            backup.write_bytes(path.read_bytes())
-            backups.append({"file": str(path), "backup": str(backup)})
-            overwritten.append(str(path))
-        else:
-            created.append(str(path))
-        write_atomic(path, text)
+        _replace_keeping_backup(path, text, stamp, created, overwritten, backups)
     playbook_ref = "cerememory:procedural/playbook"
     _, meta = ctx.backend.playbook_meta()
     if args.force and initialised:
