@@ -34,8 +34,8 @@ from cerememory.transport.mcp_server import build_mcp_server, mount_streamable_h
 
 from .conftest import ServeProcess, ServerThread, clean_env, free_port
 
-TOOLS = {"store", "store_raw", "update", "batch_store", "batch_store_raw", "recall", "recall_raw", "timeline",
-         "associate", "forget", "consolidate", "dream_tick", "stats", "inspect", "export"}
+TOOLS = {"store", "store_raw", "update", "update_raw", "batch_store", "batch_store_raw", "recall", "recall_raw",
+         "timeline", "associate", "forget", "consolidate", "dream_tick", "stats", "inspect", "export"}
 MISSING_ID = "01960000-0000-7000-8000-000000000000"
 
 
@@ -162,6 +162,9 @@ def test_stdio_journal_batches_timeline_and_associations(server: str, tmp_path: 
         assert {r["speaker"] for r in journal["records"]} == {"user", "assistant"}
         scratch = await call(session, "recall_raw", session_id="chat-7", include_private_scratch=True)
         assert scratch["total_candidates"] == 3
+        await call(session, "update_raw", record_id=batch["results"][0]["record_id"], suppressed=True)
+        assert (await call(session, "recall_raw", session_id="chat-7"))["total_candidates"] == 1
+        assert "VALIDATION_ERROR" in await fail(session, "update_raw", record_id=MISSING_ID)
         assert "VALIDATION_ERROR" in await fail(session, "recall_raw", start="2026-01-01T00:00:00Z")
 
         stored = await call(session, "batch_store", records=[

@@ -403,6 +403,22 @@ def build_mcp_server(backend: Any) -> MCPServer:
 
     @server.tool(annotations=WRITES)
     @_tool
+    def update_raw(
+        record_id: RecordId,
+        suppressed: Annotated[bool | None, Field(description="true keeps the record out of recall_raw and "
+                                                              "dreams (it stays stored)")] = None,
+        visibility: VisibilityName | None = None,
+        secrecy_level: SecrecyName | None = None,
+    ) -> dict[str, Any]:
+        """Suppress a raw journal record, or change who may see it (its text never changes)."""
+        if suppressed is None and visibility is None and secrecy_level is None:
+            raise _bad("update_raw: give suppressed, visibility or secrecy_level", hint="nothing to change was given")
+        call("encode.update_raw", {"record_id": record_id, "suppressed": suppressed, "visibility": visibility,
+                                   "secrecy_level": secrecy_level})
+        return {"record_id": record_id, "updated": True}
+
+    @server.tool(annotations=WRITES)
+    @_tool
     def batch_store(
         records: Annotated[list[BatchRecord], Field(min_length=1, max_length=1000, description=(
             "up to 1000 memories: {content, store?, emotion?, summary?, meta?, metadata?}"))],
