@@ -55,16 +55,21 @@ def new_id() -> uuid.UUID:
     value |= (seq & 0xFFF) << 64
     value |= 0b10 << 62
     value |= rand
-    return uuid.UUID(int=value)
+    return _uuid_of_int(value)
+
+
+def _uuid_of_int(number: int) -> uuid.UUID:
+    """`uuid.UUID(int=number)` for a number known to be a valid UUID, without the constructor's
+    checks: opening or storing 100k records builds 100k of these."""
+    value = object.__new__(uuid.UUID)
+    object.__setattr__(value, "int", number)
+    object.__setattr__(value, "is_safe", uuid.SafeUUID.unknown)
+    return value
 
 
 def uuid_from_text(text: str) -> uuid.UUID:
-    """`uuid.UUID(text)` for trusted, canonical text (ids read back from our own database),
-    without the constructor's parsing: opening 100k records builds 100k of these."""
-    value = object.__new__(uuid.UUID)
-    object.__setattr__(value, "int", int(text.replace("-", ""), 16))
-    object.__setattr__(value, "is_safe", uuid.SafeUUID.unknown)
-    return value
+    """`uuid.UUID(text)` for trusted, canonical text (ids read back from our own database)."""
+    return _uuid_of_int(int(text.replace("-", ""), 16))
 
 
 def utcnow() -> datetime:

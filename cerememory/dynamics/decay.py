@@ -55,6 +55,8 @@ RECALL_FIDELITY_BOOST = 0.1  # a recall restores this share of what was lost
 
 
 def emotion_factor(intensity: Any) -> Any:
+    if isinstance(intensity, float | int):  # one record (encode): plain arithmetic beats numpy
+        return 1.0 + 0.5 * min(max(float(intensity), 0.0), 1.0)
     return 1.0 + 0.5 * np.clip(intensity, 0.0, 1.0)
 
 

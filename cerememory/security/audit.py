@@ -23,7 +23,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from enum import Enum
@@ -159,21 +159,29 @@ def summarize(*models: BaseModel) -> dict[str, Any]:
     return out
 
 
-def _ids_in(value: Any, depth: int = 0) -> Iterator[uuid.UUID]:
+_ID_FIELDS = ("record_id", "record_ids", "results")
+
+
+def _ids_in(value: Any, out: list[uuid.UUID], depth: int = 0) -> list[uuid.UUID]:
+    """Collect ids into `out` (a plain recursion: a batch response holds a thousand results)."""
     if isinstance(value, uuid.UUID):
-        yield value
+        out.append(value)
     elif isinstance(value, list | tuple) and depth < 3:
         for item in value:
-            yield from _ids_in(item, depth + 1)
+            _ids_in(item, out, depth + 1)
     elif isinstance(value, BaseModel) and depth < 3:
-        for name in ("record_id", "record_ids", "results"):
-            yield from _ids_in(getattr(value, name, None), depth + 1)
+        for name in _ID_FIELDS:
+            found = getattr(value, name, None)
+            if found is not None:
+                _ids_in(found, out, depth + 1)
+    return out
 
 
 def record_ids(request: BaseModel, response: BaseModel, touched: Iterable[uuid.UUID] = ()) -> list[str]:
     """The records an operation named or changed: `record_id(s)` of the request and response
     (and of `results[]`), plus what the engine reported through `context.note_records`."""
-    ids = [*_ids_in(request), *_ids_in(response), *touched]
+    ids = _ids_in(response, _ids_in(request, []))
+    ids.extend(touched)
     return [str(i) for i in dict.fromkeys(ids)]
 
 
