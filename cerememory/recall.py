@@ -20,7 +20,7 @@ from .cmp.errors import CMPError, ErrorCode, not_found
 from .dynamics import decay
 from .dynamics.render import render
 from .index.fusion import fuse
-from .model import EMOTION_CHANNELS, EmotionVector, RecallMode, StoreType
+from .model import EMOTION_CHANNELS, EmotionVector, RecallMode, StoreType, uuid_from_text
 from .stores.journal import DEFAULT_SECRECY, allowed_visibility
 from .stores.records import dt, ts
 
@@ -103,7 +103,8 @@ class RecallOperations:
         vector_hits: list[tuple[uuid.UUID, float]] = []
 
         if text:
-            text_hits = [(uuid.UUID(i), s) for i, s in self.text.search(text, pool, [s.value for s in stores])]
+            groups = None if len(stores) == len(ALL_STORES) else [s.value for s in stores]  # a filter costs ~0.7 ms
+            text_hits = [(uuid_from_text(i), s) for i, s in self.text.search(text, pool, groups)]
             rankings.append(text_hits)
             meta.signals.append("bm25")
         query_vec = None
@@ -144,7 +145,8 @@ class RecallOperations:
         meta.total_records_scanned = len(scores)
         wanted = set(stores)
         now = self.clock()
-        visible = self._visibility(req.include_decayed, req.min_fidelity, now)
+        known: dict[uuid.UUID, float] = {}
+        visible = self._visibility(req.include_decayed, req.min_fidelity, now, known)
         kept: dict[uuid.UUID, float] = {}
         for i, s in scores.items():
             if self._store_of(i) not in wanted:
@@ -165,7 +167,7 @@ class RecallOperations:
                 kept[i] = kept[i] + 0.3 * gain if i in kept else 0.5 * gain
             if gains:
                 meta.signals.append("activation")
-        fidelity = {i: self._fidelity(i, now) for i in kept}
+        fidelity = {i: known[i] if i in known else self._fidelity(i, now) for i in kept}
         final = {i: s * (0.5 + 0.5 * fidelity[i]) for i, s in kept.items()}
         affect: dict[uuid.UUID, float] = {}
         if cue.emotion is not None and rankings:
@@ -210,18 +212,20 @@ class RecallOperations:
             return 0.0
         return head.emotion_intensity * (1.0 - abs(head.emotion_valence - cue.valence) / 2.0)
 
-    def _visibility(self, include_decayed: bool, min_fidelity: float | None,
-                    now: float) -> Callable[[uuid.UUID], bool]:
+    def _visibility(self, include_decayed: bool, min_fidelity: float | None, now: float,
+                    memo: dict[uuid.UUID, float] | None = None) -> Callable[[uuid.UUID], bool]:
         """Forgotten records (below their store's prune threshold) and those under `min_fidelity`
-        are hidden, unless decayed records are asked for."""
+        are hidden, unless decayed records are asked for. Fidelities computed on the way are
+        left in `memo` for the ranking that follows."""
         if include_decayed:
             return lambda i: True
+        memo = {} if memo is None else memo
 
         def visible(i: uuid.UUID) -> bool:
             head = self._head(i)
             if head is None:
                 return False
-            score = self._state(head, now)[0]
+            score = memo[i] = self._state(head, now)[0]
             return score >= self.params[head.store].prune and (min_fidelity is None or score >= min_fidelity)
 
         return visible
