@@ -6,13 +6,35 @@ groups; a query only meets vectors of its own dimension.
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..embed.base import normalise_rows
+
+PARALLEL_ROWS = 32_768  # below this one thread scans faster than a hand-off to others
+_WORKERS = max(1, min(os.cpu_count() or 1, 8))
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _scan(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """matrix @ query, cut into one slice per core for large matrices: the product is bound by
+    memory bandwidth and numpy releases the GIL, so slices run side by side."""
+    global _pool
+    if len(matrix) < PARALLEL_ROWS or _WORKERS == 1:
+        return matrix @ query
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(_WORKERS - 1, thread_name_prefix="cerememory-scan")
+    bounds = np.linspace(0, len(matrix), _WORKERS + 1, dtype=np.int64)
+    parts = [_pool.submit(np.dot, matrix[a:b], query) for a, b in zip(bounds[:-2], bounds[1:-1], strict=True)]
+    last = np.dot(matrix[bounds[-2]:], query)
+    return np.concatenate([p.result() for p in parts] + [last])
 
 
 class _Group:
@@ -64,7 +86,7 @@ class _Group:
         n = len(self.ids)
         if n == 0:
             return []
-        scores = self.matrix[:n] @ query
+        scores = _scan(self.matrix[:n], query)
         if allowed_codes is not None:
             scores = np.where(np.isin(self.codes[:n], allowed_codes), scores, -np.inf)
         k = min(k, n)
