@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import argparse
 import base64
-import getpass
-import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .cli_encryption import prompt_passphrase
 from .cmp.errors import CMPError, ErrorCode
 
 PASSPHRASE_ENV = "CEREMEMORY_ARCHIVE_PASSPHRASE"
@@ -30,18 +28,7 @@ def _bad(message: str, hint: str | None = None) -> CMPError:
 
 def passphrase(*, confirm: bool) -> str:
     """The archive passphrase: the environment variable, else a prompt on the terminal."""
-    value = os.environ.get(PASSPHRASE_ENV)
-    if value:
-        return value
-    if not sys.stdin.isatty():
-        raise _bad("an archive passphrase is needed and there is no terminal to ask on",
-                   hint=f"set {PASSPHRASE_ENV}")
-    first = getpass.getpass("archive passphrase: ")
-    if not first:
-        raise _bad("the passphrase must not be empty")
-    if confirm and getpass.getpass("repeat the passphrase: ") != first:
-        raise _bad("the two passphrases differ; nothing was written")
-    return first
+    return prompt_passphrase(PASSPHRASE_ENV, "archive passphrase", confirm=confirm)
 
 
 def prepare(args: argparse.Namespace) -> tuple[str, dict[str, Any], Path]:

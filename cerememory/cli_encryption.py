@@ -23,11 +23,14 @@ def prompt_passphrase(env: str, label: str, *, confirm: bool) -> str:
     if value:
         return value
     if not sys.stdin.isatty():
-        raise CMPError(ErrorCode.VALIDATION_ERROR, f"a {label} is needed and there is no terminal to ask on",
+        raise CMPError(ErrorCode.VALIDATION_ERROR, f"the {label} is needed and there is no terminal to ask on",
                        hint=f"set {env}")
     first = getpass.getpass(f"{label}: ")
+    if not first:
+        raise CMPError(ErrorCode.VALIDATION_ERROR, f"the {label} must not be empty", hint="run the command again")
     if confirm and getpass.getpass(f"{label} again: ") != first:
-        raise CMPError(ErrorCode.VALIDATION_ERROR, "the two passphrases differ", hint="run the command again")
+        raise CMPError(ErrorCode.VALIDATION_ERROR, "the two passphrases differ; nothing was written",
+                       hint="run the command again")
     return first
 
 

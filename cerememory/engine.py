@@ -360,7 +360,8 @@ class Engine(RecallOperations, ConsolidationOperations):
         for i in ids:
             record = self.working.get(i)
             if record is not None:
-                state = Head.of(record).fidelity(*self._state(Head.of(record), now))
+                head = Head.of(record)
+                state = head.fidelity(*self._state(head, now))
                 out[i] = record.model_copy(update={"associations": self._associations(i), "fidelity": state})
         return out
 

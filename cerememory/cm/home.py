@@ -11,10 +11,10 @@ import copy
 import json
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..storage.files import write_atomic as write_atomic  # the cm modules import it from here
 from .errors import CmError
 
 DEFAULT_CONFIG: dict[str, Any] = {
@@ -145,19 +145,6 @@ def load_config(cwd: Path | None = None) -> dict[str, Any]:
                     patterns.extend(p for p in extra if p not in patterns)
                 break
     return config
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Temp file + rename, so a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".tmp.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..cmp.errors import CMPError, ErrorCode
 from ..cmp.messages import MAX_RECALL_LIMIT
+from ..storage.files import write_atomic
 
 VERSION = 1
 HEAD_BYTES = 4096
@@ -206,14 +207,8 @@ class IngestState:
     def save(self) -> None:
         if not self.dirty:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            json.dump({"version": VERSION, "target": self.target, "files": self.files, "inflight": self.inflight},
-                      f, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps({"version": VERSION, "target": self.target, "files": self.files,
+                                            "inflight": self.inflight}, separators=(",", ":")))
         self.dirty = False
 
 

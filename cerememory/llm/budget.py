@@ -7,11 +7,11 @@ nothing more) and the usage is recorded after it, from the provider's own token 
 from __future__ import annotations
 
 import json
-import os
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..storage.files import write_atomic
 from .providers import Usage
 
 
@@ -73,6 +73,4 @@ class DailyBudget:
     def _save(self) -> None:
         if self.path is None:
             return
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._state))
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(self._state))

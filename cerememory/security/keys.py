@@ -17,7 +17,6 @@ import json
 import os
 import re
 import secrets
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cmp.errors import CMPError, ErrorCode
+from ..storage.files import write_atomic
 from .auth import KeyRing, bearer_token, digest, identify_in
 
 KEYS_FILE = "api_keys.json"
@@ -80,23 +80,8 @@ class KeyStore:
                            hint="restore it from a backup, or move it away and create new keys") from None
 
     def _save(self, keys: list[StoredKey]) -> None:
-        """Write a temporary file (0600), fsync it, and rename it over the old one."""
         body = json.dumps({"version": 1, "keys": [asdict(k) for k in keys]}, indent=2) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=".api_keys.", dir=self.data_dir)  # created 0600
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(body.encode("utf-8"))
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        dir_fd = os.open(self.data_dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_atomic(self.path, body)
 
     @contextmanager
     def _locked(self) -> Iterator[list[StoredKey]]:

@@ -36,6 +36,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from ..cmp.errors import CMPError, ErrorCode
 from .archive_crypto import DEFAULT_KDF, KdfParams, derive_key
+from .files import write_atomic
 from .lock import LOCK_NAME
 
 KEYFILE = "keys.json"
@@ -62,22 +63,6 @@ def _wrong_passphrase() -> CMPError:
 
 def is_encrypted(data_dir: Path) -> bool:
     return (data_dir / KEYFILE).exists()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class Vault:
@@ -110,7 +95,7 @@ class Vault:
                            hint="encrypt a new directory and move the data with export and import")
         master = os.urandom(KEY_BYTES)
         cls._write_keyfile(data_dir, passphrase, master, params)
-        _write_atomic(data_dir / KEYSTORE, _MAGIC)
+        write_atomic(data_dir / KEYSTORE, _MAGIC)
         return cls(data_dir, master, {})
 
     @staticmethod
@@ -120,7 +105,7 @@ class Vault:
         wrapped = ChaCha20Poly1305(kek).encrypt(nonce, master, b"cerememory master key")
         document = {"format": FORMAT, "kdf": {"algorithm": "argon2id", "salt": _b64(salt), **asdict(params)},
                     "cipher": "chacha20-poly1305", "master_key": {"nonce": _b64(nonce), "wrapped": _b64(wrapped)}}
-        _write_atomic(data_dir / KEYFILE, json.dumps(document, indent=2).encode())
+        write_atomic(data_dir / KEYFILE, json.dumps(document, indent=2).encode())
 
     @classmethod
     def unlock(cls, data_dir: Path, passphrase: str | None) -> Vault | None:
@@ -216,7 +201,7 @@ class Vault:
             for record_id, key in self._keys.items():
                 nonce = os.urandom(NONCE_BYTES)
                 out += record_id.bytes + nonce + self._master.encrypt(nonce, key, record_id.bytes)
-            _write_atomic(self.data_dir / KEYSTORE, bytes(out))
+            write_atomic(self.data_dir / KEYSTORE, bytes(out))
             return len(gone)
 
     def erase_orphans(self, live: set[uuid.UUID]) -> int:
