@@ -95,8 +95,11 @@ def seed_journal(data_dir: Path, turns: int, rng: random.Random) -> None:
 
 
 def child_env(home: Path, workdir: Path) -> dict[str, str]:
+    # PYTHONDONTWRITEBYTECODE is dropped: an installed cm runs from compiled bytecode, and
+    # recompiling every module on each start would be measured instead
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CEREMEMORY_", "CASS_", "CM_", "MCP_", "ANTHROPIC_", "OPENAI_", "CLAUDE"))}
+           if not k.startswith(("CEREMEMORY_", "CASS_", "CM_", "MCP_", "ANTHROPIC_", "OPENAI_", "CLAUDE"))
+           and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(CASS_MEMORY_HOME=str(home), CEREMEMORY_CONFIG=str(workdir / "none.toml"),
                CEREMEMORY_EMBED__SEMANTIC="off", PYTHONPATH=str(REPO_DIR))
     return env
@@ -167,8 +170,10 @@ def import_times(env: dict[str, str], cwd: Path, runs: int) -> dict:
     """Interpreter start-up alone, `import cerememory.cm.cli`, and what the embedded context needs."""
     out: dict = {}
     for label, code in (("python -c pass", "pass"), ("import cerememory.cm.cli", "import cerememory.cm.cli"),
-                        ("import cerememory.transport.client", "import cerememory.transport.client"),
-                        ("import cerememory.api", "import cerememory.api")):
+                        ("import cerememory.transport.light (cm's server client)",
+                         "import cerememory.transport.light"),
+                        ("import cerememory.transport.client (typed client)", "import cerememory.transport.client"),
+                        ("import cerememory.api (embedded)", "import cerememory.api")):
         out[label] = ms_stats([timed([sys.executable, "-c", code], env, cwd)[0] for _ in range(runs)])
     proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import cerememory.cm.cli"], env=env, cwd=cwd,
                           capture_output=True, text=True)
@@ -243,13 +248,15 @@ pulls in the engine — that happens when a command opens storage):
 
 {md_table(["package", "self ms"], top_rows)}
 
-Start-up before the lazy `cerememory/__init__.py` (same machine, same day): `import cerememory.cm.cli`
-took ~430 ms (it loaded the engine, the HTTP client, numpy and pydantic models for every command);
-after, the figure above. `cerememory.model` now imports numpy inside its one vector validator, so
-the HTTP client no longer loads numpy (`import cerememory.transport.client` ~450 → ~320 ms); what
-remains on the server path is pydantic with the CMP models (`cerememory.cmp.messages`), httpx
-(its `_main` pulls in rich/click when installed) and `cerememory.config` (its settings table
-imports `cerememory.dynamics.decay`, hence numpy again, to read the server key).
+What changed to get here (same machine, commit by commit): cm reads the playbook with
+`recall.list` (an inventory op: no ranking, no reconsolidation, bodies decoded straight from
+storage) instead of paging `recall.query` with an empty cue; against a server it talks CMP through
+`cerememory.transport.light` (the standard library's `http.client`, dicts in and out) instead of
+the httpx client with the pydantic models; the semantic blend first probes with a one-hit query,
+so keyword-only storage never ships every rule back; raw-journal text search reads whole records
+only for the hits it returns; `cerememory.config`, `cerememory.ingest`, `cerememory.dream` and
+`cerememory.llm` load their heavy parts on first use; yaml loads only when a playbook file is
+read. The server process freezes what opening built (`gc.freeze`), so full collections skip it.
 
 Reading: a `cm context` process pays the interpreter, the imports of its path (the HTTP client
 against a server; the engine — DuckDB, tantivy, pydantic models — embedded), and for embedded

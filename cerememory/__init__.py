@@ -11,8 +11,9 @@ with cerememory.open("./memory") as mem:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .lazy import exports
 from .version import __version__ as __version__
 
 # Public names, imported on first use (PEP 562): `import cerememory.cm.cli` or the HTTP client
@@ -43,15 +44,7 @@ if TYPE_CHECKING:
     from .transport.client import Client as Client
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cerememory' has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = exports(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

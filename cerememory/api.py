@@ -164,6 +164,14 @@ class MemoryAPI:
             "secrecy_levels": secrecy_levels, "temporal": _range(start, end),
         }, m.RecallRawQueryResponse)
 
+    def list_records(self, store: str, *, metadata: dict[str, Any] | None = None,
+                     fields: Sequence[str] | None = None, cursor: str | None = None,
+                     limit: int = 1000) -> m.RecallListResponse:
+        """One page of a store's records, oldest first, whose metadata has these key/values;
+        decayed ones included, nothing reconsolidated. Pass `next_cursor` back for the next page."""
+        return self._call("recall.list", {"store": store, "metadata": metadata, "fields": fields,
+                                          "cursor": cursor, "limit": limit}, m.RecallListResponse)
+
     def associate(self, record_id: uuid.UUID | str, *, depth: int = 2, min_weight: float = 0.1,
                   limit: int = 10, types: Sequence[str] | None = None) -> m.RecallAssociateResponse:
         return self._call("recall.associate", {

@@ -142,7 +142,7 @@ def _unit_float(value: Any) -> float:
 
 
 def _decay_settings() -> tuple[Setting, ...]:
-    from .dynamics.decay import DEFAULT_PARAMS
+    from .dynamics.params import DEFAULT_PARAMS
 
     meaning = {
         "exponent": ("the power-law exponent d", _positive_float),
@@ -152,7 +152,7 @@ def _decay_settings() -> tuple[Setting, ...]:
         "interference": ("how fast noise gathers as fidelity falls", _unit_float),
     }
     return tuple(
-        Setting(f"decay.{store.value}.{name}", getattr(params, name), parse, f"{store.value}: {text}")
+        Setting(f"decay.{store}.{name}", getattr(params, name), parse, f"{store}: {text}")
         for store, params in DEFAULT_PARAMS.items() for name, (text, parse) in meaning.items()
     )
 
@@ -227,7 +227,7 @@ SETTINGS = SETTINGS + (
 
 def _agent_list(value: Any) -> tuple[str, ...]:
     """Agent names (comma-separated or a TOML array) for the ingest privacy switch."""
-    from .ingest.agents import AGENTS, canonical
+    from .ingest.names import AGENTS, canonical
 
     items = value if isinstance(value, list | tuple) else str(value or "").split(",")
     names = []

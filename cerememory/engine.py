@@ -145,6 +145,8 @@ class Engine(RecallOperations, ConsolidationOperations):
         except BaseException:
             self._lock_file.release()
             raise
+        else:  # what opening built lives as long as the engine: later full collections skip it
+            gc.freeze()
         finally:
             if collecting:
                 gc.enable()

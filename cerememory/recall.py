@@ -20,6 +20,7 @@ from .cmp.errors import CMPError, ErrorCode, not_found
 from .dynamics import decay
 from .dynamics.render import render
 from .index.fusion import fuse
+from .listing import list_records
 from .model import EMOTION_CHANNELS, EmotionVector, RecallMode, StoreType, uuid_from_text
 from .stores.journal import DEFAULT_SECRECY, allowed_visibility
 from .stores.records import dt, ts
@@ -28,6 +29,8 @@ ALL_STORES = tuple(StoreType)
 STORE_CODE = {s: i for i, s in enumerate(ALL_STORES)}
 ACTIVATION_DECAY = 0.5
 ACTIVATION_MIN_WEIGHT = 0.05
+
+RAW_SEARCH_CAP = 20_000  # journal text hits considered at most, however strict the filters
 
 
 class RecallOperations:
@@ -340,6 +343,25 @@ class RecallOperations:
         return m.RecallGraphResponse(nodes=graph_nodes, edges=edges, total_nodes=len(graph_nodes),
                                      meta_edges=meta_edges)
 
+    def recall_list(self, req: m.RecallListRequest) -> m.RecallListResponse:
+        return list_records(self, req)
+
+    def _raw_hits(self, query: str, req: m.RecallRawQueryRequest, filters: dict) -> list[uuid.UUID]:
+        """Journal ids matching `query` that pass the filters, best first. The search widens
+        (x4 each round, up to RAW_SEARCH_CAP hits) only while too few hits pass the filters."""
+        groups = [req.session_id] if req.session_id else None
+        wanted_ids = set(req.record_ids or ())
+        want = max(req.limit * 4, 100)
+        while True:
+            hits = self.raw_text.search(query, want, groups)
+            rank = {uuid.UUID(i): n for n, (i, _) in enumerate(hits)}
+            if wanted_ids:
+                rank = {i: n for i, n in rank.items() if i in wanted_ids}
+            passing = sorted(self.journal.passing(list(rank), **filters), key=rank.__getitem__)
+            if len(passing) >= req.limit or len(hits) < want or want >= RAW_SEARCH_CAP:
+                return passing
+            want *= 4
+
     def recall_raw_query(self, req: m.RecallRawQueryRequest) -> m.RecallRawQueryResponse:
         visibility = allowed_visibility(req.include_private_scratch, req.include_sealed)
         secrecy = [s.value for s in (req.secrecy_levels or DEFAULT_SECRECY)]
@@ -358,16 +380,9 @@ class RecallOperations:
             req = req.model_copy(update={"record_ids": sources})
         query = (req.query or "").strip()
         if query:
-            groups = [req.session_id] if req.session_id else None
-            hits = self.raw_text.search(query, max(req.limit * 20, 200), groups)
-            rank = {uuid.UUID(i): n for n, (i, _) in enumerate(hits)}
-            if req.record_ids:
-                wanted_ids = set(req.record_ids)
-                rank = {i: n for i, n in rank.items() if i in wanted_ids}
-            records, _ = self.journal.query(ids=list(rank), **filters)
-            records.sort(key=lambda r: rank[r.id])
-            total = len(records)
-            records = records[: req.limit]
+            passing = self._raw_hits(query, req, filters)
+            total = len(passing)
+            records, _ = self.journal.query(ids=passing[: req.limit], count=False, **filters)
         else:
             records, total = self.journal.query(ids=req.record_ids or None, limit=req.limit, **filters)
         records.sort(key=lambda r: (r.created_at, r.id))

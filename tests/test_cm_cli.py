@@ -7,12 +7,15 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from cerememory.embed import local_embedder_available
 
 
 @dataclass
@@ -126,6 +129,22 @@ def test_error_envelopes_and_exit_codes(cm: Cm, tmp_path: Path) -> None:
     assert run.code == 0 and run.stdout.strip() and not run.stdout.lstrip().startswith("{")
 
 
+def test_toon_output_and_token_stats(cm: Cm) -> None:
+    import toon_format
+
+    rule = cm.ok("add", "Pin the lockfile before upgrading a dependency in CI")["bullet"]["id"]
+    run = cm("playbook", "list", "--format", "toon", "--stats", json_=False)
+    assert run.code == 0, run.stderr
+    envelope = toon_format.decode(run.stdout)
+    assert envelope["success"] is True and envelope["data"]["bullets"][0]["id"] == rule
+    assert "tokens ≈ JSON" in run.stderr and "TOON" in run.stderr
+    by_env = cm("top", json_=False, CM_OUTPUT_FORMAT="toon")
+    assert toon_format.decode(by_env.stdout)["command"] == "top"
+    assert cm("top", json_=True, TOON_DEFAULT_FORMAT="toon").env["command"] == "top"  # --json beats the env
+    failed = cm("mark", "b-nothere1", "--helpful", "--format", "toon", json_=False)
+    assert failed.code == 2 and toon_format.decode(failed.stdout)["error"]["code"] == "BULLET_NOT_FOUND"
+
+
 def test_export_import_round_trip_in_reference_format(cm: Cm, tmp_path: Path) -> None:
     reference = {
         "schema_version": 2, "name": "playbook", "description": "team rules",
@@ -228,6 +247,14 @@ def test_outcome_worked_example_and_apply(cm: Cm) -> None:
     assert soft.code == 0 and soft.env["effect"] is False and soft.env["data"]["feedbackRecorded"] is False
     replay = cm.ok("outcome-apply")
     assert replay["applied"] == 0 and replay["totalOutcomes"] == 2  # idempotent per recordedAt
+    secret = "sk-ant-api03-" + "A1b2C3d4" * 12
+    cm.ok("outcome", "success", rule, "--text", f"worked with key {secret}")
+    import cerememory
+
+    with cerememory.open(cm.home / "cerememory", semantic="off") as mem:
+        logged = mem.raw_recall(session_id="cm:outcomes", include_private_scratch=True, limit=10).records
+    notes = [r.metadata["entry"].get("notes") or "" for r in logged]
+    assert "worked with key [REDACTED]" in notes and not any(secret in r.content.plain_text() for r in logged)
 
 
 def test_trauma_registry_and_claude_hook(cm: Cm) -> None:
@@ -306,6 +333,29 @@ def test_starters_project_onboard_privacy_doctor(cm: Cm) -> None:
     assert cm.ok("usage")["dailyLimit"] == 1.0
 
 
+def test_onboard_read_template_prompt_and_guided(cm: Cm) -> None:
+    import cerememory
+
+    cm.ok("add", "Run the unit tests before pushing a fix for a failing CI job", "--category", "testing")
+    with cerememory.open(cm.home / "cerememory", semantic="off") as mem:
+        mem.store_raw("the CI test job fails with a timeout in the mock server", session_id="s-ci", speaker="user",
+                      metadata={"agent": "codex", "workspace": "/home/dev/shop"})
+        mem.store_raw("fixed the mock fixture; all unit tests pass", session_id="s-ci", speaker="assistant")
+    plain = cm.ok("onboard", "read", "s-ci")
+    assert plain["step"] == "read" and "mock fixture" in plain["sessionContent"] and plain["extractionPrompt"]
+    template = cm.ok("onboard", "read", "s-ci", "--template")
+    meta = template["metadata"]
+    assert (meta["agent"], meta["workspaceName"], meta["messageCount"]) == ("codex", "shop", 2)
+    assert "testing" in meta["topicHints"]
+    assert template["context"]["relatedRules"] == [] and "semantic" in template["context"]["relatedRulesNotice"]
+    assert "security" in template["context"]["playbookGaps"]["critical"]
+    assert template["extractionFormat"]["categories"][0] == "debugging"
+    assert len(cm.ok("onboard", "prompt")["examples"]) == 6
+    assert cm.ok("onboard", "guided")["workflow"][0]["command"].startswith("cm onboard status")
+    missing = cm("onboard", "read", "no-such-session", "--template")
+    assert (missing.code, missing.env["error"]["code"]) == (2, "SESSION_NOT_FOUND")
+
+
 def test_reflect_honours_inline_feedback_from_the_raw_journal(cm: Cm) -> None:
     rule = cm.ok("add", "Check the migration order before running alembic upgrade")["bullet"]["id"]
     import cerememory
@@ -325,3 +375,95 @@ def test_reflect_honours_inline_feedback_from_the_raw_journal(cm: Cm) -> None:
     history = cm.ok("context", "alembic migration billing")["historySnippets"]
     assert any(h["sessionId"] == "s-1" for h in history if h["source"] == "raw_journal")
     assert cm.ok("validate", "Check the alembic migration order")["verdict"] in ("ACCEPT", "ACCEPT_WITH_CAUTION")
+
+
+def _diaries(cm: Cm) -> dict[str, dict]:
+    import cerememory
+
+    with cerememory.open(cm.home / "cerememory", semantic="off") as mem:
+        listed = mem.list_records("episodic", metadata={"cm_kind": "diary"})
+    return {r.metadata["diary"]["sessionPath"]: r.metadata["diary"] for r in listed.records}
+
+
+def test_reflect_enriches_diaries_across_agents_only_with_consent(cm: Cm) -> None:
+    import cerememory
+
+    def session(session_id: str, agent: str, words: str) -> None:
+        with cerememory.open(cm.home / "cerememory", semantic="off") as mem:
+            mem.store_raw(f"please fix the {words} in the billing service", session_id=session_id, speaker="user",
+                          metadata={"agent": agent})
+            mem.store_raw(f"fixed the {words}; the billing tests pass now", session_id=session_id,
+                          speaker="assistant", metadata={"agent": agent})
+
+    session("codex-1", "codex", "alembic migration heads")
+    session("claude-1", "claude_code", "alembic migration heads")
+    cm.ok("reflect", CM_AGENT="claude_code")
+    assert _diaries(cm)["claude-1"]["relatedSessions"] == []  # enrichment is off by default
+    audit = cm.repo / ".cass" / "privacy-audit.jsonl"
+    assert not audit.exists()
+
+    cm.ok("privacy", "enable", CM_AGENT="claude_code")
+    session("claude-2", "claude_code", "alembic migration heads again")
+    cm.ok("reflect", CM_AGENT="claude_code")
+    related = _diaries(cm)["claude-2"]["relatedSessions"]
+    assert [r["agent"] for r in related] == ["codex"] and related[0]["sessionPath"].endswith("codex-1")
+    line = json.loads(audit.read_text().splitlines()[-1])
+    assert line["action"] == "diary_enrichment" and line["agentsReturned"] == ["codex"]
+
+    cm.ok("privacy", "deny", "codex", CM_AGENT="claude_code")
+    session("claude-3", "claude_code", "alembic migration heads once more")
+    cm.ok("reflect", CM_AGENT="claude_code")
+    assert _diaries(cm)["claude-3"]["relatedSessions"] == []
+
+
+def test_similar_and_add_check_report_near_duplicates(cm: Cm) -> None:
+    first = cm.ok("add", "Run the unit tests before pushing a fix for a failing CI job")["bullet"]["id"]
+    similar = cm.ok("similar", "run unit tests before pushing a fix", "--threshold", "0.3")
+    assert similar["mode"] == "keyword" and "semantic" in similar["semanticNotice"]
+    assert similar["results"][0]["id"] == first
+    check = cm.ok("add", "Run the unit tests before pushing a fix for a failing CI job again", "--check")
+    (warning,) = [w for w in check["validation"]["warnings"] if w["type"] == "similar"]
+    assert warning["bulletId"] == first and warning["similarity"] >= 0.8
+    assert check["validation"]["similarity"]["mode"] == "keyword"
+    strict = cm("add", "Run the unit tests before pushing a fix for a failing CI job now", "--check", "--strict")
+    assert (strict.code, strict.env["error"]["code"]) == (2, "VALIDATION_FAILED")
+
+
+@pytest.mark.skipif(not local_embedder_available(), reason="needs the 'embed' extra")
+def test_semantic_mode_when_the_local_embedder_runs_offline(cm: Cm) -> None:
+    semantic = {"CEREMEMORY_EMBED__SEMANTIC": "auto"}  # unset: semantic exactly when the local model runs
+    rule = cm.ok("add", "Rotate the deploy credentials whenever a laptop goes missing", **semantic)["bullet"]["id"]
+    cm.ok("add", "Prefer small pull requests for the billing service", **semantic)
+    data = cm.ok("context", "my notebook computer was stolen at the airport", "--min-score", "0", **semantic)
+    assert data["semanticMode"] == "semantic" and "semanticNotice" not in data
+    assert data["relevantBullets"][0]["id"] == rule
+    similar = cm.ok("similar", "stolen notebook computer", "--threshold", "0.2", **semantic)
+    assert similar["mode"] == "semantic" and similar["results"][0]["id"] == rule
+    (cm.home / "config.json").write_text(json.dumps({"semanticSearchEnabled": False}))
+    pinned = cm.ok("context", "my notebook computer was stolen", **semantic)
+    assert pinned["semanticMode"] == "keyword" and "false" in pinned["semanticNotice"]
+
+
+def test_repo_files_are_locked_for_concurrent_writers(cm: Cm, tmp_path: Path) -> None:
+    files = []
+    for n in range(6):
+        path = tmp_path / f"rules-{n}.yaml"
+        path.write_text(yaml.safe_dump({"bullets": [{"id": f"b-lock{n}-aaaaaa", "content": f"Rule number {n} "
+                                                     "for the locking test", "category": "testing"}]}))
+        files.append(path)
+    procs = [subprocess.Popen([sys.executable, "-m", "cerememory.cm.cli", "playbook", "import", str(f), "--repo",
+                               "--json"], cwd=cm.repo, env=cm.environ, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for f in files]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    book = yaml.safe_load((cm.repo / ".cass" / "playbook.yaml").read_text())
+    assert sorted(b["id"] for b in book["bullets"]) == [f"b-lock{n}-aaaaaa" for n in range(6)]  # none lost
+
+    held = cm.repo / ".cass" / "playbook.yaml.lock.d"
+    held.mkdir()
+    (held / "owner").write_text("another-process")
+    cm.fails("LOCK_ACQUISITION_FAILED", 4, "playbook", "import", str(files[0]), "--repo", "--replace")
+    old = time.time() - 60
+    os.utime(held, (old, old))  # a lock nobody touched for a minute is stale: taken over
+    assert cm.ok("playbook", "import", str(files[0]), "--repo", "--replace")["updated"] == 1
+    assert not held.exists()

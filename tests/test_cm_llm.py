@@ -24,6 +24,7 @@ class Stub:
 
     def __init__(self) -> None:
         self.mode, self.reply, self.requests = "ok", {"deltas": []}, []
+        self.audit: dict[str, Any] = {"violations": []}
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -34,6 +35,8 @@ class Stub:
                     time.sleep(2.0)
                 system = body["messages"][0]["content"]
                 answer: Any = stub.reply
+                if "audit one" in system:
+                    answer = stub.audit
                 if "judge whether" in system:
                     answer = {"verdict": "REFINE", "confidence": 0.9, "reason": "one success, one failure",
                               "refinedRule": "Run alembic check before every billing migration"}
@@ -118,3 +121,33 @@ def test_reflect_and_validate_through_the_llm_with_fallbacks(tmp_path: Path, stu
     assert verdict["verdict"] == "ACCEPT_WITH_CAUTION" and verdict["confidence"] == 0.72
     assert verdict["refinedRule"] == "Run alembic check before every billing migration"
     assert verdict["llm"]["used"] is True and verdict["usage"]["calls"] == 1
+
+
+def test_audit_finds_rule_violations_through_the_llm(tmp_path: Path, stub: Stub) -> None:
+    cm = Cm(tmp_path)
+    no_llm = cm("audit", CASS_MEMORY_LLM="none")
+    assert (no_llm.code, no_llm.env["error"]["code"]) == (7, "MISSING_API_KEY")
+    assert any("--trauma" in step for step in no_llm.env["error"]["recovery"])
+    cm.home.mkdir(parents=True, exist_ok=True)
+    (cm.home / "config.json").write_text(json.dumps({
+        "provider": "openai", "model": "stub-model", "baseUrl": stub.url, "apiKey": "sk-test-key",
+        "llmTimeoutMs": 500}))
+    env = {"CEREMEMORY_LLM__MAX_RETRIES": "0"}
+    rule = cm.ok("add", "Never force-push to the main branch of the billing repo", **env)["bullet"]["id"]
+    _journal(cm, "s-push", "the branch diverged, so I ran git push --force origin main", "pushed")
+    stub.audit = {"violations": [{"bulletId": rule, "evidence": "git push --force origin main", "proven": True},
+                                 {"bulletId": "b-unknown", "evidence": "made up"}]}
+    data = cm.ok("audit", "--days", "3", **env)
+    (found,) = data["violations"]
+    assert (found["bulletId"], found["sessionPath"], found["severity"]) == (rule, "s-push", "high")
+    assert found["evidence"] == "git push --force origin main" and found["bulletContent"].startswith("Never")
+    assert data["stats"] == {"sessionsScanned": 1, "rulesChecked": 1, "violationsFound": 1,
+                             "bySeverity": {"high": 1, "medium": 0, "low": 0}}
+    assert data["usage"]["calls"] == 1 and data["llm"]["used"] is True
+    assert rule in stub.requests[-1]["messages"][1]["content"]
+
+    stub.mode = "malformed"
+    run = cm("audit", **env)
+    assert run.code == 0 and run.env["data"]["violations"] == []
+    assert "malformed reply" in run.env["data"]["errors"][0]["error"]
+    assert any("not audited" in w for w in run.env["warnings"])

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.conftest import ServeProcess
@@ -61,3 +64,48 @@ def test_cm_serve_over_mcp_stdio(tmp_path: Path) -> None:
             assert json.loads(book.contents[0].text)["bullets"][0]["id"] == rule
 
     asyncio.run(asyncio.wait_for(session(), 120))
+
+
+def test_cm_serve_over_mcp_http_with_a_token(tmp_path: Path) -> None:
+    import httpx
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    cm = Cm(tmp_path)
+    rule = cm.ok("add", "Pin the container base image digest before a production release")["bullet"]["id"]
+    refused = cm("serve", "--port", "1", "--host", "0.0.0.0")
+    assert (refused.code, refused.env["error"]["code"]) == (3, "CONFIG_INVALID")  # no token off loopback
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**cm.environ, "MCP_HTTP_TOKEN": "s3cret-token"}
+    server = subprocess.Popen([sys.executable, "-m", "cerememory.cm.cli", "serve", "--port", str(port)], env=env,
+                              cwd=cm.repo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                unauthorised = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and server.poll() is None, "cm serve did not start"
+                time.sleep(0.2)
+        assert unauthorised.status_code == 401
+
+        async def session() -> None:
+            headers = {"authorization": "Bearer s3cret-token"}
+            async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+                    streamable_http_client(url, http_client=http) as (read, write), \
+                    ClientSession(read, write) as client:
+                await client.initialize()
+                assert "cm_context" in {t.name for t in (await client.list_tools()).tools}
+                result = await client.call_tool("cm_context", {"task": "production release base image"})
+                assert json.loads(result.content[0].text)["relevantBullets"][0]["id"] == rule
+
+        asyncio.run(asyncio.wait_for(session(), 120))
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)

@@ -98,6 +98,26 @@ def test_raw_journal(api):
     assert api.raw_recall(session_id="s1", include_private_scratch=True).total_candidates == 2
 
 
+def test_list_records_pages_filters_and_projects(api):
+    stored = [api.store(f"rule {i}", store="procedural", metadata={"kind": "rule" if i % 2 else "note", "n": i},
+                        emotion="joy").record_id for i in range(7)]
+    api.store("an episode", metadata={"kind": "rule"})
+    first = api.list_records("procedural", metadata={"kind": "rule"}, limit=2)
+    assert [r.text for r in first.records] == ["rule 1", "rule 3"]
+    assert first.records[0].metadata == {"kind": "rule", "n": 1} and first.records[0].content is None
+    rest = api.list_records("procedural", metadata={"kind": "rule"}, cursor=first.next_cursor)
+    assert [r.id for r in rest.records] == [stored[5]] and rest.next_cursor is None
+    full = api.list_records("procedural", metadata={"n": 0}, fields=["content", "emotion", "fidelity", "meta"])
+    (only,) = full.records
+    assert only.content.plain_text() == "rule 0" and only.text is None and only.metadata is None
+    assert (only.emotion.joy, only.fidelity) == (1.0, 1.0)
+    assert api.list_records("procedural", metadata={"n": True}).records == []  # true is not 1
+    assert api.inspect(stored[0]).access_count == 0  # an inventory, not a recall
+    with pytest.raises(CMPError) as err:
+        api.list_records("procedural", cursor="not-a-cursor")
+    assert err.value.code is ErrorCode.VALIDATION_ERROR and "next_cursor" in err.value.hint
+
+
 def test_mode_forget_and_stats(api):
     keep = api.store("keep").record_id
     gone = api.store("gone").record_id

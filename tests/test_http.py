@@ -164,6 +164,29 @@ def test_client_reports_an_unreachable_server():
     assert "cerememory serve" in err.value.hint
 
 
+def test_light_client_speaks_dicts_over_the_standard_library(http_server):
+    from cerememory.transport.light import LightClient
+
+    from .conftest import free_port
+
+    with LightClient(http_server.url) as client:
+        stored = client.dispatch("encode.store", {"content": {"blocks": [{"text": "light and quick"}]},
+                                                  "store": "procedural", "metadata": {"kind": "rule"}})
+        listed = client.dispatch("recall.list", {"store": "procedural", "metadata": {"kind": "rule"}})
+        assert [r["id"] for r in listed["records"]] == [stored["record_id"]]
+        assert client.dispatch("introspect.record", {"record_id": stored["record_id"]})["id"] == stored["record_id"]
+        assert client.dispatch("encode.update", {"record_id": stored["record_id"], "metadata": {"k": 1}}) == {}
+        with pytest.raises(CMPError) as err:
+            client.dispatch("lifecycle.forget", {"record_ids": [stored["record_id"]]})
+        assert err.value.code is ErrorCode.FORGET_UNCONFIRMED and err.value.request_id
+        with pytest.raises(CMPError) as err:
+            client.dispatch("recall.everything", {})
+        assert err.value.code is ErrorCode.VALIDATION_ERROR and "recall.list" in err.value.hint
+    with LightClient(f"http://127.0.0.1:{free_port()}", timeout=2) as gone, pytest.raises(CMPError) as err:
+        gone.dispatch("introspect.stats")
+    assert "cannot reach" in err.value.message
+
+
 def test_async_client(http_server):
     async def scenario():
         async with AsyncClient(http_server.url) as client:

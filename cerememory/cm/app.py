@@ -49,7 +49,9 @@ class Ctx:
     def backend(self) -> Backend:
         if self._backend is None:
             semantic = self.config.get("semanticSearchEnabled")
-            self._backend = Backend(self._server_url, semantic if isinstance(semantic, bool) else None)
+            rules = self.config.get("sanitization") or {}
+            redact = tuple(rules.get("extraPatterns") or ()) if rules.get("enabled", True) is not False else None
+            self._backend = Backend(self._server_url, semantic if isinstance(semantic, bool) else None, redact)
         return self._backend
 
     @property
@@ -98,8 +100,25 @@ def write_stdout(text: str) -> None:
     out.flush()
 
 
-def emit_json(payload: dict[str, Any]) -> None:
-    write_stdout(json.dumps(payload, ensure_ascii=False, indent=2))
+def emit(payload: dict[str, Any], output: str = "json", stats: bool = False) -> None:
+    """The envelope as JSON, or as TOON (the `toon-format` encoder, in process: unlike the
+    reference, no external `tru` binary is needed, so TOON never silently degrades to JSON)."""
+    text = json.dumps(payload, ensure_ascii=False, indent=2)
+    if output == "toon":
+        import toon_format
+
+        encoded = toon_format.encode(payload)
+        if stats:
+            before, after = estimate_tokens(text), estimate_tokens(encoded)
+            saved = 100 * (before - after) / before if before else 0.0
+            print(f"cm: tokens ≈ JSON {before} → TOON {after} ({saved:.0f}% fewer)", file=sys.stderr)
+        text = encoded
+    write_stdout(text)
+
+
+def estimate_tokens(text: str) -> int:
+    """The reference's estimate: max(characters / 4, words)."""
+    return max(len(text) // 4, len(text.split()))
 
 
 def render_human(command: str, result: Result) -> str:

@@ -25,16 +25,12 @@ META_KIND = "playbook"
 DIARY_KIND = "diary"
 LOG_SESSIONS = {"outcome": "cm:outcomes", "context": "cm:context-log", "processed": "cm:processed"}
 PAGE = 1000
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+LIST_PAGE = 5000
 
 
 def _text_of(record: dict[str, Any]) -> str:
     blocks = (record.get("content") or {}).get("blocks") or []
     return "\n".join(b.get("text", "") for b in blocks if b.get("modality", "text") == "text" and b.get("text"))
-
-
-def _ts(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def map_cmp_error(exc: Exception) -> CmError:
@@ -54,12 +50,15 @@ def map_cmp_error(exc: Exception) -> CmError:
 class Backend:
     """Opens Cerememory lazily (many commands never touch storage) and caches the rule listing."""
 
-    def __init__(self, server_url: str | None = None, semantic: bool | None = None) -> None:
+    def __init__(self, server_url: str | None = None, semantic: bool | None = None,
+                 redact: tuple[str, ...] | None = ()) -> None:
         self.server_url = server_url or os.environ.get("CEREMEMORY_SERVER_URL") or None
         self.semantic = semantic
+        self.redact = redact  # extra secret patterns for the logs; None: sanitization is off
         self.mode: str | None = None
         self.notice: str | None = None
         self._api: Any = None
+        self._typed: Any = None
         self._bullets: list[tuple[str, dict[str, Any]]] | None = None
         self._procedural: list[dict[str, Any]] | None = None
         self.history_hidden = 0
@@ -73,12 +72,28 @@ class Backend:
         return self._api
 
     def _client(self, url: str) -> Any:
-        from ..config import load_config
-        from ..transport.client import Client
+        from ..transport.light import LightClient
 
-        key = load_config(None, {"data_dir": str(data_dir())})["server_api_key"]
         self.mode = "server"
-        return Client(url, api_key=key, retries=1)
+        return LightClient(url, api_key=self._server_key(), retries=1)
+
+    @staticmethod
+    def _server_key() -> str | None:
+        from ..config import load_config
+
+        return load_config(None, {"data_dir": str(data_dir())})["server_api_key"]
+
+    @property
+    def typed_api(self) -> Any:
+        """The typed `MemoryAPI` (for code such as ingest that calls its methods, not `dispatch`)."""
+        api = self.api
+        if self.mode != "server":
+            return api
+        if self._typed is None:
+            from ..transport.client import Client
+
+            self._typed = Client(api.url, api_key=self._server_key(), retries=1)
+        return self._typed
 
     def _open(self) -> Any:
         from ..cmp.errors import CMPError
@@ -112,36 +127,26 @@ class Backend:
             raise map_cmp_error(exc) from None
 
     def close(self) -> None:
-        if self._api is not None:
-            self._api.close()
-            self._api = None
+        for api in (self._typed, self._api):
+            if api is not None:
+                api.close()
+        self._api = self._typed = None
 
     # ------------------------------------------------------------ bullets
 
     def _list_records(self, store: str, kind: str | None) -> list[dict[str, Any]]:
-        """Every record of `store` with a `metadata.cm_kind` (== kind when given), newest first:
-        recall with an empty cue lists recent memories, paged backwards by creation time."""
-        seen: set[str] = set()
+        """Every record of `store` with a `metadata.cm_kind` (== kind when given), oldest first:
+        `recall.list` pages through the store without ranking or reconsolidating anything."""
         out: list[dict[str, Any]] = []
-        end: datetime | None = None
+        request: dict[str, Any] = {"store": store, "limit": LIST_PAGE}
+        if kind is not None:
+            request["metadata"] = {"cm_kind": kind}
         while True:
-            cue: dict[str, Any] = {}
-            if end is not None:
-                cue["temporal"] = {"start": _EPOCH.isoformat(), "end": end.isoformat()}
-            page = self.call("recall.query", {"cue": cue, "stores": [store], "limit": PAGE,
-                                              "include_decayed": True, "reconsolidate": False,
-                                              "activation_depth": 0, "recall_mode": "perfect"})
-            records = [hit["record"] for hit in page.get("memories", [])]
-            fresh = [r for r in records if r["id"] not in seen]
-            for record in fresh:
-                seen.add(record["id"])
-                found = (record.get("metadata") or {}).get("cm_kind")
-                if found and (kind is None or found == kind):
-                    out.append(record)
-            if len(records) < PAGE:
+            page = self.call("recall.list", request)
+            out.extend(r for r in page["records"] if (r.get("metadata") or {}).get("cm_kind"))
+            if not page.get("next_cursor"):
                 return out
-            oldest = min(_ts(r["created_at"]) for r in records)
-            end = oldest if fresh else oldest - timedelta(microseconds=1)
+            request["cursor"] = page["next_cursor"]
 
     def bullets(self) -> list[tuple[str, dict[str, Any]]]:
         """(record id, bullet) for every global rule — one listing per process, cached."""
@@ -226,18 +231,23 @@ class Backend:
         return int(response.get("records_deleted", 0))
 
     def semantic_scores(self, text: str, limit: int) -> tuple[dict[str, float], bool, str | None]:
-        """Cosine of each procedural record to `text`, through recall's score breakdown."""
-        page = self.call("recall.query", {"cue": {"text": text}, "stores": ["procedural"],
-                                          "limit": max(1, min(PAGE, limit)), "include_decayed": True,
-                                          "reconsolidate": False, "activation_depth": 0,
-                                          "recall_mode": "perfect"})
+        """Cosine of each procedural record to `text`, through recall's score breakdown. A one-hit
+        probe first asks whether the store searches by meaning at all, so keyword-only storage
+        never ships every rule back just to say no."""
+        request = {"cue": {"text": text}, "stores": ["procedural"], "limit": 1, "include_decayed": True,
+                   "reconsolidate": False, "activation_depth": 0, "recall_mode": "perfect"}
+        page = self.call("recall.query", request)
         meta = page.get("query_metadata") or {}
+        if not meta.get("semantic_search"):
+            return {}, False, meta.get("semantic_off_reason")
+        if limit > 1:
+            page = self.call("recall.query", {**request, "limit": max(1, min(PAGE, limit))})
         scores = {}
         for hit in page.get("memories", []):
             vector = (hit.get("score_breakdown") or {}).get("vector")
             if vector is not None:
                 scores[hit["record"]["id"]] = float(vector)
-        return scores, bool(meta.get("semantic_search")), meta.get("semantic_off_reason")
+        return scores, True, None
 
     # ------------------------------------------------------------ diary, logs, history
 
@@ -253,6 +263,12 @@ class Backend:
                 if isinstance(r["metadata"].get("diary"), dict)]
 
     def log(self, kind: str, entry: dict[str, Any]) -> None:
+        """Append to one cm log; free text in it (an outcome's notes, a context log's task) is
+        sanitised first, as the reference does."""
+        if self.redact is not None:
+            from ..security.sanitize import sanitize
+
+            entry = {k: sanitize(v, self.redact)[0] if isinstance(v, str) else v for k, v in entry.items()}
         self.call("encode.store_raw", {
             "session_id": LOG_SESSIONS[kind], "source": "tool_io", "speaker": "tool",
             "visibility": "private_scratch",
@@ -367,8 +383,17 @@ def _episodic_snippet(hit: dict[str, Any]) -> dict[str, Any]:
 
 
 def bullet_metadata(bullet: dict[str, Any]) -> dict[str, Any]:
-    fields = {k: v for k, v in bullet.items() if k not in ("id", "content", "embedding")}
+    """The bullet's fields as stored: defaults and empty lists left out (`normalise` restores
+    them on the way back), so listing a large playbook ships a third less."""
+    from .bullets import DEFAULTS, LIST_FIELDS
+
+    fields = {k: v for k, v in bullet.items() if k not in ("id", "content", "embedding")
+              and not (k in LIST_FIELDS and v == [])
+              and not (k in DEFAULTS and k not in _COUNTS and v == DEFAULTS[k] and type(v) is type(DEFAULTS[k]))}
     return {"cm_kind": BULLET_KIND, "bullet_id": bullet["id"], **fields}
+
+
+_COUNTS = ("helpfulCount", "harmfulCount")  # kept even at 0: normalise would recount them from events
 
 
 def _bullet_request(bullet: dict[str, Any]) -> dict[str, Any]:
@@ -382,4 +407,4 @@ def record_to_bullet(record: dict[str, Any]) -> dict[str, Any]:
     meta = dict(record.get("metadata") or {})
     meta.pop("cm_kind", None)
     bullet_id = meta.pop("bullet_id", None) or f"b-{record['id'][:8]}"
-    return normalise({"id": bullet_id, "content": _text_of(record), **meta})
+    return normalise({"id": bullet_id, "content": record.get("text") or "", **meta})

@@ -41,14 +41,12 @@ def new_bullet_id() -> str:
 
 def normalise(raw: dict[str, Any]) -> dict[str, Any]:
     """Fill defaults and missing lists/counters, drop None values, order fields like the schema."""
-    now = now_iso()
-    bullet = {k: v for k, v in raw.items() if v is not None}
-    for key, value in DEFAULTS.items():
-        bullet.setdefault(key, value)
+    bullet = {**DEFAULTS, **{k: v for k, v in raw.items() if v is not None}}
     for key in LIST_FIELDS:
         if not isinstance(bullet.get(key), list):
             bullet[key] = []
-    bullet.setdefault("createdAt", now)
+    if "createdAt" not in bullet:
+        bullet["createdAt"] = now_iso()
     bullet.setdefault("updatedAt", bullet["createdAt"])
     bullet.setdefault("category", "general")
     events = bullet["feedbackEvents"]
@@ -56,8 +54,8 @@ def normalise(raw: dict[str, Any]) -> dict[str, Any]:
         bullet["helpfulCount"] = sum(1 for e in events if e.get("type") == "helpful")
     if "harmfulCount" not in raw:
         bullet["harmfulCount"] = sum(1 for e in events if e.get("type") == "harmful")
-    ordered = {k: bullet[k] for k in FIELD_ORDER if k in bullet}
-    ordered.update({k: v for k, v in bullet.items() if k not in ordered})
+    ordered = {k: bullet.pop(k) for k in FIELD_ORDER if k in bullet}
+    ordered.update(bullet)
     return ordered
 
 

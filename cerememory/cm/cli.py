@@ -10,10 +10,10 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from .app import Ctx, Result, emit_json, error_envelope, render_human, success_envelope
+from .app import Ctx, Result, emit, error_envelope, render_human, success_envelope
 from .errors import from_exception, invalid
 
 ALIASES = {"ctx": "context", "dr": "doctor", "ref": "reflect", "ls": "playbook:list", "add": "playbook:add",
@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("agents", nargs="*")
     s.add_argument("--days", type=_positive, default=365)
     s = cmd("onboard")
-    s.add_argument("action", choices=["status", "gaps", "sample", "read", "mark-done", "reset"])
+    s.add_argument("action", choices=["status", "gaps", "sample", "read", "prompt", "guided", "mark-done", "reset"])
     s.add_argument("path", nargs="?")
     s.add_argument("--limit", type=_positive)
     s.add_argument("--days", type=_positive)
@@ -238,33 +238,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _handlers() -> dict[str, Callable[[Ctx, Any], Result]]:
-    from . import cmd_feedback as fb
-    from . import cmd_info as info
-    from . import cmd_playbook as pb
-    from . import cmd_reflect as rf
-    from . import cmd_trauma as tr
-
-    return {
-        "init": pb.cmd_init, "starters": pb.cmd_starters, "context": pb.cmd_context, "similar": pb.cmd_similar,
-        "history": pb.cmd_history,
-        "playbook:list": pb.cmd_list, "playbook:get": pb.cmd_get, "playbook:add": pb.cmd_add,
-        "playbook:remove": pb.cmd_remove, "playbook:export": pb.cmd_export, "playbook:import": pb.cmd_import,
-        "playbook:bootstrap": _bootstrap,
-        "mark": fb.cmd_mark, "undo": fb.cmd_undo, "forget": fb.cmd_forget, "outcome": fb.cmd_outcome,
-        "outcome-apply": fb.cmd_outcome_apply, "usage": fb.cmd_usage,
-        "why": info.cmd_why, "top": info.cmd_top, "stale": info.cmd_stale, "stats": info.cmd_stats,
-        "project": info.cmd_project, "quickstart": info.cmd_quickstart, "doctor": info.cmd_doctor,
-        "privacy": info.cmd_privacy, "onboard": info.cmd_onboard, "ingest": _ingest,
-        "reflect": rf.cmd_reflect, "validate": rf.cmd_validate, "audit": rf.cmd_audit,
-        "trauma": tr.cmd_trauma, "guard": tr.cmd_guard,
-    }
+# command -> "module:function"; only the module of the command that runs is imported
+HANDLERS: dict[str, str] = {
+    "init": "cmd_playbook:cmd_init", "starters": "cmd_playbook:cmd_starters",
+    "context": "cmd_playbook:cmd_context", "similar": "cmd_playbook:cmd_similar",
+    "history": "cmd_playbook:cmd_history",
+    "playbook:list": "cmd_playbook:cmd_list", "playbook:get": "cmd_playbook:cmd_get",
+    "playbook:add": "cmd_playbook:cmd_add", "playbook:remove": "cmd_playbook:cmd_remove",
+    "playbook:export": "cmd_playbook:cmd_export", "playbook:import": "cmd_playbook:cmd_import",
+    "playbook:bootstrap": "cli:_bootstrap",
+    "mark": "cmd_feedback:cmd_mark", "undo": "cmd_feedback:cmd_undo", "forget": "cmd_feedback:cmd_forget",
+    "outcome": "cmd_feedback:cmd_outcome", "outcome-apply": "cmd_feedback:cmd_outcome_apply",
+    "usage": "cmd_feedback:cmd_usage",
+    "why": "cmd_info:cmd_why", "top": "cmd_info:cmd_top", "stale": "cmd_info:cmd_stale",
+    "stats": "cmd_info:cmd_stats", "project": "cmd_info:cmd_project", "quickstart": "cmd_info:cmd_quickstart",
+    "doctor": "cmd_info:cmd_doctor", "privacy": "cmd_info:cmd_privacy", "onboard": "cmd_info:cmd_onboard",
+    "ingest": "cmd_ingest:cmd_ingest",
+    "reflect": "cmd_reflect:cmd_reflect", "validate": "cmd_reflect:cmd_validate", "audit": "cmd_reflect:cmd_audit",
+    "trauma": "cmd_trauma:cmd_trauma", "guard": "cmd_trauma:cmd_guard",
+}
 
 
-def _ingest(ctx: Ctx, args: Any) -> Result:
-    from .cmd_ingest import cmd_ingest
+def handler(command: str) -> Callable[[Ctx, Any], Result]:
+    from importlib import import_module
 
-    return cmd_ingest(ctx, args)
+    module, function = HANDLERS[command].split(":")
+    return getattr(import_module(f".{module}", __package__), function)
 
 
 def _bootstrap(ctx: Ctx, args: Any) -> Result:
@@ -288,7 +287,7 @@ def command_name(args: argparse.Namespace) -> str:
 
 def _split_globals(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
     """Program-level flags may appear anywhere: --json/-j, --server-url, --no-color, --no-emoji…"""
-    flags: dict[str, Any] = {"json": False, "server_url": None}
+    flags: dict[str, Any] = {"json": False, "server_url": None, "stats": bool(os.environ.get("TOON_STATS"))}
     rest: list[str] = []
     it = iter(range(len(argv)))
     skip = False
@@ -316,18 +315,37 @@ def _split_globals(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
             skip = True
         else:
             rest.append(arg)
-    if "--format" in rest:
+    if "--stats" in rest:
+        flags["stats"] = True
+    flags["output"] = output_format(rest, flags["json"], os.environ)
+    flags["json"] = flags["output"] in ("json", "toon")
+    if rest[:1] != ["project"] and "--format" in rest[:-1]:  # an output format every command takes
         at = rest.index("--format")
-        if at + 1 < len(rest) and rest[at + 1] == "json":
-            flags["json"] = True
+        if rest[at + 1] in ("json", "toon"):
+            del rest[at:at + 2]
     return rest, flags
+
+
+def output_format(rest: list[str], json_flag: bool, env: Mapping[str, str]) -> str:
+    """json, toon or human, chosen as the reference does: `--format json|toon` first, then
+    `--json`, then any other explicit `--format` (not JSON), then CM_OUTPUT_FORMAT or
+    TOON_DEFAULT_FORMAT."""
+    explicit = rest[rest.index("--format") + 1] if "--format" in rest[:-1] else None
+    if explicit in ("json", "toon"):
+        return explicit
+    if json_flag:
+        return "json"
+    if explicit is not None:
+        return "human"
+    for name in ("CM_OUTPUT_FORMAT", "TOON_DEFAULT_FORMAT"):
+        if env.get(name) in ("json", "toon"):
+            return env[name]
+    return "human"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     rest, flags = _split_globals(argv)
-    if os.environ.get("CM_OUTPUT_FORMAT") == "json":
-        flags["json"] = True
     ctx: Ctx | None = None
     command = rest[0] if rest else "cm"
     try:
@@ -351,10 +369,10 @@ def main(argv: list[str] | None = None) -> int:
 
             return serve(ctx, args)
         key = command.split(" ")[0] if command.startswith("trauma") else command
-        key = key if key in _handlers() else command.split(":")[0]
-        result = _handlers()[key](ctx, args)
+        key = key if key in HANDLERS else command.split(":")[0]
+        result = handler(key)(ctx, args)
         if ctx.as_json:
-            emit_json(success_envelope(ctx, command, result))
+            emit(success_envelope(ctx, command, result), flags["output"], flags["stats"])
         else:
             print(render_human(command, result))
         if ctx._backend is not None and ctx._backend.notice:
@@ -367,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # every failure becomes an envelope with a category exit code
         error = from_exception(exc)
         if flags["json"]:
-            emit_json(error_envelope(ctx, command, error))
+            emit(error_envelope(ctx, command, error), flags["output"], flags["stats"])
         else:
             print(f"cm: error: {error.message}", file=sys.stderr)
             for line in error.recovery:

@@ -9,6 +9,7 @@ from .bullets import deprecate, new_bullet, public
 from .errors import invalid, missing
 from .feedback import HARMFUL_REASONS, add_event, apply_maturity
 from .home import append_jsonl, global_dir, read_jsonl, write_atomic
+from .locks import locked
 from .outcome import STATUSES, detect_sentiment, score_outcome
 from .scoring import effective_score, now_iso
 
@@ -43,17 +44,18 @@ def _unblock(ctx: Ctx, bullet_id: str) -> None:
     for path in ctx.playbook.blocked_paths():
         if not path.exists():
             continue
-        lines = path.read_text(encoding="utf-8").splitlines()
-        kept = []
-        for line in lines:
-            try:
-                if json.loads(line).get("id") == bullet_id:
-                    continue
-            except (ValueError, AttributeError):
-                pass
-            kept.append(line)
-        if len(kept) != len(lines):
-            write_atomic(path, "\n".join(kept) + ("\n" if kept else ""))
+        with locked(path):
+            lines = path.read_text(encoding="utf-8").splitlines()
+            kept = []
+            for line in lines:
+                try:
+                    if json.loads(line).get("id") == bullet_id:
+                        continue
+                except (ValueError, AttributeError):
+                    pass
+                kept.append(line)
+            if len(kept) != len(lines):
+                write_atomic(path, "\n".join(kept) + ("\n" if kept else ""))
 
 
 def cmd_undo(ctx: Ctx, args: Any) -> Result:

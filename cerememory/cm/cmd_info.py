@@ -11,7 +11,7 @@ from . import CM_VERSION
 from .app import Ctx, Result
 from .errors import CmError, invalid
 from .home import global_dir, read_jsonl, write_atomic
-from .quality import detect_categories, gap_analysis, gap_queries
+from .quality import CATEGORY_KEYWORDS, detect_categories, gap_analysis, gap_queries
 from .scoring import (
     effective_score,
     is_active,
@@ -419,6 +419,13 @@ def _onboard_state() -> dict[str, Any]:
 
 
 def record_onboarding(session: str, rules: int, skipped: bool = False) -> None:
+    from .locks import locked
+
+    with locked(_onboard_path()):
+        _record_onboarding(session, rules, skipped)
+
+
+def _record_onboarding(session: str, rules: int, skipped: bool) -> None:
     state = _onboard_state()
     now = now_iso()
     state["startedAt"] = state.get("startedAt") or now
@@ -455,6 +462,33 @@ def _onboard_status(ctx: Ctx) -> dict[str, Any]:
 EXTRACTION_PROMPT = ("Read the session below. Extract 0-5 reusable rules as JSON objects {content, category} "
                      "(specific, actionable, with when/unless context). Then add them with: "
                      "cm playbook add --file rules.json --session <path>")
+EXAMPLE_RULES = [
+    {"content": "Run the migration check before generating a new database migration, so revisions never fork",
+     "category": "workflow"},
+    {"content": "When a test is flaky, rerun it alone with the seed printed before changing the code under test",
+     "category": "testing"},
+    {"content": "Never log request headers in the API gateway: they carry bearer tokens", "category": "security"},
+    {"content": "Rebase feature branches on main before opening a PR unless the branch is shared",
+     "category": "git"},
+    {"content": "Profile with the production data size before caching a query result", "category": "performance"},
+    {"content": "Read the error's full stack trace before changing code when a build fails in CI",
+     "category": "debugging"},
+]
+GUIDED = {"step": "guided", "workflow": [
+    {"step": 1, "action": "Check where onboarding stands", "command": "cm onboard status --json"},
+    {"step": 2, "action": "Pick sessions worth learning from (gaps first)",
+     "command": "cm onboard sample --fill-gaps --json"},
+    {"step": 3, "action": "Read one session with its context",
+     "command": "cm onboard read <session> --template --json"},
+    {"step": 4, "action": "Write 0-5 specific rules as a JSON array of {content, category} to rules.json",
+     "command": None},
+    {"step": 5, "action": "Add them and record the session as processed",
+     "command": "cm playbook add --file rules.json --session <session> --json"},
+    {"step": 6, "action": "Or mark a session with nothing to learn",
+     "command": "cm onboard mark-done <session> --json"},
+    {"step": 7, "action": "Repeat from step 2 until status says the playbook is well seeded", "command": None}],
+    "tips": ["Rules say when they apply (before, when, unless)", "One rule, one practice",
+             "Prefer rules a future agent could act on without the session"]}
 
 
 def cmd_onboard(ctx: Ctx, args: Any) -> Result:
@@ -493,9 +527,16 @@ def cmd_onboard(ctx: Ctx, args: Any) -> Result:
     if action == "read":
         if not args.path:
             raise CmError("MISSING_REQUIRED", "onboard read needs a session id or file path")
-        content = _session_text(ctx, args.path)
+        content, meta = _session_text(ctx, args.path)
+        if args.template:
+            return Result(_read_template(ctx, args.path, content, meta))
         return Result({**_onboard_status(ctx), "step": "read", "sessionPath": args.path,
                        "sessionContent": content, "extractionPrompt": EXTRACTION_PROMPT})
+    if action == "prompt":
+        return Result({**_onboard_status(ctx), "step": "prompt", "extractionPrompt": EXTRACTION_PROMPT,
+                       "categories": list(CATEGORY_KEYWORDS), "examples": EXAMPLE_RULES})
+    if action == "guided":
+        return Result(GUIDED)
     if action == "mark-done":
         if not args.path:
             raise CmError("MISSING_REQUIRED", "onboard mark-done needs a session id or path")
@@ -514,14 +555,54 @@ def _text(record: dict[str, Any]) -> str:
     return "\n".join(b.get("text", "") for b in (record.get("content") or {}).get("blocks", []) if b.get("text"))
 
 
-def _session_text(ctx: Ctx, ref: str) -> str:
+def _session_text(ctx: Ctx, ref: str) -> tuple[str, dict[str, Any]]:
+    """(transcript, metadata of its first turn): a file as it is, or a raw-journal session."""
     path = Path(ref)
     if path.is_file():
-        return path.read_text(encoding="utf-8", errors="replace")[:200_000]
+        return path.read_text(encoding="utf-8", errors="replace")[:200_000], {}
     records = ctx.backend.session(ref)
     if not records:
         raise CmError("SESSION_NOT_FOUND", f"No session {ref!r} in the raw journal and no such file")
-    return "\n".join(f"[{r.get('speaker', 'user')}] {_text(r)}" for r in records)
+    text = "\n".join(f"[{r.get('speaker', 'user')}] {_text(r)}" for r in records)
+    return text, dict(records[0].get("metadata") or {})
+
+
+def _read_template(ctx: Ctx, ref: str, content: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """`onboard read --template`: the session with what an agent needs to extract rules from it."""
+    from .bullets import agent_from_path
+
+    workspace = meta.get("workspace")
+    gaps = gap_analysis(ctx.playbook.active())
+    hints = detect_categories(content)
+    related, notice = _related_rules(ctx, content)
+    focus = [c for c in hints if c in gaps["gaps"]["critical"] + gaps["gaps"]["underrepresented"]] or hints
+    context: dict[str, Any] = {"relatedRules": related, "playbookGaps": gaps["gaps"],
+                               "suggestedFocus": (f"Look for {', '.join(focus)} rules: " if focus else "")
+                               + gaps["suggestions"]}
+    if notice:
+        context["relatedRulesNotice"] = notice
+    agent = meta.get("agent") or agent_from_path(meta.get("source_path") or ref)
+    return {"metadata": {"path": ref, "agent": agent, "workspace": workspace,
+                         "workspaceName": Path(workspace).name if workspace else None,
+                         "messageCount": sum(1 for line in content.splitlines() if line.strip()),
+                         "topicHints": hints},
+            "context": context,
+            "extractionFormat": {"schema": {"content": "string: the rule, specific and actionable",
+                                            "category": "string: one of categories"},
+                                 "categories": list(CATEGORY_KEYWORDS), "examples": EXAMPLE_RULES},
+            "sessionContent": content}
+
+
+def _related_rules(ctx: Ctx, content: str) -> tuple[list[dict[str, Any]], str | None]:
+    """Rules similar in meaning to the session (cosine >= 0.3), when storage searches by meaning."""
+    rules = {b["id"]: b for b in ctx.playbook.global_bullets()}
+    if not rules:
+        return [], None
+    scores, on, reason = ctx.playbook.semantic_scores(content[:4000])
+    if not on:
+        return [], f"related rules need semantic search, which is off here ({reason or 'no embedder'})"
+    ranked = sorted(((s, rules[i]) for i, s in scores.items() if i in rules and s >= 0.3), key=lambda x: -x[0])
+    return [{"id": b["id"], "content": b["content"], "similarity": round(s, 4)} for s, b in ranked[:10]], None
 
 
 def read_jsonl_safe(path: Path) -> list[dict[str, Any]]:

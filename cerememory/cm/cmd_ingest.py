@@ -99,7 +99,7 @@ def cmd_ingest(ctx: Ctx, args: Any) -> Result:
                               "ingest.exclude_agents settings")
         since = _since(args.since)
         state_dir: Path = _state_dir(config)
-        api = ctx.backend.api
+        api = ctx.backend.typed_api
         with open_state(api, state_dir) as state:
             summary = ingest(api, state=state, agents=agents, paths=args.path, since=since, dry_run=args.dry_run,
                              progress=_progress(ctx.as_json), settings=settings)

@@ -10,7 +10,7 @@ from typing import Any
 
 from .app import Ctx, Result
 from .bullets import new_bullet, normalise, public
-from .context import build_context
+from .context import build_context, semantic_setting
 from .errors import CmError, invalid, missing
 from .home import DEFAULT_CONFIG, global_dir, repo_dir, write_atomic
 from .playbook import dump_yaml, empty_playbook, parse_playbook_text
@@ -201,25 +201,45 @@ def _scope_ok(bullet: dict[str, Any], scope: str) -> bool:
     return (bullet.get("scope") or "global") == scope
 
 
+def similar_rules(ctx: Ctx, text: str) -> tuple[list[tuple[float, dict[str, Any]]], str, str | None]:
+    """(similarity, rule) for every active rule, best first; `mode` semantic (cosine through
+    recall) when storage searches by meaning and config allows it, else keyword (Jaccard on
+    tokens), with a note saying why."""
+    rules = ctx.playbook.active()
+    if semantic_setting(ctx.config) is not False and rules:
+        scores, on, reason = ctx.playbook.semantic_scores(text)
+        if on:
+            ranked = [(max(0.0, scores.get(b["id"], 0.0)), b) for b in rules]
+            return sorted(ranked, key=lambda x: -x[0]), "semantic", None
+        note = f"semantic search unavailable: {reason or 'no embedder'}; keyword similarity used"
+    else:
+        note = "semanticSearchEnabled is false in config" if rules else None
+    tokens = set(tokenize(text))
+    ranked = [(jaccard_sets(tokens, set(tokenize(b["content"]))), b) for b in rules]
+    return sorted(ranked, key=lambda x: -x[0]), "keyword", note
+
+
 def cmd_similar(ctx: Ctx, args: Any) -> Result:
     query = " ".join(args.query).strip()
     if not query:
         raise missing("Query required")
     if not 0 <= args.threshold <= 1:
         raise invalid("--threshold must be between 0 and 1")
-    tokens = set(tokenize(query))
-    results = []
-    for bullet in ctx.playbook.active():
-        if not _scope_ok(bullet, args.scope):
-            continue
-        similarity = jaccard_sets(tokens, set(tokenize(bullet["content"])))
-        if similarity >= args.threshold:
-            results.append({"id": bullet["id"], "similarity": round(similarity, 4), "content": bullet["content"],
-                            "category": bullet["category"], "scope": bullet.get("scope", "global"),
-                            "effectiveScore": round(effective_score(bullet, ctx.config), 4),
-                            "preview": bullet["content"][:120]})
-    results.sort(key=lambda r: -r["similarity"])
-    return Result({"query": query, "mode": "keyword", "results": results[:args.limit]})
+    ranked, mode, note = similar_rules(ctx, query)
+    results = [{"id": b["id"], "similarity": round(score, 4), "content": b["content"], "category": b["category"],
+                "scope": b.get("scope", "global"), "effectiveScore": round(effective_score(b, ctx.config), 4),
+                "preview": b["content"][:120]}
+               for score, b in ranked if score >= args.threshold and _scope_ok(b, args.scope)]
+    data: dict[str, Any] = {"query": query, "mode": mode, "results": results[:args.limit]}
+    if note:
+        data["semanticNotice"] = note
+    return Result(data)
+
+
+def _quality(ctx: Ctx, content: str, category: str) -> dict[str, Any]:
+    """`--check`: the quality rules, plus the nearest existing rule when it is 0.8 or closer."""
+    ranked, mode, note = similar_rules(ctx, content)
+    return check_rule(content, category, nearest=ranked[0] if ranked else None, mode=mode, note=note)
 
 
 # ---------------------------------------------------------------- playbook *
@@ -265,7 +285,7 @@ def cmd_add(ctx: Ctx, args: Any) -> Result:
             if not isinstance(content, str) or not content.strip():
                 failed.append({"content": content, "error": "content must be a non-empty string"})
                 continue
-            validation = check_rule(content, item.get("category") or "general") if args.check else None
+            validation = _quality(ctx, content, item.get("category") or "general") if args.check else None
             if validation and args.strict and validation["warnings"]:
                 skipped.append({"content": content, "reason": "quality warnings (--strict)", "validation": validation})
                 continue
@@ -285,7 +305,7 @@ def cmd_add(ctx: Ctx, args: Any) -> Result:
     content = " ".join(args.content or []).strip()
     if not content:
         raise missing("Rule content required (or --file)", recovery=['cm playbook add "<rule>" --category testing'])
-    validation = check_rule(content, args.category) if args.check else None
+    validation = _quality(ctx, content, args.category) if args.check else None
     if validation and args.strict and validation["warnings"]:
         raise CmError("VALIDATION_FAILED", "Rule failed the quality check (--strict)", details=validation)
     bullet = new_bullet(content, args.category, sourceSessions=["manual-cli"])

@@ -6,6 +6,7 @@ import hashlib
 import re
 from typing import Any
 
+from . import privacy
 from .app import Ctx, Result
 from .bullets import new_bullet
 from .cmd_feedback import apply_outcome
@@ -80,6 +81,7 @@ def cmd_reflect(ctx: Ctx, args: Any) -> Result:
     inline_applied, outcome_applied, outcomes_recorded, missing_rules, llm_applied = 0, 0, 0, [], 0
     llm = _Llm(ctx) if chosen else None
     llm_log: list[dict[str, Any]] = []
+    rules = privacy.policy(ctx.backend)
     for session_id, records in chosen:
         text = transcript(records)
         report: dict[str, Any] = {"session": session_id, "records": len(records)}
@@ -91,6 +93,8 @@ def cmd_reflect(ctx: Ctx, args: Any) -> Result:
             reports.append(report)
             continue
         diary = fast_diary(session_id, records, text)
+        if not args.dry_run:
+            diary["relatedSessions"] = privacy.related_sessions(ctx.backend, diary, rules)
         inline = inline_feedback(text)
         for item in inline:
             deltas.append({"type": item["type"], "bulletId": item["bulletId"], "sessionPath": session_id,
@@ -351,12 +355,65 @@ def _llm_validate(ctx: Ctx, rule: str, evidence: list[dict[str, Any]]) -> tuple[
 
 
 def cmd_audit(ctx: Ctx, args: Any) -> Result:
-    if not args.trauma:
-        raise CmError("MISSING_API_KEY", "Rule-violation audit needs an LLM, and cm's audit has no LLM path yet",
-                      recovery=["Use cm audit --trauma for the deterministic dangerous-command scan"])
-    candidates = []
-    for session_id, records in ctx.backend.sessions(args.days or 7).items():
-        for record in records:
-            for hit in scan_text(_record_text(record)):
-                candidates.append({"sessionPath": session_id, **hit, "timestamp": record.get("created_at")})
-    return Result({"candidates": candidates})
+    days = args.days or 7
+    sessions = ctx.backend.sessions(days)
+    if args.trauma:
+        candidates = []
+        for session_id, records in sessions.items():
+            for record in records:
+                for hit in scan_text(_record_text(record)):
+                    candidates.append({"sessionPath": session_id, **hit, "timestamp": record.get("created_at")})
+        return Result({"candidates": candidates})
+    return _llm_audit(ctx, sessions)
+
+
+def _llm_audit(ctx: Ctx, sessions: dict[str, list[dict[str, Any]]]) -> Result:
+    """Each session's transcript against the active rules (proven ones first), one LLM call per
+    session. The first failed call (timeout, malformed reply, budget spent) ends the audit: what
+    was found so far is returned, with the failure and the sessions left unaudited."""
+    from ..llm import LLMError
+    from .reflector import AUDIT_SYSTEM, audit_prompt, open_session, parse_violations
+    from .scoring import effective_score, is_anti_pattern, now_ms
+
+    session, source = open_session(ctx.config)
+    if session is None:
+        raise CmError("MISSING_API_KEY", f"Rule-violation audit needs an LLM: {source}",
+                      recovery=["Set ANTHROPIC_API_KEY or OPENAI_API_KEY (or apiKey in config.json)",
+                                "cm audit --trauma scans for dangerous commands without an LLM"])
+    now = now_ms()
+    rules = sorted((b for b in ctx.playbook.active() if not is_anti_pattern(b)),
+                   key=lambda b: (b.get("maturity") != "proven", -effective_score(b, ctx.config, now)))
+    by_id = {b["id"]: b for b in rules}
+    violations: list[dict[str, Any]] = []
+    errors: list[dict[str, str]] = []
+    scanned = 0
+    try:
+        for session_id, records in sessions.items() if rules else ():
+            try:
+                reply = session.complete_json(AUDIT_SYSTEM, audit_prompt(transcript(records), rules))
+            except LLMError as exc:
+                errors.append({"sessionPath": session_id, "error": exc.reason})
+                break
+            scanned += 1
+            for found in parse_violations(reply, set(by_id)):
+                rule = by_id[found["bulletId"]]
+                violations.append({"bulletId": rule["id"], "bulletContent": rule["content"], "sessionPath": session_id,
+                                   "evidence": found["evidence"],
+                                   "severity": "high" if found["proven"] or rule.get("maturity") == "proven"
+                                   else "medium", "timestamp": records[-1].get("created_at")})
+    finally:
+        session.close()
+    by_severity = {level: sum(v["severity"] == level for v in violations) for level in ("high", "medium", "low")}
+    result = Result({"violations": violations,
+                     "stats": {"sessionsScanned": scanned, "rulesChecked": len(rules),
+                               "violationsFound": len(violations), "bySeverity": by_severity},
+                     "scannedAt": now_iso(), "errors": errors,
+                     "llm": {"used": session.usage.calls > 0, "source": source, "provider": session.usage.provider,
+                             "model": session.usage.model},
+                     "usage": session.report()})
+    if errors:
+        result.warnings.append(f"LLM auditor failed ({errors[0]['error']}); {len(sessions) - scanned} of "
+                               f"{len(sessions)} sessions were not audited")
+    if not rules:
+        result.warnings.append("No active rules to audit against (cm playbook add, or cm init --starter)")
+    return result

@@ -145,12 +145,11 @@ def build_context(playbook: Playbook, config: dict[str, Any], task: str, *, limi
         mode_info = {"semanticMode": "keyword", "semanticNotice": "no rules to compare semantically"}
     else:
         try:
-            by_record, on, reason = playbook.backend.semantic_scores(task, len(bullets))
+            by_bullet, on, reason = playbook.semantic_scores(task)
         except Exception as exc:  # a semantic failure degrades to keywords, visibly
-            on, reason, by_record = False, f"{type(exc).__name__}: {exc}", {}
+            on, reason, by_bullet = False, f"{type(exc).__name__}: {exc}", {}
         if on:
-            record_of = {rid: bid for bid, rid in playbook._record_of.items()}
-            semantic = {record_of[r]: s for r, s in by_record.items() if r in record_of}
+            semantic = by_bullet
             mode_info = {"semanticMode": "semantic"}
         else:
             key = "semanticError" if setting is True else "semanticNotice"

@@ -7,12 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .backend import Backend
 from .bullets import normalise
 from .errors import CmError
 from .home import global_dir, read_jsonl, repo_dir, write_atomic
+from .locks import locked
 from .scoring import hash_content, is_active, jaccard_sets, now_iso, tokenize
 
 
@@ -24,6 +23,8 @@ def empty_playbook(name: str = "playbook") -> dict[str, Any]:
 
 def parse_playbook_text(text: str, source: str) -> dict[str, Any]:
     """A playbook from YAML or JSON: a playbook object, a raw bullets array, or a cm envelope."""
+    import yaml  # only here: most commands never read a playbook file, and yaml is slow to import
+
     try:
         data = yaml.safe_load(text) if text.strip() else {}
     except yaml.YAMLError as exc:
@@ -67,6 +68,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def dump_yaml(playbook: dict[str, Any]) -> str:
+    import yaml
+
     return yaml.safe_dump(playbook, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
 
 
@@ -98,6 +101,12 @@ class Playbook:
             self._record_of = {b["id"]: rid for rid, b in pairs}
             self._global = [b for _, b in pairs]
         return self._global
+
+    def semantic_scores(self, text: str) -> tuple[dict[str, float], bool, str | None]:
+        """(cosine to `text` by bullet id, whether storage searched by meaning, why not)."""
+        scores, on, reason = self.backend.semantic_scores(text, len(self.global_bullets()))
+        bullet_of = {rid: bid for bid, rid in self._record_of.items()}
+        return {bullet_of[r]: s for r, s in scores.items() if r in bullet_of}, on, reason
 
     def layer_of(self, bullet_id: str) -> str:
         repo = self.repo()
@@ -152,10 +161,7 @@ class Playbook:
 
     def add(self, bullets: list[dict[str, Any]], target: str = "global") -> None:
         if target == "repo":
-            repo = self.repo() or empty_playbook("repo-playbook")
-            repo["bullets"].extend(bullets)
-            self._repo = repo
-            self.save_repo()
+            self._write_repo(bullets)
             return
         ids = self.backend.add_bullets(bullets)
         self.global_bullets()
@@ -167,24 +173,34 @@ class Playbook:
     def save(self, bullet: dict[str, Any], content_changed: bool = False) -> None:
         bullet["updatedAt"] = bullet.get("updatedAt") or now_iso()
         if self.layer_of(bullet["id"]) == "repo":
-            self.save_repo()
+            self._write_repo([bullet])
             return
         self.global_bullets()
         self.backend.update_bullet(self._record_of[bullet["id"]], bullet, content_changed)
 
     def delete(self, bullet_id: str) -> None:
         if self.layer_of(bullet_id) == "repo":
-            repo = self.repo()
-            repo["bullets"] = [b for b in repo["bullets"] if b["id"] != bullet_id]
-            self.save_repo()
+            self._write_repo([], removed={bullet_id})
             return
         self.global_bullets()
         self.backend.delete_records([self._record_of.pop(bullet_id)])
         self._global = [b for b in self._global or [] if b["id"] != bullet_id]
 
-    def save_repo(self) -> None:
-        if self._repo is not None and self.repo_path is not None:
-            write_atomic(self.repo_path, dump_yaml(self._repo))
+    def _write_repo(self, upserts: list[dict[str, Any]], removed: frozenset[str] | set[str] = frozenset()) -> None:
+        """Under the file's lock, re-read `.cass/playbook.yaml`, put these bullets in (by id) and
+        take `removed` out: what another process wrote since this one read the file is kept."""
+        if self.repo_path is None:
+            raise CmError("FILE_NOT_FOUND", "No repository here: the repo playbook lives in <git root>/.cass",
+                          recovery=["Run cm in a git repository, or drop --repo"])
+        with locked(self.repo_path):
+            path = self.repo_path
+            fresh = parse_playbook_text(path.read_text(encoding="utf-8"), str(path)) if path.exists() \
+                else empty_playbook("repo-playbook")
+            by_id = {b["id"]: b for b in fresh["bullets"] if b["id"] not in removed}
+            by_id.update((b["id"], b) for b in upserts)
+            fresh["bullets"] = list(by_id.values())
+            write_atomic(path, dump_yaml(fresh))
+        self._repo = fresh
 
     # ------------------------------------------------------------ blocked list
 

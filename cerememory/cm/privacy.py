@@ -20,7 +20,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .home import global_dir, write_atomic
+from .home import append_jsonl, global_dir, repo_dir, write_atomic
+from .locks import locked
 from .scoring import now_iso
 
 KIND = "privacy"
@@ -32,6 +33,9 @@ MARKERS = (("CLAUDECODE", "claude_code"), ("CLAUDE_CODE_ENTRYPOINT", "claude_cod
            ("CURSOR_AGENT", "cursor"), ("CURSOR_TRACE_ID", "cursor"), ("AIDER_MODEL", "aider"))
 FALLBACK_AGENT = "claude_code"
 MAX_CHANGES = 100
+AUDIT_FILE = "privacy-audit.jsonl"
+RELATED_LIMIT = 5
+RELATED_DAYS = 90
 
 
 def canonical(name: str | None) -> str | None:
@@ -144,14 +148,46 @@ def change(backend: Any, action: str, agents: list[str]) -> dict[str, Any]:
 
 def _mirror(state: dict[str, Any]) -> None:
     path = global_dir() / "config.json"
-    try:
-        config = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    except (OSError, ValueError):
-        return  # a broken config.json is doctor's business; the record is the source of truth
-    config["crossAgent"] = state
-    write_atomic(path, json.dumps(config, indent=2) + "\n")
+    with locked(path):
+        try:
+            config = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        except (OSError, ValueError):
+            return  # a broken config.json is doctor's business; the record is the source of truth
+        config["crossAgent"] = state
+        write_atomic(path, json.dumps(config, indent=2) + "\n")
 
 
 def changes(backend: Any, limit: int = 10) -> list[dict[str, Any]]:
     _, data = backend.cm_record(KIND)
     return list((data or {}).get("changes") or [])[-limit:]
+
+
+def related_sessions(backend: Any, diary: dict[str, Any], rules: Policy) -> list[dict[str, Any]]:
+    """Cross-agent enrichment of a diary: sessions of *other* agents that match its top five
+    search anchors, only when enrichment is enabled with consent, the allowlist applied, and an
+    audit line written (`.cass/privacy-audit.jsonl` in a repo, else the global one)."""
+    if not rules.cross_agent or not diary.get("searchAnchors"):
+        return []
+    own = canonical(diary.get("agent")) or rules.agent
+    query = " ".join(diary["searchAnchors"][:5])
+    hits = backend.history(query, RELATED_DAYS, RELATED_LIMIT * 4, permits=rules.permits)
+    related: list[dict[str, Any]] = []
+    seen = {diary.get("sessionPath")}
+    for rank, hit in enumerate(hits):
+        agent = canonical(hit.get("agent")) or hit.get("agent")
+        session = hit.get("sessionId") or hit["sessionPath"]  # a journal turn, or a diary of that session
+        if agent in (own, "unknown", None) or session in seen:
+            continue
+        seen.add(session)
+        related.append({"sessionPath": hit["sessionPath"], "agent": agent,
+                        "relevanceScore": hit.get("score", round(1.0 / (1 + rank), 4)), "snippet": hit["snippet"]})
+        if len(related) == RELATED_LIMIT:
+            break
+    if rules.state.get("auditLog", True):
+        folder = repo_dir() or global_dir()
+        append_jsonl(folder / AUDIT_FILE, {
+            "timestamp": now_iso(), "action": "diary_enrichment", "diaryId": diary.get("id"),
+            "sessionPath": diary.get("sessionPath"), "query": query, "rule": rules.rule(),
+            "agentsReturned": sorted({r["agent"] for r in related}), "sessionsReturned": len(related),
+            "hiddenByPrivacy": backend.history_hidden})
+    return related

@@ -30,12 +30,21 @@ def detect_categories(text: str, top: int = 3) -> list[str]:
     return ranked[:top]
 
 
-def check_rule(content: str, category: str) -> dict[str, Any]:
+SIMILAR = 0.8  # an existing rule this close is reported as a likely duplicate
+
+
+def check_rule(content: str, category: str, *, nearest: tuple[float, dict[str, Any]] | None = None,
+               mode: str = "keyword", note: str | None = None) -> dict[str, Any]:
     """Warnings and suggestions; there are no error-severity checks, so `valid` stays true
-    unless the caller is strict (the reference's behaviour)."""
+    unless the caller is strict (the reference's behaviour). `nearest` is the most similar
+    existing rule, measured by `mode` (semantic or keyword)."""
     words = content.split()
-    warnings: list[dict[str, str]] = []
+    warnings: list[dict[str, Any]] = []
     suggestions: list[dict[str, str]] = []
+    if nearest is not None and nearest[0] >= SIMILAR:
+        score, rule = nearest
+        warnings.append({"type": "similar", "bulletId": rule["id"], "similarity": round(score, 4),
+                         "message": f"Very similar to {rule['id']} ({mode} {score:.2f}): {rule['content'][:120]}"})
     if len(words) < 10:
         warnings.append({"type": "too_short", "message": f"Rule has {len(words)} words; aim for at least 10"})
     if len(words) > 100:
@@ -51,7 +60,7 @@ def check_rule(content: str, category: str) -> dict[str, Any]:
         suggestions.append({"type": "category_mismatch",
                             "message": f"Category '{category}' may not fit; detected {', '.join(detected)}"})
     return {"valid": True, "warnings": warnings, "suggestions": suggestions,
-            "semantic": "skipped: similarity check needs embeddings"}
+            "similarity": {"mode": mode, **({"notice": note} if note else {})}}
 
 
 def gap_analysis(bullets: list[dict[str, Any]]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL", "goog
 DEFAULT_MODEL = "claude-sonnet-5"  # the reference's default, meaningful for anthropic only
 MIN_REPLY_TOKENS = 1500  # a list of rules in JSON needs more room than a dream summary
 MAX_TRANSCRIPT = 12_000
+MAX_AUDIT_RULES = 100  # rules shown to the auditor per session, best first
 MAX_DELTAS = 50
 
 
@@ -231,4 +232,36 @@ def parse_verdict(reply: Any) -> dict[str, Any]:
         out.update(verdict="ACCEPT_WITH_CAUTION", confidence=round(confidence * 0.8, 4))
         if isinstance(reply.get("refinedRule"), str) and reply["refinedRule"].strip():
             out["refinedRule"] = reply["refinedRule"].strip()
+    return out
+
+
+# ---------------------------------------------------------------- the auditor
+
+AUDIT_SYSTEM = (
+    "You audit one coding-agent session transcript against the project's playbook rules and report "
+    "every place where the agent acted against a rule. Only report violations the transcript shows; "
+    'quote the evidence. Reply with JSON only: {"violations": [{"bulletId": "<rule id>", '
+    '"evidence": "<quote from the transcript>", "proven": <true when the transcript leaves no doubt>}]}. '
+    'Return {"violations": []} when the session follows the rules.')
+
+
+def audit_prompt(transcript: str, rules: list[dict[str, Any]]) -> str:
+    text = transcript if len(transcript) <= MAX_TRANSCRIPT else \
+        transcript[:MAX_TRANSCRIPT // 3] + "\n[…]\n" + transcript[-(MAX_TRANSCRIPT * 2 // 3):]
+    listed = "\n".join(f"- {r['id']}: {r['content']}" for r in rules[:MAX_AUDIT_RULES])
+    return f"Playbook rules:\n{listed}\n\nSession transcript:\n{text}"
+
+
+def parse_violations(reply: Any, known: set[str]) -> list[dict[str, Any]]:
+    """The auditor's violations of rules that exist; a reply without a `violations` list is malformed."""
+    from ..llm import LLMError
+
+    items = reply.get("violations") if isinstance(reply, dict) else reply if isinstance(reply, list) else None
+    if not isinstance(items, list):
+        raise LLMError("malformed reply: no violations list")
+    out = []
+    for item in items:
+        if isinstance(item, dict) and item.get("bulletId") in known:
+            out.append({"bulletId": item["bulletId"], "evidence": str(item.get("evidence") or "")[:500],
+                        "proven": item.get("proven") is True})
     return out

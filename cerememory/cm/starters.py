@@ -6,8 +6,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .bullets import normalise
 from .home import global_dir
 from .scoring import hash_content, now_iso
@@ -64,6 +62,8 @@ def _custom_dirs() -> list[Path]:
 
 
 def _load_custom() -> dict[str, dict[str, Any]]:
+    import yaml
+
     out: dict[str, dict[str, Any]] = {}
     for folder in _custom_dirs():
         if not folder.is_dir():

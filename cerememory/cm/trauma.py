@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import CmError
-from .home import global_dir, read_jsonl, repo_dir, write_atomic
+from .home import append_jsonl, global_dir, read_jsonl, repo_dir, write_atomic
+from .locks import locked
 from .scoring import now_iso
 
 DOOM_PATTERNS: list[tuple[str, str]] = [
@@ -105,9 +106,7 @@ def target_path(scope: str) -> Path:
 
 def append(entry: dict[str, Any]) -> Path:
     path = target_path(entry["scope"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(entry) + "\n")
+    append_jsonl(path, entry)
     return path
 
 
@@ -116,26 +115,31 @@ def rewrite(trauma_id: str, scope: str, change: Any) -> tuple[list[str], list[st
     checked, updated = [], []
     for path in paths(scope):
         checked.append(str(path))
-        if not path.exists():
-            continue
-        lines, hit = [], False
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                lines.append(line)
-                continue
-            if isinstance(entry, dict) and entry.get("id") == trauma_id:
-                hit = True
-                entry = change(entry)
-                if entry is None:
-                    continue
-                line = json.dumps(entry)
-            lines.append(line)
-        if hit:
-            write_atomic(path, "\n".join(lines) + ("\n" if lines else ""))
-            updated.append(str(path))
+        if path.exists():
+            with locked(path):
+                if _rewrite_file(path, trauma_id, change):
+                    updated.append(str(path))
     return checked, updated
+
+
+def _rewrite_file(path: Path, trauma_id: str, change: Any) -> bool:
+    lines, hit = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            lines.append(line)
+            continue
+        if isinstance(entry, dict) and entry.get("id") == trauma_id:
+            hit = True
+            entry = change(entry)
+            if entry is None:
+                continue
+            line = json.dumps(entry)
+        lines.append(line)
+    if hit:
+        write_atomic(path, "\n".join(lines) + ("\n" if lines else ""))
+    return hit
 
 
 def match(text: str, entries: list[dict[str, Any]]) -> dict[str, Any] | None:

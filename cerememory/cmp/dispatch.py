@@ -54,6 +54,8 @@ _OPS = [
               "The association graph around a record (or the best-connected records)."),
     Operation("recall.raw_query", m.RecallRawQueryRequest, m.RecallRawQueryResponse,
               "Search the raw journal by session, text, ids or time."),
+    Operation("recall.list", m.RecallListRequest, m.RecallListResponse,
+              "Every record of one store, oldest first, filtered by metadata: an inventory, not a recall."),
     Operation("lifecycle.consolidate", m.ConsolidateRequest, m.ConsolidateResponse,
               "Merge duplicates and promote episodic memories to semantic ones."),
     Operation("lifecycle.decay_tick", m.DecayTickRequest, m.DecayTickResponse,

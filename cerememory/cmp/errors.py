@@ -8,9 +8,10 @@ source for the status mappings that the HTTP and gRPC transports use.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class ErrorCode(StrEnum):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from enum import StrEnum
 from typing import Annotated, Any
@@ -34,6 +35,7 @@ MAX_BATCH = 1000
 MAX_DEPTH = 8
 MAX_ASSOCIATE_LIMIT = 256
 MAX_RECALL_LIMIT = 1000
+MAX_LIST_LIMIT = 5000
 
 
 class CMPHeader(Model):
@@ -317,6 +319,56 @@ class RecallRawQueryRequest(Request):
 class RecallRawQueryResponse(Model):
     records: list[RawJournalRecord]
     total_candidates: int = 0
+
+
+class ListField(StrEnum):
+    """What `recall.list` returns of each record beyond id, store and times."""
+
+    TEXT = "text"  # the text blocks joined by newlines
+    CONTENT = "content"
+    METADATA = "metadata"
+    META = "meta"
+    EMOTION = "emotion"
+    FIDELITY = "fidelity"
+
+
+class RecallListRequest(Request):
+    store: StoreType
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="only records whose metadata has each of these keys with exactly this value")
+    fields: list[ListField] | None = Field(default=None, description="empty or absent: text and metadata")
+    cursor: str | None = Field(default=None, description="next_cursor of the previous page")
+    limit: int = Field(default=1000, ge=1, le=MAX_LIST_LIMIT)
+
+    @field_validator("metadata")
+    @classmethod
+    def _scalars(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        for key, item in (value or {}).items():
+            if not isinstance(item, str | int | float | bool | type(None)):
+                raise ValueError(f"{key}: a filter value is a string, number, boolean or null, "
+                                 f"not {type(item).__name__}")
+            if isinstance(item, float) and not math.isfinite(item):
+                raise ValueError(f"{key}: a filter number must be finite")
+        return value
+
+
+class ListedRecord(Model):
+    id: uuid.UUID
+    store: StoreType
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
+    text: str | None = None
+    content: MemoryContent | None = None
+    metadata: dict[str, Any] | None = None
+    meta: MetaMemory | None = None
+    emotion: EmotionVector | None = None
+    fidelity: float | None = None
+
+
+class RecallListResponse(Model):
+    records: list[ListedRecord]
+    next_cursor: str | None = None
+    total_scanned: int = 0
 
 
 # ---------------------------------------------------------------- lifecycle

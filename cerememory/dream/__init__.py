@@ -3,9 +3,23 @@ backlinks both ways and redaction by visibility and secrecy (see docs/dream.md).
 
 from __future__ import annotations
 
-from .grouping import Group, group_records
-from .pipeline import run, sources_of, stats
-from .settings import DreamSettings
-from .summarise import Summariser, Summary
+from typing import TYPE_CHECKING
 
-__all__ = ["DreamSettings", "Group", "Summariser", "Summary", "group_records", "run", "sources_of", "stats"]
+from ..lazy import exports
+from .settings import DreamSettings
+
+# the pipeline (and through the summariser, the LLM client) loads on the first dream, not when
+# the engine reads its settings
+_LAZY = {"Group": ".grouping", "group_records": ".grouping", "run": ".pipeline", "sources_of": ".pipeline",
+         "stats": ".pipeline", "Summariser": ".summarise", "Summary": ".summarise"}
+__getattr__ = exports(__name__, _LAZY)
+__all__ = ["DreamSettings", *_LAZY]
+
+if TYPE_CHECKING:
+    from .grouping import Group as Group
+    from .grouping import group_records as group_records
+    from .pipeline import run as run
+    from .pipeline import sources_of as sources_of
+    from .pipeline import stats as stats
+    from .summarise import Summariser as Summariser
+    from .summarise import Summary as Summary

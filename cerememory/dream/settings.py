@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .summarise import DEFAULT_MAX_CHARS
+DEFAULT_MAX_CHARS = 1200  # characters of one summary
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from ..llm import LLMClient, LLMError
 from ..security.sanitize import Sanitizer
 from .extractive import Source, extract, headline
 from .grouping import Group
+from .settings import DEFAULT_MAX_CHARS
 
-DEFAULT_MAX_CHARS = 1200
 MAX_PROMPT_CHARS = 16_000
 EXTRACTIVE = "extractive"
 

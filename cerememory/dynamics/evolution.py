@@ -32,7 +32,7 @@ import numpy as np
 
 from ..model import StoreType
 from ..stores.records import dt
-from .decay import DAY, DecayParams
+from .params import DAY, DecayParams
 
 TUNED_STORES = (StoreType.EPISODIC, StoreType.SEMANTIC, StoreType.PROCEDURAL, StoreType.EMOTIONAL)
 BUCKETS = 10

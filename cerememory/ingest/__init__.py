@@ -11,11 +11,34 @@ with open_state(mem, state_dir) as state:
 
 from __future__ import annotations
 
-from .agents import AGENTS, default_roots, detect
-from .engine import AgentSummary, IngestSettings, Summary, ingest, select_agents
-from .state import IngestState, open_state
-from .turns import Turn
-from .watch import stop_on_signals, watch
+from typing import TYPE_CHECKING
 
-__all__ = ["AGENTS", "AgentSummary", "IngestSettings", "IngestState", "Summary", "Turn", "default_roots", "detect",
-           "ingest", "open_state", "select_agents", "stop_on_signals", "watch"]
+from ..lazy import exports
+
+# Imported on first use (PEP 562): the configuration checks agent names through `.names`
+# without loading the readers and the engine glue.
+_LAZY = {
+    "AGENTS": ".names", "default_roots": ".agents", "detect": ".agents",
+    "AgentSummary": ".engine", "IngestSettings": ".engine", "Summary": ".engine", "ingest": ".engine",
+    "select_agents": ".engine", "IngestState": ".state", "open_state": ".state", "Turn": ".turns",
+    "stop_on_signals": ".watch", "watch": ".watch",
+}
+__all__ = sorted(_LAZY)
+
+if TYPE_CHECKING:
+    from .agents import default_roots as default_roots
+    from .agents import detect as detect
+    from .engine import AgentSummary as AgentSummary
+    from .engine import IngestSettings as IngestSettings
+    from .engine import Summary as Summary
+    from .engine import ingest as ingest
+    from .engine import select_agents as select_agents
+    from .names import AGENTS as AGENTS
+    from .state import IngestState as IngestState
+    from .state import open_state as open_state
+    from .turns import Turn as Turn
+    from .watch import stop_on_signals as stop_on_signals
+    from .watch import watch as watch
+
+
+__getattr__ = exports(__name__, _LAZY)

@@ -9,17 +9,11 @@ from pathlib import Path
 from types import ModuleType
 
 from . import aider, claude_code, codex, cursor, gemini, pi
+from .names import AGENTS as AGENTS
+from .names import canonical as canonical
 
 READERS: dict[str, ModuleType] = {m.AGENT: m for m in (claude_code, codex, gemini, cursor, aider, pi)}
-AGENTS: tuple[str, ...] = tuple(READERS)
-ALIASES = {"claude": "claude_code", "claude-code": "claude_code", "gemini-cli": "gemini", "gemini_cli": "gemini",
-           "pi_agent": "pi", "pi-agent": "pi", "codex-cli": "codex"}
-
-
-def canonical(name: str) -> str | None:
-    key = name.strip().lower()
-    key = ALIASES.get(key, key)
-    return key if key in READERS else None
+assert tuple(READERS) == AGENTS, "names.AGENTS lists the readers in this order"
 
 
 def default_roots(agent: str, env: Mapping[str, str] | None = None, home: Path | None = None) -> list[Path]:

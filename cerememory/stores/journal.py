@@ -114,29 +114,25 @@ class JournalStore:
         end: float | None = None,
         limit: int | None = None,
         newest_first: bool = True,
+        count: bool = True,
     ) -> tuple[list[RawJournalRecord], int]:
-        """Records passing every filter (never suppressed ones) and how many passed in all."""
-        where = ["NOT suppressed", "visibility IN (SELECT unnest(?))", "secrecy_level IN (SELECT unnest(?))"]
-        params: list[Any] = [list(visibility), list(secrecy)]
-        if session_id is not None:
-            where.append("session_id = ?")
-            params.append(session_id)
-        if ids is not None:
-            where.append("id IN (SELECT unnest(?::UUID[]))")
-            params.append([str(i) for i in ids])
-        if start is not None:
-            where.append("created_at >= ?")
-            params.append(start)
-        if end is not None:
-            where.append("created_at <= ?")
-            params.append(end)
-        clause = " AND ".join(where)
-        total = self.db.query(f"SELECT count(*) FROM raw_journal WHERE {clause}", params)[0][0]
+        """Records passing every filter (never suppressed ones) and how many passed in all
+        (-1 unless `count`)."""
+        clause, params = _where(visibility, secrecy, session_id, ids, start, end)
+        total = self.db.query(f"SELECT count(*) FROM raw_journal WHERE {clause}", params)[0][0] if count else -1
         order = "DESC" if newest_first else "ASC"
         sql = f"SELECT {', '.join(COLUMNS)} FROM raw_journal WHERE {clause} ORDER BY created_at {order}, id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [self._row_to_record(r) for r in self.db.query(sql, params)], total
+
+    def passing(self, ids: Sequence[uuid.UUID], *, visibility: Sequence[str], secrecy: Sequence[str],
+                session_id: str | None = None, start: float | None = None,
+                end: float | None = None) -> set[uuid.UUID]:
+        """Which of `ids` pass the filters: ids only, so a ranked search reads whole records
+        for the few it returns, not for every hit."""
+        clause, params = _where(visibility, secrecy, session_id, ids, start, end)
+        return {row[0] for row in self.db.query(f"SELECT id FROM raw_journal WHERE {clause}", params)}
 
     def ids(self) -> list[uuid.UUID]:
         return [row[0] for row in self.db.query("SELECT id FROM raw_journal")]
@@ -154,3 +150,22 @@ class JournalStore:
         while rows := cursor.fetchmany(batch):
             for row in rows:
                 yield self._row_to_record(row)
+
+
+def _where(visibility: Sequence[str], secrecy: Sequence[str], session_id: str | None,
+           ids: Sequence[uuid.UUID] | None, start: float | None, end: float | None) -> tuple[str, list[Any]]:
+    where = ["NOT suppressed", "visibility IN (SELECT unnest(?))", "secrecy_level IN (SELECT unnest(?))"]
+    params: list[Any] = [list(visibility), list(secrecy)]
+    if session_id is not None:
+        where.append("session_id = ?")
+        params.append(session_id)
+    if ids is not None:
+        where.append("id IN (SELECT unnest(?::UUID[]))")
+        params.append([str(i) for i in ids])
+    if start is not None:
+        where.append("created_at >= ?")
+        params.append(start)
+    if end is not None:
+        where.append("created_at <= ?")
+        params.append(end)
+    return " AND ".join(where), params

@@ -10,7 +10,6 @@ client.recall("where is the staging database").memories
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -19,39 +18,10 @@ from pydantic import BaseModel
 
 from ..api import MemoryAPI, R, _drop_none
 from ..cmp.dispatch import operation, parse_request
-from ..cmp.errors import CMPError, ErrorCode
-from .routes import ROUTE_OF, Route
+from .light import error_from, request_parts, unreachable
+from .routes import ROUTE_OF
 
 DEFAULT_URL = "http://127.0.0.1:8420"
-
-
-def _request_parts(route: Route, request: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
-    body = dict(request)
-    path = route.path
-    for name in route.path_params:
-        if name not in body:
-            raise CMPError(ErrorCode.VALIDATION_ERROR, f"{route.op}: {name}: field required")
-        path = path.replace("{" + name + "}", str(body.pop(name)))
-    if route.method == "GET":
-        params = {k: json.dumps(v) if isinstance(v, bool) else str(v) for k, v in body.items()}
-        return path, params, None
-    return path, {}, body
-
-
-def _error_from(response: httpx.Response) -> CMPError:
-    try:
-        envelope = response.json()
-    except ValueError:
-        envelope = None
-    if isinstance(envelope, dict) and "code" in envelope:
-        return CMPError.from_envelope(envelope)
-    return CMPError(ErrorCode.INTERNAL_ERROR, f"HTTP {response.status_code} without a CMP error envelope",
-                    details={"status": response.status_code, "body": response.text[:500]})
-
-
-def _unreachable(url: str, exc: Exception) -> CMPError:
-    return CMPError(ErrorCode.INTERNAL_ERROR, f"cannot reach the Cerememory server at {url}: {exc}",
-                    hint="start it with `cerememory serve`, or check --server-url")
 
 
 class _Base:
@@ -69,14 +39,14 @@ class _Base:
     def _request(self, op: str, request: dict[str, Any] | None) -> tuple[str, str, dict[str, Any], Any]:
         """(method, path, query params, JSON body) of one CMP call."""
         route = ROUTE_OF[operation(op).name]
-        return (route.method, *_request_parts(route, self._prepare(op, request)))
+        return (route.method, *request_parts(route, self._prepare(op, request)))
 
     def _outcome(self, response: httpx.Response, attempt: int) -> tuple[dict[str, Any] | None, float]:
         """(result, 0) on success; (None, delay) when the server asks to retry and retries are
         left; otherwise raises the server's CMP error."""
         if response.is_success:
             return ({} if response.status_code == 204 else response.json()), 0.0
-        error = _error_from(response)
+        error = error_from(response.status_code, response.content)
         if error.retry_after is None or attempt >= self.retries:
             raise error
         return None, float(error.retry_after or 1)
@@ -100,7 +70,7 @@ class Client(_Base, MemoryAPI):
             try:
                 response = self._http.request(method, path, params=params, json=body)
             except httpx.HTTPError as exc:
-                raise _unreachable(self.url, exc) from exc
+                raise unreachable(self.url, exc) from exc
             result, delay = self._outcome(response, attempt)
             if result is not None:
                 return result
@@ -114,7 +84,7 @@ class Client(_Base, MemoryAPI):
         """Rebuild the server's full-text indexes (progress is not reported remotely)."""
         response = self._http.post("/v1/admin/reindex")
         if not response.is_success:
-            raise _error_from(response)
+            raise error_from(response.status_code, response.content)
         return response.json()
 
     def health(self) -> dict[str, str]:
@@ -145,7 +115,7 @@ class AsyncClient(_Base, MemoryAPI):
             try:
                 response = await self._http.request(method, path, params=params, json=body)
             except httpx.HTTPError as exc:
-                raise _unreachable(self.url, exc) from exc
+                raise unreachable(self.url, exc) from exc
             result, delay = self._outcome(response, attempt)
             if result is not None:
                 return result

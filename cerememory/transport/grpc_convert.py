@@ -54,6 +54,7 @@ RPC_NAMES: dict[str, str] = {
     "recall.timeline": "RecallTimeline",
     "recall.graph": "RecallGraph",
     "recall.raw_query": "RecallRawQuery",
+    "recall.list": "RecallList",
     "lifecycle.consolidate": "Consolidate",
     "lifecycle.decay_tick": "DecayTick",
     "lifecycle.dream_tick": "DreamTick",

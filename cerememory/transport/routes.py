@@ -26,6 +26,7 @@ ROUTES: tuple[Route, ...] = (
     Route("encode.update_raw", "PATCH", "/v1/encode/raw/{record_id}", no_content=True),
     Route("recall.query", "POST", "/v1/recall/query"),
     Route("recall.raw_query", "POST", "/v1/recall/raw"),
+    Route("recall.list", "POST", "/v1/recall/list"),
     Route("recall.associate", "POST", "/v1/recall/associate/{record_id}"),
     Route("recall.timeline", "POST", "/v1/recall/timeline"),
     Route("recall.graph", "POST", "/v1/recall/graph"),

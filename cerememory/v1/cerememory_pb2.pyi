@@ -130,6 +130,16 @@ class ConflictResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONFLICT_RESOLUTION_KEEP_EXISTING: _ClassVar[ConflictResolution]
     CONFLICT_RESOLUTION_KEEP_IMPORTED: _ClassVar[ConflictResolution]
     CONFLICT_RESOLUTION_KEEP_NEWER: _ClassVar[ConflictResolution]
+
+class ListField(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LIST_FIELD_UNSPECIFIED: _ClassVar[ListField]
+    LIST_FIELD_TEXT: _ClassVar[ListField]
+    LIST_FIELD_CONTENT: _ClassVar[ListField]
+    LIST_FIELD_METADATA: _ClassVar[ListField]
+    LIST_FIELD_META: _ClassVar[ListField]
+    LIST_FIELD_EMOTION: _ClassVar[ListField]
+    LIST_FIELD_FIDELITY: _ClassVar[ListField]
 STORE_TYPE_UNSPECIFIED: StoreType
 STORE_TYPE_EPISODIC: StoreType
 STORE_TYPE_SEMANTIC: StoreType
@@ -207,6 +217,13 @@ CONFLICT_RESOLUTION_UNSPECIFIED: ConflictResolution
 CONFLICT_RESOLUTION_KEEP_EXISTING: ConflictResolution
 CONFLICT_RESOLUTION_KEEP_IMPORTED: ConflictResolution
 CONFLICT_RESOLUTION_KEEP_NEWER: ConflictResolution
+LIST_FIELD_UNSPECIFIED: ListField
+LIST_FIELD_TEXT: ListField
+LIST_FIELD_CONTENT: ListField
+LIST_FIELD_METADATA: ListField
+LIST_FIELD_META: ListField
+LIST_FIELD_EMOTION: ListField
+LIST_FIELD_FIDELITY: ListField
 
 class CMPHeader(_message.Message):
     __slots__ = ("protocol", "version", "request_id", "timestamp")
@@ -863,6 +880,56 @@ class RecallRawQueryResponse(_message.Message):
     records: _containers.RepeatedCompositeFieldContainer[RawJournalRecord]
     total_candidates: int
     def __init__(self, records: _Optional[_Iterable[_Union[RawJournalRecord, _Mapping]]] = ..., total_candidates: _Optional[int] = ...) -> None: ...
+
+class RecallListRequest(_message.Message):
+    __slots__ = ("header", "store", "metadata", "fields", "cursor", "limit")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    header: CMPHeader
+    store: StoreType
+    metadata: _struct_pb2.Struct
+    fields: _containers.RepeatedScalarFieldContainer[ListField]
+    cursor: str
+    limit: int
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., store: _Optional[_Union[StoreType, str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., fields: _Optional[_Iterable[_Union[ListField, str]]] = ..., cursor: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListedRecord(_message.Message):
+    __slots__ = ("id", "store", "created_at", "updated_at", "text", "content", "metadata", "meta", "emotion", "fidelity")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    META_FIELD_NUMBER: _ClassVar[int]
+    EMOTION_FIELD_NUMBER: _ClassVar[int]
+    FIDELITY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    store: StoreType
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    text: str
+    content: MemoryContent
+    metadata: _struct_pb2.Struct
+    meta: MetaMemory
+    emotion: EmotionVector
+    fidelity: float
+    def __init__(self, id: _Optional[str] = ..., store: _Optional[_Union[StoreType, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., text: _Optional[str] = ..., content: _Optional[_Union[MemoryContent, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., meta: _Optional[_Union[MetaMemory, _Mapping]] = ..., emotion: _Optional[_Union[EmotionVector, _Mapping]] = ..., fidelity: _Optional[float] = ...) -> None: ...
+
+class RecallListResponse(_message.Message):
+    __slots__ = ("records", "next_cursor", "total_scanned")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SCANNED_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[ListedRecord]
+    next_cursor: str
+    total_scanned: int
+    def __init__(self, records: _Optional[_Iterable[_Union[ListedRecord, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., total_scanned: _Optional[int] = ...) -> None: ...
 
 class ConsolidateRequest(_message.Message):
     __slots__ = ("header", "strategy", "min_age_hours", "min_access_count", "dry_run")

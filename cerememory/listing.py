@@ -1,0 +1,116 @@
+"""recall.list: every record of one store, oldest first, filtered by metadata.
+
+An inventory, not a recall: nothing is ranked, reconsolidated or hidden for having decayed, so
+a client that keeps its own records in a store (cm keeps playbook rules in procedural) can read
+all of them back in a few pages. Records are decoded straight from their stored bodies; the
+heads in RAM give the order, so a page costs the bodies it reads and no more.
+"""
+
+from __future__ import annotations
+
+import uuid
+from bisect import bisect_right
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .cmp import messages as m
+from .cmp.errors import CMPError, ErrorCode
+from .model import StoreType
+from .storage import codec
+from .stores.records import BODY_FIELDS, dt, ts
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+BATCH = 500  # bodies read per query while a page fills
+DEFAULT_FIELDS = (m.ListField.TEXT, m.ListField.METADATA)
+Key = tuple[float, str]  # (created_at, id hex): the listing order, and what a cursor names
+
+
+def list_records(engine: Engine, req: m.RecallListRequest) -> m.RecallListResponse:
+    keys = sorted(_members(engine, req.store))
+    position = bisect_right(keys, _parse_cursor(req.cursor)) if req.cursor else 0
+    wanted = req.metadata or {}
+    fields = set(req.fields or DEFAULT_FIELDS)
+    now = engine.clock()
+    out: list[dict[str, Any]] = []
+    scanned = 0
+    while position < len(keys) and len(out) < req.limit:
+        batch = [uuid.UUID(hex=h) for _, h in keys[position:position + BATCH]]
+        values = _values(engine, batch)
+        for record_id in batch:
+            position += 1
+            scanned += 1
+            value = values.get(record_id)
+            if value is not None and _matches(value.get("metadata") or {}, wanted):
+                out.append(_listed(engine, record_id, value, fields, now))
+                if len(out) == req.limit:
+                    break
+    next_cursor = _cursor(keys[position - 1]) if position < len(keys) else None
+    # one validation for the page: pydantic checks a thousand records in one call far faster
+    return m.RecallListResponse.model_validate({"records": out, "next_cursor": next_cursor,
+                                                "total_scanned": scanned})
+
+
+def _members(engine: Engine, store: StoreType) -> list[Key]:
+    if store is StoreType.WORKING:
+        return [(ts(r.created_at), r.id.hex) for r in engine.working.records()]
+    return [(head.created_at, record_id.hex) for record_id, head in engine.records.items() if head.store is store]
+
+
+def _values(engine: Engine, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+    """The body fields (content, emotion, metadata, meta) of each id still present."""
+    out = {record_id: codec.unpack(body) for record_id, body in engine.records.bodies(
+        [i for i in ids if i in engine.records]).items()}
+    for record_id in ids:
+        record = engine.working.get(record_id) if record_id not in out else None
+        if record is not None:
+            out[record_id] = record.model_dump(include=BODY_FIELDS)
+    return out
+
+
+def _matches(metadata: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Equal values of the same JSON type: `true` does not match `1`."""
+    for key, value in wanted.items():
+        if key not in metadata:
+            return False
+        found = metadata[key]
+        if found != value or isinstance(found, bool) != isinstance(value, bool):
+            return False
+    return True
+
+
+def _listed(engine: Engine, record_id: uuid.UUID, value: dict[str, Any], fields: set[m.ListField],
+            now: float) -> dict[str, Any]:
+    head = engine._head(record_id)
+    assert head is not None  # the record was decoded a moment ago under the same snapshot
+    blocks = value["content"]["blocks"]
+    for block in blocks:
+        block.pop("embedding", None)
+    item: dict[str, Any] = {"id": record_id, "store": head.store, "created_at": dt(head.created_at),
+                            "updated_at": dt(head.updated_at)}
+    if m.ListField.TEXT in fields:
+        item["text"] = "\n".join(_text(b["data"]) for b in blocks if b.get("modality", "text") == "text")
+    if m.ListField.FIDELITY in fields:
+        item["fidelity"] = round(engine._state(head, now)[0], 6)
+    for name in ("content", "metadata", "meta", "emotion"):
+        if m.ListField(name) in fields:
+            item[name] = value.get(name)
+    return item
+
+
+def _text(data: bytes | str) -> str:
+    return data if isinstance(data, str) else data.decode("utf-8", "replace")
+
+
+def _cursor(key: Key) -> str:
+    return f"{key[0]!r}/{key[1]}"
+
+
+def _parse_cursor(cursor: str) -> Key:
+    created, _, hex_id = cursor.partition("/")
+    try:
+        return float(created), uuid.UUID(hex=hex_id).hex
+    except ValueError:
+        raise CMPError(ErrorCode.VALIDATION_ERROR, f"cursor {cursor[:80]!r} was not issued by recall.list",
+                       hint="pass next_cursor from the previous page unchanged, or leave it out") from None

@@ -1,0 +1,116 @@
+"""A CMP client over HTTP on the standard library alone, speaking plain dicts.
+
+For short-lived processes (`cm`, hooks, scripts) where importing httpx and the pydantic models
+costs more than the call itself. Nothing is validated locally: the server validates every
+request and answers a bad one with the same CMP error envelope `Client` raises.
+
+```python
+client = LightClient("http://127.0.0.1:8420")
+client.dispatch("recall.list", {"store": "procedural"})["records"]
+```
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from ..cmp.errors import CMPError, ErrorCode
+from .routes import ROUTE_OF, Route
+
+
+def request_parts(route: Route, request: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+    """(path, query params, JSON body) of one call: path parameters move out of the body, a GET
+    sends the rest as query parameters."""
+    body = dict(request)
+    path = route.path
+    for name in route.path_params:
+        if name not in body:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"{route.op}: {name}: field required")
+        path = path.replace("{" + name + "}", str(body.pop(name)))
+    if route.method == "GET":
+        params = {k: json.dumps(v) if isinstance(v, bool) else str(v) for k, v in body.items()}
+        return path, params, None
+    return path, {}, body
+
+
+def unreachable(url: str, exc: Exception) -> CMPError:
+    return CMPError(ErrorCode.INTERNAL_ERROR, f"cannot reach the Cerememory server at {url}: {exc}",
+                    hint="start it with `cerememory serve`, or check --server-url")
+
+
+def error_from(status: int, body: bytes) -> CMPError:
+    """The server's CMP error, or an INTERNAL_ERROR naming the status when there is no envelope."""
+    try:
+        envelope = json.loads(body)
+    except ValueError:
+        envelope = None
+    if isinstance(envelope, dict) and "code" in envelope:
+        return CMPError.from_envelope(envelope)
+    return CMPError(ErrorCode.INTERNAL_ERROR, f"HTTP {status} without a CMP error envelope",
+                    details={"status": status, "body": body[:500].decode("utf-8", "replace")})
+
+
+class LightClient:
+    """`dispatch(op, request) -> dict` over one keep-alive connection; errors raise `CMPError`.
+    An error carrying `retry_after` is retried up to `retries` times."""
+
+    def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 30.0, retries: int = 1) -> None:
+        self.url = url.rstrip("/")
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"not a server URL: {url!r}",
+                           hint="give it as http://host:port")
+        connection = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        self._connection = connection(parts.hostname, parts.port, timeout=timeout)
+        self._prefix = parts.path
+        self.retries = retries
+        self.headers = {"content-type": "application/json", "accept": "application/json"}
+        if api_key:
+            self.headers["authorization"] = f"Bearer {api_key}"
+
+    def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
+        route = ROUTE_OF.get(op)
+        if route is None:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"unknown operation {op!r}",
+                           hint="operations: " + ", ".join(ROUTE_OF))
+        path, params, body = request_parts(route, request or {})
+        target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
+        payload = json.dumps(body).encode() if body is not None else None
+        for attempt in range(self.retries + 1):
+            status, data = self._send(route.method, target, payload)
+            if 200 <= status < 300:
+                return json.loads(data) if status != 204 and data else {}
+            error = error_from(status, data)
+            if error.retry_after is None or attempt >= self.retries:
+                raise error
+            time.sleep(float(error.retry_after or 1))
+        raise AssertionError("unreachable")
+
+    def _send(self, method: str, target: str, payload: bytes | None) -> tuple[int, bytes]:
+        for fresh in (False, True):  # a kept-alive connection the server closed gets one retry
+            try:
+                if fresh:
+                    self._connection.close()
+                self._connection.request(method, target, body=payload, headers=self.headers)
+                response = self._connection.getresponse()
+                return response.status, response.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                if fresh:
+                    raise unreachable(self.url, exc) from exc
+            except (OSError, http.client.HTTPException) as exc:
+                self._connection.close()
+                raise unreachable(self.url, exc) from exc
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def __enter__(self) -> LightClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
