@@ -256,7 +256,10 @@ the httpx client with the pydantic models; the semantic blend first probes with 
 so keyword-only storage never ships every rule back; raw-journal text search reads whole records
 only for the hits it returns; `cerememory.config`, `cerememory.ingest`, `cerememory.dream` and
 `cerememory.llm` load their heavy parts on first use; yaml loads only when a playbook file is
-read. The server process freezes what opening built (`gc.freeze`), so full collections skip it.
+read; a listing page is served from the engine's page cache until the next write; the history
+search runs in a thread on its own connection while the playbook is listed and scored. The
+server process freezes what opening built (`gc.freeze`), so full collections skip it. Before
+these changes, at 1000 rules: 846 ms against a server, 1,260 ms embedded cold.
 
 Reading: a `cm context` process pays the interpreter, the imports of its path (the HTTP client
 against a server; the engine — DuckDB, tantivy, pydantic models — embedded), and for embedded

@@ -9,6 +9,7 @@ heads in RAM give the order, so a page costs the bodies it reads and no more.
 from __future__ import annotations
 
 import uuid
+import weakref
 from bisect import bisect_right
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -23,11 +24,34 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 BATCH = 500  # bodies read per query while a page fills
+PAGE_CACHE = 8  # pages kept per engine
+_PAGES: weakref.WeakKeyDictionary[Any, dict[tuple, tuple[int, m.RecallListResponse]]] = weakref.WeakKeyDictionary()
 DEFAULT_FIELDS = (m.ListField.TEXT, m.ListField.METADATA)
 Key = tuple[float, str]  # (created_at, id hex): the listing order, and what a cursor names
 
 
 def list_records(engine: Engine, req: m.RecallListRequest) -> m.RecallListResponse:
+    """A page, from the engine's page cache when nothing was written since it was made (cm
+    lists the same playbook on every command). Working memory and fidelity change without a
+    write, so those pages are always built afresh."""
+    if req.store is StoreType.WORKING or m.ListField.FIDELITY in (req.fields or ()):
+        return _page(engine, req)
+    wanted = tuple(sorted((k, type(v).__name__, v) for k, v in (req.metadata or {}).items()))  # true != 1
+    key = (req.store, wanted, tuple(req.fields or DEFAULT_FIELDS), req.cursor, req.limit)
+    cache = _PAGES.setdefault(engine, {})
+    revision = engine.records.revision
+    hit = cache.get(key)
+    if hit is not None and hit[0] == revision:
+        return hit[1]
+    page = _page(engine, req)
+    if engine.records.revision == revision:  # no write raced the build
+        if len(cache) >= PAGE_CACHE:
+            cache.pop(next(iter(cache)))
+        cache[key] = (revision, page)
+    return page
+
+
+def _page(engine: Engine, req: m.RecallListRequest) -> m.RecallListResponse:
     keys = sorted(_members(engine, req.store))
     position = bisect_right(keys, _parse_cursor(req.cursor)) if req.cursor else 0
     wanted = req.metadata or {}

@@ -59,8 +59,10 @@ class Backend:
         self.notice: str | None = None
         self._api: Any = None
         self._typed: Any = None
+        self._key: str | None = None  # the server's API key, read from the config once
         self._bullets: list[tuple[str, dict[str, Any]]] | None = None
         self._procedural: list[dict[str, Any]] | None = None
+        self._prefetched: dict[tuple[str, int, int], tuple[Any, dict[str, Any]]] = {}
         self.history_hidden = 0
 
     # ------------------------------------------------------------ connection
@@ -77,11 +79,12 @@ class Backend:
         self.mode = "server"
         return LightClient(url, api_key=self._server_key(), retries=1)
 
-    @staticmethod
-    def _server_key() -> str | None:
-        from ..config import load_config
+    def _server_key(self) -> str | None:
+        if self._key is None:
+            from ..config import load_config
 
-        return load_config(None, {"data_dir": str(data_dir())})["server_api_key"]
+            self._key = load_config(None, {"data_dir": str(data_dir())})["server_api_key"] or ""
+        return self._key or None
 
     @property
     def typed_api(self) -> Any:
@@ -282,15 +285,47 @@ class Backend:
         return [r["metadata"]["entry"] for r in response.get("records", [])
                 if isinstance((r.get("metadata") or {}).get("entry"), dict)]
 
+    def prefetch_history(self, query: str, days: int, limit: int) -> None:
+        """Start the journal search a filtered `history(query, days, limit, …)` will make, in a
+        thread on its own connection: it runs while this process lists and scores the playbook."""
+        import threading
+
+        api = self.api  # opened here, never by two threads at once
+        worker = self._client(api.url) if self.mode == "server" else api
+        request = _raw_history_request(query, days, _fetch_size(limit, filtered=True))
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["response"] = worker.dispatch("recall.raw_query", request)
+            except Exception as exc:  # handed to the caller of history()
+                box["error"] = exc
+            finally:
+                if worker is not api:
+                    worker.close()
+
+        thread = threading.Thread(target=run, name="cm-history", daemon=True)
+        thread.start()
+        self._prefetched[(query, days, request["limit"])] = (thread, box)
+
+    def _raw_history(self, query: str, days: int, fetch: int) -> dict[str, Any]:
+        pending = self._prefetched.pop((query, days, fetch), None)
+        if pending is None:
+            return self.call("recall.raw_query", _raw_history_request(query, days, fetch))
+        thread, box = pending
+        thread.join()
+        if "error" in box:
+            error = box["error"]
+            raise map_cmp_error(error) if not isinstance(error, CmError) else error
+        return box["response"]
+
     def history(self, query: str, days: int, limit: int, *, workspace: str | None = None,
                 permits: Callable[[str | None], bool] | None = None) -> list[dict[str, Any]]:
         """Past-session snippets: the raw journal (ingested agent turns, best match first), then
         episodic memories. `workspace` keeps only hits from that directory; `permits(agent)` is
         the privacy filter (hits from agents it refuses are counted in `history_hidden`)."""
-        now = datetime.now(UTC)
-        temporal = {"start": (now - timedelta(days=days)).isoformat(), "end": now.isoformat()}
         wanted = _realpath(workspace)
-        fetch = limit if wanted is None and permits is None else min(max(limit * 5, 50), 500)
+        fetch = _fetch_size(limit, filtered=wanted is not None or permits is not None)
         self.history_hidden = 0
 
         def keep(agent: str | None, where: str | None) -> bool:
@@ -301,11 +336,12 @@ class Backend:
                 return False
             return True
 
-        raw = self.call("recall.raw_query", {"query": query, "limit": fetch, "temporal": temporal})
+        raw = self._raw_history(query, days, fetch)
         records = sorted(raw.get("records", []), key=lambda r: r.get("created_at") or "", reverse=True)
         hits = [_raw_snippet(r) for r in records]
         hits = [h for h in hits if keep(h["agent"] if h["agent"] != "unknown" else None, h.get("workspace"))][:limit]
         if len(hits) < limit:
+            temporal = _recent(days)
             episodic = self.call("recall.query", {"cue": {"text": query, "temporal": temporal},
                                                   "stores": ["episodic"], "limit": fetch,
                                                   "reconsolidate": False, "recall_mode": "perfect"})
@@ -328,6 +364,20 @@ class Backend:
 
     def session(self, session_id: str) -> list[dict[str, Any]]:
         return self.call("recall.raw_query", {"session_id": session_id, "limit": PAGE}).get("records", [])
+
+
+def _fetch_size(limit: int, *, filtered: bool) -> int:
+    """Hits to ask for: more when a workspace or privacy filter will drop some."""
+    return min(max(limit * 5, 50), 500) if filtered else limit
+
+
+def _recent(days: int) -> dict[str, str]:
+    now = datetime.now(UTC)
+    return {"start": (now - timedelta(days=days)).isoformat(), "end": now.isoformat()}
+
+
+def _raw_history_request(query: str, days: int, fetch: int) -> dict[str, Any]:
+    return {"query": query, "limit": fetch, "temporal": _recent(days)}
 
 
 def _snippet(text: str) -> str:

@@ -131,6 +131,11 @@ def build_context(playbook: Playbook, config: dict[str, Any], task: str, *, limi
     min_relevance = float(config.get("minRelevanceScore", 0.1) if min_score is None else min_score)
     here = _realpath(workspace) or os.path.realpath(str(Path.cwd()))
     keywords = extract_keywords(task)
+    query = history_query(keywords) if not no_history else ""
+    history_days = days or int(config.get("historyDays", 7) or 7)
+    history_limit = history or int(config.get("maxHistoryInContext", 10))
+    if query:  # the journal search runs while the playbook is listed and scored
+        playbook.backend.prefetch_history(query, history_days, history_limit)
     bullets = [b for b in playbook.merged() if is_active(b)
                and (not b.get("workspace") or b.get("scope") != "workspace" or _realpath(b["workspace"]) == here)]
 
@@ -178,16 +183,13 @@ def build_context(playbook: Playbook, config: dict[str, Any], task: str, *, limi
 
     snippets: list[dict[str, Any]] = []
     if not no_history:
-        query = history_query(keywords)
         if query:
             try:
                 from . import privacy
 
                 rules = privacy.policy(playbook.backend)
-                snippets = playbook.backend.history(
-                    query, days or int(config.get("historyDays", 7) or 7),
-                    history or int(config.get("maxHistoryInContext", 10)), workspace=workspace,
-                    permits=rules.permits)
+                snippets = playbook.backend.history(query, history_days, history_limit, workspace=workspace,
+                                                    permits=rules.permits)
                 if playbook.backend.history_hidden:
                     out["historyNotice"] = (f"{playbook.backend.history_hidden} history hits from other agents "
                                             f"hidden ({rules.rule()}; cm privacy enable)")

@@ -7,7 +7,7 @@ import uuid
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from ..model import (
     AssociationType,
@@ -353,6 +353,10 @@ class RecallListRequest(Request):
 
 
 class ListedRecord(Model):
+    """Frozen: a listing page may be served again to the next caller (see recall.list)."""
+
+    model_config = ConfigDict(**Model.model_config, frozen=True)
+
     id: uuid.UUID
     store: StoreType
     created_at: UtcDatetime
@@ -366,7 +370,9 @@ class ListedRecord(Model):
 
 
 class RecallListResponse(Model):
-    records: list[ListedRecord]
+    model_config = ConfigDict(**Model.model_config, frozen=True)
+
+    records: tuple[ListedRecord, ...]
     next_cursor: str | None = None
     total_scanned: int = 0
 

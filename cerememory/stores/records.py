@@ -173,6 +173,9 @@ class RecordStore:
         self.heads: dict[uuid.UUID, Head] = {}
         self.dirty: set[uuid.UUID] = set()
         self.cache = BodyCache(cache_bytes)
+        # bumped whenever a record is written or removed (not by decay or recall, which change
+        # only fidelity and access): what was derived from bodies at revision N still holds at N
+        self.revision = 0
 
     def load(self) -> list[tuple[uuid.UUID, int, bytes]]:
         """Read every head; return every stored vector of a record as (id, dim, vector bytes).
@@ -220,6 +223,7 @@ class RecordStore:
             self.heads[record_id] = head
             self.dirty.discard(record_id)
         self.cache.put_many(zip(written.ids, written.bodies, strict=True))
+        self.revision += 1
 
     def delete(self, tx: duckdb.DuckDBPyConnection, ids: Sequence[uuid.UUID]) -> None:
         Database.delete_ids(tx, "records", "id", ids)
@@ -230,6 +234,7 @@ class RecordStore:
             self.heads.pop(i, None)
             self.dirty.discard(i)
         self.cache.discard(ids)
+        self.revision += 1
 
     @staticmethod
     def write_decay(tx: duckdb.DuckDBPyConnection, ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> None:

@@ -390,10 +390,11 @@ class _Schema:
                 return
             self.value(_unwrap(get_args(tp)[1])[1], fd.message_type.fields_by_name["value"], where, request)
         elif fd.is_repeated:
-            if origin is not list:
+            args = get_args(tp)
+            if not (origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis)):
                 self.problems.append(f"{where}: a repeated field for {tp}")
                 return
-            self.value(_unwrap(get_args(tp)[0])[1], fd, where, request)
+            self.value(_unwrap(args[0])[1], fd, where, request)
         else:
             self.value(tp, fd, where, request)
 
