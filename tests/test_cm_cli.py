@@ -467,3 +467,42 @@ def test_repo_files_are_locked_for_concurrent_writers(cm: Cm, tmp_path: Path) ->
     os.utime(held, (old, old))  # a lock nobody touched for a minute is stale: taken over
     assert cm.ok("playbook", "import", str(files[0]), "--repo", "--replace")["updated"] == 1
     assert not held.exists()
+
+
+def test_bootstrap_onboarding_scan_privacy_history_guard_and_doctor(cm: Cm, tmp_path: Path) -> None:
+    import cerememory
+
+    assert cm.ok("playbook", "bootstrap", "--starter", "python")["starter"]["added"] == 4
+    with cerememory.open(cm.home / "cerememory", semantic="off") as mem:
+        mem.store_raw("please clean the test cache on the build box", session_id="s-1", speaker="user",
+                      metadata={"agent": "claude_code"})
+        mem.store_raw("ran the pytest fixture cleanup; tests pass", session_id="s-1", speaker="assistant",
+                      metadata={"agent": "claude_code"})
+    sample = cm.ok("onboard", "sample")
+    assert [s["path"] for s in sample["sessions"]] == ["s-1"]
+    assert "testing" in sample["sessions"][0]["matchedCategories"]
+    assert cm.ok("onboard", "mark-done", "s-1")["skipped"] is True
+    assert cm.ok("onboard", "sample")["sessions"] == []  # processed sessions are not offered again
+    assert cm.ok("onboard", "reset", "--yes")["message"]
+    assert [s["path"] for s in cm.ok("onboard", "sample")["sessions"]] == ["s-1"]
+
+    history = cm.ok("history", "pytest fixture", "--days", "30")["historySnippets"]
+    assert history[0]["sessionId"] == "s-1" and "pytest fixture" in history[0]["snippet"]
+
+    danger = tmp_path / "danger.txt"
+    danger.write_text("rm -rf / --no-preserve-root\ngit push --force origin main\n")
+    described = {c["description"] for c in cm.ok("trauma", "scan", str(danger))["candidates"]}
+    assert "recursive deletion of root subdirectories" in described
+    imported = tmp_path / "traumas.jsonl"
+    imported.write_text(json.dumps({"pattern": "^DROP TABLE", "description": "dropped prod"}) + "\n")
+    assert cm.ok("trauma", "import", str(imported))["imported"] == 1
+
+    assert cm.ok("privacy", "allow", "codex")["crossAgent"]["agents"] == ["codex"]
+    cm.ok("privacy", "enable")
+    assert cm.ok("privacy", "disable")["crossAgent"]["enabled"] is False
+
+    status = cm.ok("guard", "--status")
+    assert status["claude"]["installed"] is False and status["traumas"]["active"] == 1
+    (cm.home / "blocked.log").unlink(missing_ok=True)
+    doctor = cm.ok("doctor", "--fix")
+    assert doctor["fixResults"] and (cm.home / "blocked.log").exists()

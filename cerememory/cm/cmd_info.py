@@ -242,6 +242,35 @@ def cmd_quickstart(ctx: Ctx, args: Any) -> Result:
 # ---------------------------------------------------------------- doctor
 
 
+def _create_playbook(ctx: Ctx, home: Path) -> None:
+    from .playbook import empty_playbook
+
+    data = empty_playbook()
+    data.pop("bullets")
+    ctx.backend.save_playbook_meta(data)
+
+
+def _reset_config(ctx: Ctx, home: Path) -> None:
+    from .home import DEFAULT_CONFIG
+
+    write_atomic(home / "config.json", json.dumps(DEFAULT_CONFIG, indent=2) + "\n")
+
+
+def _create_repo_dir(ctx: Ctx, home: Path) -> None:
+    assert ctx.playbook.repo_dir is not None
+    ctx.playbook.repo_dir.mkdir(parents=True, exist_ok=True)
+
+
+_FIXES: dict[str, Any] = {
+    "missing-global-dir": lambda ctx, home: home.mkdir(parents=True, exist_ok=True),
+    "missing-diary-dir": lambda ctx, home: (home / "diary").mkdir(parents=True, exist_ok=True),
+    "missing-blocked-log": lambda ctx, home: (home / "blocked.log").touch(),
+    "missing-repo-cass-dir": _create_repo_dir,
+    "missing-playbook": _create_playbook,
+    "reset-config": _reset_config,
+}
+
+
 def cmd_doctor(ctx: Ctx, args: Any) -> Result:
     checks, fixable = [], []
     home = global_dir()
@@ -261,6 +290,9 @@ def cmd_doctor(ctx: Ctx, args: Any) -> Result:
     if not (home / "diary").is_dir():
         fixable.append({"id": "missing-diary-dir", "description": "Create diary/", "category": "Global Storage",
                         "severity": "warn", "safety": "safe"})
+    if not (home / "blocked.log").exists():
+        fixable.append({"id": "missing-blocked-log", "description": "Create the empty blocked.log",
+                        "category": "Global Storage", "severity": "warn", "safety": "safe"})
     try:
         assert ctx.config is not None
         check("Configuration", "config.json", "pass" if (home / "config.json").exists() else "warn",
@@ -293,6 +325,9 @@ def cmd_doctor(ctx: Ctx, args: Any) -> Result:
             present = ctx.playbook.repo_dir.is_dir()
             check("Repo .cass/ Structure", str(ctx.playbook.repo_dir), "pass" if present else "warn",
                   "present" if present else "no .cass/ (cm init --repo)")
+            if not present:
+                fixable.append({"id": "missing-repo-cass-dir", "description": "Create .cass/ in the repository",
+                                "category": "Repo .cass/ Structure", "severity": "warn", "safety": "safe"})
     except CmError as exc:
         check("Repo .cass/ Structure", "playbook.yaml", "fail", exc.message)
     from . import trauma
@@ -315,20 +350,7 @@ def cmd_doctor(ctx: Ctx, args: Any) -> Result:
             if fix["safety"] != "safe" and not args.force:
                 continue
             try:
-                if fix["id"] == "missing-global-dir":
-                    home.mkdir(parents=True, exist_ok=True)
-                elif fix["id"] == "missing-diary-dir":
-                    (home / "diary").mkdir(parents=True, exist_ok=True)
-                elif fix["id"] == "missing-playbook":
-                    from .playbook import empty_playbook
-
-                    data = empty_playbook()
-                    data.pop("bullets")
-                    ctx.backend.save_playbook_meta(data)
-                elif fix["id"] == "reset-config":
-                    from .home import DEFAULT_CONFIG
-
-                    write_atomic(home / "config.json", json.dumps(DEFAULT_CONFIG, indent=2) + "\n")
+                _FIXES[fix["id"]](ctx, home)
                 fix_results.append({"id": fix["id"], "success": True, "message": "fixed"})
             except (OSError, CmError) as exc:
                 fix_results.append({"id": fix["id"], "success": False, "message": str(exc)})
