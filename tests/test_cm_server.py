@@ -109,3 +109,29 @@ def test_cm_serve_over_mcp_http_with_a_token(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.communicate(timeout=30)
+
+
+def test_context_reads_history_from_remote_cerememory_servers(tmp_path: Path) -> None:
+    import cerememory
+    from tests.conftest import free_port
+
+    remote_dir = tmp_path / "buildbox"
+    with cerememory.open(remote_dir, semantic="off") as mem:
+        mem.store_raw("the flaky checkout test needed the payment sandbox reset first", session_id="bb-7",
+                      speaker="assistant", metadata={"agent": "claude_code", "host": "buildbox"})
+    server = ServeProcess.serve(remote_dir, tmp_path)
+    try:
+        cm = Cm(tmp_path)
+        cm.home.mkdir(parents=True, exist_ok=True)
+        (cm.home / "config.json").write_text(json.dumps({"remoteCass": {"enabled": True, "hosts": [
+            {"host": server.url, "label": "buildbox"},
+            {"host": "devbox.local"},
+            {"host": f"http://127.0.0.1:{free_port()}"}]}}))
+        data = cm.ok("context", "fix the flaky checkout test payment sandbox", "--days", "30")
+        (far,) = [h for h in data["historySnippets"] if h["origin"]["kind"] == "remote"]
+        assert far["origin"]["host"] == "buildbox" and "payment sandbox" in far["snippet"]
+        failed = {d["host"]: d for d in data["degraded"]["remoteCass"]}
+        assert "http://devbox.local:8420" in failed["devbox.local"]["suggestedFix"][0]
+        assert len(failed) == 2 and all(not d["available"] for d in failed.values())
+    finally:
+        server.stop()

@@ -338,7 +338,7 @@ class Backend:
 
         raw = self._raw_history(query, days, fetch)
         records = sorted(raw.get("records", []), key=lambda r: r.get("created_at") or "", reverse=True)
-        hits = [_raw_snippet(r) for r in records]
+        hits = [raw_snippet(r) for r in records]
         hits = [h for h in hits if keep(h["agent"] if h["agent"] != "unknown" else None, h.get("workspace"))][:limit]
         if len(hits) < limit:
             temporal = _recent(days)
@@ -403,7 +403,7 @@ def _hostname() -> str:
     return socket.gethostname()
 
 
-def _raw_snippet(record: dict[str, Any]) -> dict[str, Any]:
+def raw_snippet(record: dict[str, Any]) -> dict[str, Any]:
     meta = record.get("metadata") or {}
     path = meta.get("source_path") or meta.get("path") or f"cerememory:journal/{record['session_id']}"
     turn = record.get("turn_id")

@@ -185,7 +185,7 @@ def build_context(playbook: Playbook, config: dict[str, Any], task: str, *, limi
     if not no_history:
         if query:
             try:
-                from . import privacy
+                from . import privacy, remote
 
                 rules = privacy.policy(playbook.backend)
                 snippets = playbook.backend.history(query, history_days, history_limit, workspace=workspace,
@@ -193,6 +193,12 @@ def build_context(playbook: Playbook, config: dict[str, Any], task: str, *, limi
                 if playbook.backend.history_hidden:
                     out["historyNotice"] = (f"{playbook.backend.history_hidden} history hits from other agents "
                                             f"hidden ({rules.rule()}; cm privacy enable)")
+                targets = remote.hosts(config)
+                if targets:
+                    far, failed = remote.search(targets, query, history_days, history_limit, rules.permits)
+                    snippets += far
+                    if failed:
+                        out.setdefault("degraded", {})["remoteCass"] = failed
             except Exception as exc:
                 out["degraded"] = {"history": {"available": False, "reason": "OTHER",
                                                "message": f"history search failed: {exc}",
