@@ -37,6 +37,11 @@ class Stub:
                 answer: Any = stub.reply
                 if "audit one" in system:
                     answer = stub.audit
+                if "write the diary" in system:
+                    answer = {"status": "success", "accomplishments": ["fixed the billing migration"],
+                              "decisions": ["kept alembic"], "challenges": ["a missing revision"],
+                              "preferences": [], "keyLearnings": ["alembic check catches missing revisions"],
+                              "tags": ["alembic"]}
                 if "judge whether" in system:
                     answer = {"verdict": "REFINE", "confidence": 0.9, "reason": "one success, one failure",
                               "refinedRule": "Run alembic check before every billing migration"}
@@ -96,9 +101,16 @@ def test_reflect_and_validate_through_the_llm_with_fallbacks(tmp_path: Path, stu
     data = cm.ok("reflect", **env)
     assert data["llm"]["used"] is True and data["llm"]["provider"] == "openai"
     usage = data["usage"]
-    assert usage["calls"] == 2 and usage["totalTokens"] == 100  # round 2 proposed nothing new: stop
-    assert usage["model"] == "stub-model" and usage["budget"]["tokensToday"] == 100
-    assert stub.requests[0]["model"] == "stub-model" and "alembic" in stub.requests[0]["messages"][1]["content"]
+    assert usage["calls"] == 3 and usage["totalTokens"] == 150  # the diary, then 2 rounds: the 2nd adds nothing
+    assert usage["model"] == "stub-model" and usage["budget"]["tokensToday"] == 150
+    assert data["sessions"][0]["diary"] == "llm"
+    import cerememory
+
+    with cerememory.open(cm.home / "cerememory", semantic="off") as mem:
+        (diary,) = [r.metadata["diary"] for r in mem.list_records("episodic", metadata={"cm_kind": "diary"}).records]
+    assert diary["keyLearnings"] == ["alembic check catches missing revisions"]
+    assert "revisions" in diary["searchAnchors"]
+    assert stub.requests[1]["model"] == "stub-model" and "alembic" in stub.requests[1]["messages"][1]["content"]
     log = {(e["phase"], e["action"]): e for e in data["global"]["decisionLog"]}
     assert log[("add", "accepted")]["content"] == NEW_RULE and ("feedback", "accepted") in log
     listed = {b["content"]: b for b in cm.ok("playbook", "list", **env)["bullets"]}

@@ -93,6 +93,11 @@ def cmd_reflect(ctx: Ctx, args: Any) -> Result:
             reports.append(report)
             continue
         diary = fast_diary(session_id, records, text)
+        written = llm.diary(text) if llm else None
+        if written:  # the LLM's account replaces the fast one, field by field
+            diary.update(written)
+            diary["searchAnchors"] = extract_keywords(" ".join(diary["keyLearnings"] + diary["challenges"]))[:10] \
+                or diary["searchAnchors"]
         if not args.dry_run:
             diary["relatedSessions"] = privacy.related_sessions(ctx.backend, diary, rules)
         inline = inline_feedback(text)
@@ -106,7 +111,8 @@ def cmd_reflect(ctx: Ctx, args: Any) -> Result:
                    "sentiment": detect_sentiment(tail), "errorCount": _error_count(text),
                    "hadRetries": bool(re.search(r"try again|retrying|let me try|attempt.{0,20}again", text, re.I)),
                    "autoGraded": True, "recordedAt": records[-1].get("created_at") or now_iso()}
-        report.update({"diaryId": diary["id"], "status": diary["status"], "inlineFeedback": len(inline),
+        report.update({"diaryId": diary["id"], "diary": "llm" if written else "fast", "status": diary["status"],
+                       "inlineFeedback": len(inline),
                        "rulesMentioned": rule_ids})
         proposed = llm.reflect(text, ctx.playbook.active()) if llm else []
         for delta in proposed:
@@ -204,6 +210,19 @@ class _Llm:
             return []
         self.proposed += len(out)
         return out
+
+    def diary(self, text: str) -> dict[str, Any] | None:
+        """The LLM's diary fields for a session, or None (no LLM, or it failed before)."""
+        if self.failure is not None or self._open() is None:
+            return None
+        from ..llm import LLMError
+        from .reflector import DIARY_SYSTEM, diary_prompt, parse_diary
+
+        try:
+            return parse_diary(self.session.complete_json(DIARY_SYSTEM, diary_prompt(text)))
+        except LLMError as exc:
+            self.failure = exc.reason
+            return None
 
     def note(self) -> dict[str, Any]:
         if self.session is None:

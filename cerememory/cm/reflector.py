@@ -169,9 +169,15 @@ REFLECT_SYSTEM = (
     '"reason": "<evidence>"}]}. Return {"deltas": []} when the session teaches nothing new.')
 
 
+def _clip(transcript: str) -> str:
+    """The transcript within MAX_TRANSCRIPT: its first third and last two thirds."""
+    if len(transcript) <= MAX_TRANSCRIPT:
+        return transcript
+    return transcript[:MAX_TRANSCRIPT // 3] + "\n[…]\n" + transcript[-(MAX_TRANSCRIPT * 2 // 3):]
+
+
 def reflect_prompt(transcript: str, rules: list[dict[str, Any]], proposed: list[dict[str, Any]]) -> str:
-    text = transcript if len(transcript) <= MAX_TRANSCRIPT else \
-        transcript[:MAX_TRANSCRIPT // 3] + "\n[…]\n" + transcript[-(MAX_TRANSCRIPT * 2 // 3):]
+    text = _clip(transcript)
     existing = "\n".join(f"- {r['id']}: {r['content']}" for r in rules[:40]) or "(none)"
     already = "\n".join(f"- {d['bullet']['content']}" for d in proposed if d["type"] == "add") or "(none)"
     return (f"Existing rules:\n{existing}\n\nAlready proposed in this reflection (do not repeat):\n{already}\n\n"
@@ -199,6 +205,34 @@ def parse_deltas(reply: Any) -> list[dict[str, Any]]:
                 out.append({"type": "add", "bullet": {"content": content, "category": category}, "reason": reason})
         elif kind in ("helpful", "harmful") and isinstance(item.get("bulletId"), str):
             out.append({"type": kind, "bulletId": item["bulletId"], "reason": reason})
+    return out
+
+
+# ---------------------------------------------------------------- the diary
+
+DIARY_SYSTEM = (
+    "You write the diary of one coding-agent session transcript: what was done, decided, hard, "
+    "preferred and learned. Be concrete and short (one sentence per item, at most five per list). "
+    'Reply with JSON only: {"status": "success" | "failure" | "mixed", "accomplishments": [], '
+    '"decisions": [], "challenges": [], "preferences": [], "keyLearnings": [], "tags": []}.')
+DIARY_LISTS = ("accomplishments", "decisions", "challenges", "preferences", "keyLearnings", "tags")
+
+
+def diary_prompt(transcript: str) -> str:
+    return "Session transcript:\n" + _clip(transcript)
+
+
+def parse_diary(reply: Any) -> dict[str, Any]:
+    """The diary fields the LLM filled; a reply without a valid status is malformed."""
+    from ..llm import LLMError
+
+    if not isinstance(reply, dict) or reply.get("status") not in ("success", "failure", "mixed"):
+        raise LLMError("malformed reply: no diary status")
+    out: dict[str, Any] = {"status": reply["status"]}
+    for name in DIARY_LISTS:
+        items = reply.get(name)
+        if isinstance(items, list):
+            out[name] = [" ".join(str(i).split())[:300] for i in items if isinstance(i, str | int | float)][:5]
     return out
 
 
@@ -246,8 +280,7 @@ AUDIT_SYSTEM = (
 
 
 def audit_prompt(transcript: str, rules: list[dict[str, Any]]) -> str:
-    text = transcript if len(transcript) <= MAX_TRANSCRIPT else \
-        transcript[:MAX_TRANSCRIPT // 3] + "\n[…]\n" + transcript[-(MAX_TRANSCRIPT * 2 // 3):]
+    text = _clip(transcript)
     listed = "\n".join(f"- {r['id']}: {r['content']}" for r in rules[:MAX_AUDIT_RULES])
     return f"Playbook rules:\n{listed}\n\nSession transcript:\n{text}"
 
