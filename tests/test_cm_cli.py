@@ -369,6 +369,8 @@ def test_reflect_honours_inline_feedback_from_the_raw_journal(cm: Cm) -> None:
     assert dry["deltas"][0]["bulletId"] == rule
     data = cm.ok("reflect")
     assert data["autoOutcome"]["inlineFeedbackDeltas"] == 1 and data["llm"]["used"] is False
+    counters = cm.ok("playbook", "export")["metadata"]
+    assert (counters["totalReflections"], counters["totalSessionsProcessed"]) == (1, 1)
     assert cm.ok("playbook", "get", rule)["bullet"]["helpfulCount"] == 1
     again = cm("reflect")
     assert again.env["effect"] is False  # processed sessions are not reflected twice

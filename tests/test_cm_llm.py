@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from cerememory.embed import local_embedder_available
 from tests.test_cm_cli import Cm
 
 NEW_RULE = "Run alembic check before generating a new billing migration"
@@ -163,3 +164,24 @@ def test_audit_finds_rule_violations_through_the_llm(tmp_path: Path, stub: Stub)
     assert run.code == 0 and run.env["data"]["violations"] == []
     assert "malformed reply" in run.env["data"]["errors"][0]["error"]
     assert any("not audited" in w for w in run.env["warnings"])
+
+
+@pytest.mark.skipif(not local_embedder_available(), reason="needs the 'embed' extra")
+def test_reflect_reinforces_a_paraphrased_rule_instead_of_adding_it(tmp_path: Path, stub: Stub) -> None:
+    cm = Cm(tmp_path)
+    cm.home.mkdir(parents=True)
+    (cm.home / "config.json").write_text(json.dumps({
+        "provider": "openai", "model": "stub-model", "baseUrl": stub.url, "apiKey": "sk-test-key",
+        "llmTimeoutMs": 5000, "maxReflectorIterations": 1}))
+    env = {"CEREMEMORY_LLM__MAX_RETRIES": "0", "CEREMEMORY_EMBED__SEMANTIC": "auto"}
+    rule = cm.ok("add", "Rotate the deploy credentials whenever a laptop goes missing", **env)["bullet"]["id"]
+    paraphrase = "Always rotate deploy credentials if a laptop is lost"  # token Jaccard far below 0.85
+    stub.reply = {"deltas": [{"type": "add", "bullet": {"content": paraphrase, "category": "security"},
+                              "reason": "the lost laptop incident"}]}
+    _journal(cm, "s-laptop", "a laptop with deploy access was lost at the airport yesterday",
+             "rotated the deploy credentials and revoked the old ones; all good now")
+    data = cm.ok("reflect", **env)
+    (entry,) = [e for e in data["global"]["decisionLog"] if e["phase"] == "dedup"]
+    assert entry["action"] == "modified" and entry["bulletId"] == rule and "semantically" in entry["reason"]
+    bullets = cm.ok("playbook", "list", **env)["bullets"]
+    assert [b["id"] for b in bullets] == [rule] and bullets[0]["helpfulCount"] == 1

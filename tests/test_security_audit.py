@@ -66,6 +66,37 @@ def test_http_calls_carry_request_id_and_transport(mem, data_dir):
     assert last["record_ids"] == [response.json()["record_id"]]
 
 
+def test_mcp_over_http_calls_carry_key_and_request_id(mem, data_dir):
+    import asyncio
+
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    from cerememory.security.auth import KeyRing
+    from cerememory.transport.http import create_app
+    from cerememory.transport.mcp_server import mount_streamable_http
+
+    app = create_app(mem.engine, keys=KeyRing(["k-mcp"]), extra_routes=lambda a: mount_streamable_http(a, mem.engine))
+    server = ServerThread(app=app)
+
+    async def call() -> None:
+        headers = {"authorization": "Bearer k-mcp", "x-request-id": "req-mcp-1"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+                streamable_http_client(f"{server.url}/mcp", http_client=http) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            assert not (await session.call_tool("store", {"content": "remembered over MCP"})).is_error
+
+    try:
+        asyncio.run(asyncio.wait_for(call(), 60))
+    finally:
+        server.stop()
+    last = entries(data_dir)[-1]
+    assert (last["op"], last["request_id"], last["transport"]) == ("encode.store", "req-mcp-1", "mcp")
+    assert last["key_id"] and last["key_id"].startswith("env-")
+
+
 def test_concurrent_appends_keep_one_chain(mem, data_dir):
     def writer(n: int) -> None:
         for i in range(15):

@@ -99,7 +99,7 @@ def cmd_reflect(ctx: Ctx, args: Any) -> Result:
             diary["searchAnchors"] = extract_keywords(" ".join(diary["keyLearnings"] + diary["challenges"]))[:10] \
                 or diary["searchAnchors"]
         if not args.dry_run:
-            diary["relatedSessions"] = privacy.related_sessions(ctx.backend, diary, rules)
+            diary["relatedSessions"] = privacy.related_sessions(ctx.backend, diary, rules, ctx.config)
         inline = inline_feedback(text)
         for item in inline:
             deltas.append({"type": item["type"], "bulletId": item["bulletId"], "sessionPath": session_id,
@@ -157,6 +157,8 @@ def cmd_reflect(ctx: Ctx, args: Any) -> Result:
         if session_id not in processed:
             ctx.backend.log("processed", {"sessionPath": session_id, "processedAt": now_iso(),
                                           "deltasGenerated": sum(1 for d in deltas if d["sessionPath"] == session_id)})
+    if chosen:
+        _count_reflection(ctx, len(chosen))
     data = {"global": {"applied": inline_applied + outcome_applied + llm_applied,
                        "skipped": sum(1 for e in llm_log if e["action"] == "skipped"), "conflicts": [], **curation},
             "repo": None, "errors": errors, "sessions": reports, "llm": note, "usage": usage,
@@ -166,6 +168,20 @@ def cmd_reflect(ctx: Ctx, args: Any) -> Result:
     if not chosen:
         result.effect, result.reason = False, f"No unprocessed sessions in the raw journal in the last {days} days"
     return result
+
+
+def _count_reflection(ctx: Ctx, sessions: int) -> None:
+    """The playbook's `metadata.totalReflections` / `totalSessionsProcessed`, which the
+    reference declares and never increments (gap 10)."""
+    from .playbook import empty_playbook
+
+    _, meta = ctx.backend.playbook_meta()
+    data = meta or {k: v for k, v in empty_playbook().items() if k != "bullets"}
+    counters = dict(data.get("metadata") or {})
+    counters["totalReflections"] = int(counters.get("totalReflections") or 0) + 1
+    counters["totalSessionsProcessed"] = int(counters.get("totalSessionsProcessed") or 0) + sessions
+    counters["lastReflection"] = now_iso()
+    ctx.backend.save_playbook_meta({**data, "metadata": counters})
 
 
 class _Llm:
@@ -274,17 +290,13 @@ def _apply_llm_delta(ctx: Ctx, delta: dict[str, Any], session_id: str, agent: st
         log.append(_log("feedback", "accepted", bullet["id"], bullet["content"], delta["reason"] or delta["type"]))
         return True
     content, category = delta["bullet"]["content"], delta["bullet"]["category"]
-    digest = hash_content(content)
-    threshold = float(ctx.config.get("dedupSimilarityThreshold", 0.85))
-    for bullet in ctx.playbook.merged():
-        same = hash_content(bullet.get("content", "")) == digest
-        if not same and not (is_active(bullet) and jaccard(bullet.get("content", ""), content) >= threshold):
-            continue
+    duplicate = _duplicate_of(ctx, content)
+    if duplicate is not None:
+        bullet, reason = duplicate
         if not is_active(bullet) or ctx.playbook.layer_of(bullet["id"]) != "global":
             log.append(_log("dedup", "skipped", bullet["id"], content, "matches a deprecated or repo rule"))
             return False
         target = ctx.playbook.find(bullet["id"]) or bullet
-        reason = "Reinforced by exact duplicate insight" if same else "Reinforced by similar insight"
         if add_event(target, ctx.config, "helpful", session=session_id, context=reason, idempotent="session"):
             ctx.playbook.save(target)
         log.append(_log("dedup", "modified", bullet["id"], content, reason))
@@ -299,6 +311,33 @@ def _apply_llm_delta(ctx: Ctx, delta: dict[str, Any], session_id: str, agent: st
     ctx.playbook.add([bullet], "global")
     log.append(_log("add", "accepted", bullet["id"], content, delta["reason"] or why))
     return True
+
+
+SEMANTIC_DUPLICATE = 0.9  # cosine at which a paraphrase counts as the same rule
+
+
+def _duplicate_of(ctx: Ctx, content: str) -> tuple[dict[str, Any], str] | None:
+    """The rule `content` repeats, with the reinforcement reason: the same text, a near copy
+    (token Jaccard ≥ dedupSimilarityThreshold) of an active rule, or — where the reference's
+    purely lexical dedup let paraphrases through (gap 23) — an active rule whose meaning is
+    this close (cosine ≥ 0.9) when storage searches by meaning."""
+    digest = hash_content(content)
+    threshold = float(ctx.config.get("dedupSimilarityThreshold", 0.85))
+    for bullet in ctx.playbook.merged():
+        if hash_content(bullet.get("content", "")) == digest:
+            return bullet, "Reinforced by exact duplicate insight"
+        if is_active(bullet) and jaccard(bullet.get("content", ""), content) >= threshold:
+            return bullet, "Reinforced by similar insight"
+    if ctx.config.get("semanticSearchEnabled") is False:
+        return None
+    scores, on, _ = ctx.playbook.semantic_scores(content)
+    if not on or not scores:
+        return None
+    best_id, best = max(scores.items(), key=lambda kv: kv[1])
+    bullet = ctx.playbook.find(best_id)
+    if best >= SEMANTIC_DUPLICATE and bullet is not None and is_active(bullet):
+        return bullet, f"Reinforced by semantically similar insight (cosine {best:.2f})"
+    return None
 
 
 # ---------------------------------------------------------------- validate / audit

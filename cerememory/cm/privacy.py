@@ -34,8 +34,6 @@ MARKERS = (("CLAUDECODE", "claude_code"), ("CLAUDE_CODE_ENTRYPOINT", "claude_cod
 FALLBACK_AGENT = "claude_code"
 MAX_CHANGES = 100
 AUDIT_FILE = "privacy-audit.jsonl"
-RELATED_LIMIT = 5
-RELATED_DAYS = 90
 
 
 def canonical(name: str | None) -> str | None:
@@ -162,15 +160,19 @@ def changes(backend: Any, limit: int = 10) -> list[dict[str, Any]]:
     return list((data or {}).get("changes") or [])[-limit:]
 
 
-def related_sessions(backend: Any, diary: dict[str, Any], rules: Policy) -> list[dict[str, Any]]:
+def related_sessions(backend: Any, diary: dict[str, Any], rules: Policy,
+                     config: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Cross-agent enrichment of a diary: sessions of *other* agents that match its top five
-    search anchors, only when enrichment is enabled with consent, the allowlist applied, and an
+    search anchors (within `relatedSessionsDays`, at most `maxRelatedSessions`; the reference
+    ignored both), only when enrichment is enabled with consent, the allowlist applied, and an
     audit line written (`.cass/privacy-audit.jsonl` in a repo, else the global one)."""
     if not rules.cross_agent or not diary.get("searchAnchors"):
         return []
+    days = _positive(config.get("relatedSessionsDays"), 30)
+    most = _positive(config.get("maxRelatedSessions"), 5)
     own = canonical(diary.get("agent")) or rules.agent
     query = " ".join(diary["searchAnchors"][:5])
-    hits = backend.history(query, RELATED_DAYS, RELATED_LIMIT * 4, permits=rules.permits)
+    hits = backend.history(query, days, most * 4, permits=rules.permits)
     related: list[dict[str, Any]] = []
     seen = {diary.get("sessionPath")}
     for rank, hit in enumerate(hits):
@@ -181,7 +183,7 @@ def related_sessions(backend: Any, diary: dict[str, Any], rules: Policy) -> list
         seen.add(session)
         related.append({"sessionPath": hit["sessionPath"], "agent": agent,
                         "relevanceScore": hit.get("score", round(1.0 / (1 + rank), 4)), "snippet": hit["snippet"]})
-        if len(related) == RELATED_LIMIT:
+        if len(related) == most:
             break
     if rules.state.get("auditLog", True):
         folder = repo_dir() or global_dir()
@@ -191,3 +193,7 @@ def related_sessions(backend: Any, diary: dict[str, Any], rules: Policy) -> list
             "agentsReturned": sorted({r["agent"] for r in related}), "sessionsReturned": len(related),
             "hiddenByPrivacy": backend.history_hidden})
     return related
+
+
+def _positive(value: Any, default: int) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1 else default
