@@ -102,8 +102,12 @@ def test_cm_serve_over_mcp_http_with_a_token(tmp_path: Path) -> None:
                     ClientSession(read, write) as client:
                 await client.initialize()
                 assert "cm_context" in {t.name for t in (await client.list_tools()).tools}
-                result = await client.call_tool("cm_context", {"task": "production release base image"})
-                assert json.loads(result.content[0].text)["relevantBullets"][0]["id"] == rule
+                # concurrent calls queue for the data dir instead of failing on its lock
+                results = await asyncio.gather(*(client.call_tool("cm_context", {"task": "production release base "
+                                                                                  "image"}) for _ in range(4)))
+                assert all(json.loads(r.content[0].text)["relevantBullets"][0]["id"] == rule for r in results)
+                bad = await client.call_tool("cm_feedback", {"bulletId": "b-nothere1", "helpful": True})
+                assert bad.is_error and "BULLET_NOT_FOUND: Bullet not found: b-nothere1" in bad.content[0].text
 
         asyncio.run(asyncio.wait_for(session(), 120))
     finally:

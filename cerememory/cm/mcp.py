@@ -8,6 +8,9 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,21 +25,81 @@ def _ns(**kw: Any) -> SimpleNamespace:
     return SimpleNamespace(**kw)
 
 
-def build_server(server_url: str | None) -> Any:
+class Gate:
+    """Bounded concurrency for tool calls (config `serve`, as the reference bounds its cass calls):
+    at most `maxConcurrentCassCalls` run at once (≤ 0: no bound), at most `maxQueuedCassCalls` wait
+    (0: no bound), each for at most `cassQueueTimeoutMs` (0: for ever). Opened in-process, the data
+    dir admits one engine at a time, so embedded calls run one by one."""
+
+    def __init__(self, settings: dict[str, Any], embedded: bool) -> None:
+        running = int(settings.get("maxConcurrentCassCalls", 2))
+        self.limit = 1 if embedded else running
+        self.max_queued = int(settings.get("maxQueuedCassCalls", 32))
+        timeout_ms = float(settings.get("cassQueueTimeoutMs", 20_000))
+        self.timeout = timeout_ms / 1000 if timeout_ms > 0 else None
+        self._slots = threading.BoundedSemaphore(self.limit) if self.limit > 0 else None
+        self._queued = 0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        if self._slots is None:
+            yield
+            return
+        with self._lock:
+            if self.max_queued and self._queued >= self.max_queued:
+                raise CmError("LOCK_ACQUISITION_FAILED", f"cm serve is busy: {self._queued} calls already wait",
+                              recovery=["Retry in a moment", "Raise serve.maxQueuedCassCalls in config.json"])
+            self._queued += 1
+        try:
+            acquired = self._slots.acquire(timeout=self.timeout)
+        finally:
+            with self._lock:
+                self._queued -= 1
+        if not acquired:
+            raise CmError("LOCK_ACQUISITION_FAILED", f"cm serve is busy: no slot within {self.timeout:g} s",
+                          recovery=["Retry in a moment", "Raise serve.cassQueueTimeoutMs in config.json"])
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+
+def tool_error(exc: CmError) -> Exception:
+    """What the agent sees: the cm code, the message and the recovery steps."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    lines = [f"{exc.code}: {exc.message}", *(f"recovery: {step}" for step in exc.recovery)]
+    return ToolError("\n".join(lines))
+
+
+def build_server(server_url: str | None, gate: Gate | None = None) -> Any:
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("cass-memory", version=CM_VERSION,
                        instructions="Procedural memory for coding agents: call cm_context before a task, "
                                     "cm_feedback / cm_outcome after it.")
+    gate = gate or Gate({}, embedded=not (server_url or os.environ.get("CEREMEMORY_SERVER_URL")))
+
+    @contextmanager
+    def session() -> Iterator[Ctx]:
+        """One Ctx (one CMP connection) for one call, inside the gate; cm errors become tool errors."""
+        try:
+            with gate.slot():
+                ctx = Ctx(as_json=True, server_url=server_url)
+                try:
+                    yield ctx
+                finally:
+                    ctx.close()
+        except CmError as exc:
+            raise tool_error(exc) from None
 
     def run(fn: Any, args: SimpleNamespace) -> Any:
-        ctx = Ctx(as_json=True, server_url=server_url)
-        try:
+        with session() as ctx:
             return fn(ctx, args).data
-        except CmError as exc:
-            raise ValueError(f"{exc.code}: {exc.message}") from None
-        finally:
-            ctx.close()
+
+    def refuse(message: str) -> Exception:
+        return tool_error(CmError("MISSING_REQUIRED", message))
 
     @server.tool()
     def cm_context(task: str, workspace: str | None = None, limit: int | None = None, history: int | None = None,
@@ -55,7 +118,7 @@ def build_server(server_url: str | None) -> Any:
         from .cmd_feedback import cmd_mark
 
         if helpful == harmful:
-            raise ValueError("MISSING_REQUIRED: give exactly one of helpful or harmful")
+            raise refuse("give exactly one of helpful or harmful")
         data = run(cmd_mark, _ns(bullet_id=bulletId, helpful=helpful, harmful=harmful, reason=reason,
                                  session=session))
         return {"success": True, "type": data["type"], "score": data["effectiveScore"], "state": data["newState"]}
@@ -67,7 +130,7 @@ def build_server(server_url: str | None) -> Any:
         from .cmd_feedback import cmd_outcome
 
         if not rulesUsed:
-            raise ValueError("MISSING_REQUIRED: rulesUsed")
+            raise refuse("rulesUsed: the ids of the rules the session used")
         return run(cmd_outcome, _ns(status=outcome, rules=",".join(rulesUsed), session=sessionId,
                                     duration=durationSec, errors=None, retries=False, sentiment=None, text=notes))
 
@@ -76,8 +139,7 @@ def build_server(server_url: str | None) -> Any:
                       workspace: str | None = None) -> dict:
         """Substring search of the playbook and/or history search of the raw journal (under the
         `cm privacy` rule, as `cm context`)."""
-        ctx = Ctx(as_json=True, server_url=server_url)
-        try:
+        with session() as ctx:
             out: dict[str, Any] = {}
             if scope in ("playbook", "both"):
                 needle = query.lower()
@@ -91,10 +153,6 @@ def build_server(server_url: str | None) -> Any:
                 out["cass"] = ctx.backend.history(query, days or 30, limit, workspace=workspace,
                                                   permits=privacy.policy(ctx.backend).permits)
             return out
-        except CmError as exc:
-            raise ValueError(f"{exc.code}: {exc.message}") from None
-        finally:
-            ctx.close()
 
     @server.tool()
     def memory_reflect(days: int = 7, maxSessions: int = 20, dryRun: bool = False,  # noqa: N803
@@ -124,25 +182,20 @@ def build_server(server_url: str | None) -> Any:
 
     @server.resource("cm://diary", mime_type="application/json")
     def diary() -> str:
-        ctx = Ctx(as_json=True, server_url=server_url)
-        try:
+        with session() as ctx:
             return json.dumps({"diary": ctx.backend.diaries()[:50]})
-        finally:
-            ctx.close()
 
     @server.resource("cm://outcomes", mime_type="application/json")
     def outcomes() -> str:
-        ctx = Ctx(as_json=True, server_url=server_url)
-        try:
+        with session() as ctx:
             return json.dumps({"outcomes": ctx.backend.read_log("outcome")[-50:]})
-        finally:
-            ctx.close()
 
     return server
 
 
 def serve(ctx: Ctx, args: Any) -> int:
-    server = build_server(ctx._server_url)
+    embedded = not (ctx._server_url or os.environ.get("CEREMEMORY_SERVER_URL"))
+    server = build_server(ctx._server_url, Gate(ctx.config.get("serve") or {}, embedded))
     port = args.port or (int(os.environ["MCP_HTTP_PORT"]) if os.environ.get("MCP_HTTP_PORT") else None)
     if port is None or args.stdio:
         server.run("stdio")
