@@ -166,11 +166,13 @@ class MemoryAPI:
 
     def list_records(self, store: str, *, metadata: dict[str, Any] | None = None,
                      fields: Sequence[str] | None = None, cursor: str | None = None,
-                     limit: int = 1000) -> m.RecallListResponse:
+                     limit: int = 1000, similar_to: str | None = None) -> m.RecallListResponse:
         """One page of a store's records, oldest first, whose metadata has these key/values;
-        decayed ones included, nothing reconsolidated. Pass `next_cursor` back for the next page."""
+        decayed ones included, nothing reconsolidated. Pass `next_cursor` back for the next page;
+        `similar_to` adds each record's cosine to that text (`similarity`) when search is semantic."""
         return self._call("recall.list", {"store": store, "metadata": metadata, "fields": fields,
-                                          "cursor": cursor, "limit": limit}, m.RecallListResponse)
+                                          "cursor": cursor, "limit": limit, "similar_to": similar_to},
+                          m.RecallListResponse)
 
     def associate(self, record_id: uuid.UUID | str, *, depth: int = 2, min_weight: float = 0.1,
                   limit: int = 10, types: Sequence[str] | None = None) -> m.RecallAssociateResponse:

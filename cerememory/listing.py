@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .cmp import messages as m
 from .cmp.errors import CMPError, ErrorCode
+from .embed.base import normalise_rows
 from .model import StoreType
 from .storage import codec
 from .stores.records import BODY_FIELDS, dt, ts
@@ -31,6 +32,26 @@ Key = tuple[float, str]  # (created_at, id hex): the listing order, and what a c
 
 
 def list_records(engine: Engine, req: m.RecallListRequest) -> m.RecallListResponse:
+    page = _cached_page(engine, req)
+    if req.similar_to is None:
+        return page
+    return page.model_copy(update=_similarity(engine, req.similar_to, [r.id for r in page.records]))
+
+
+def _similarity(engine: Engine, text: str, ids: list[uuid.UUID]) -> dict[str, Any]:
+    """Each listed record's cosine to `text` (one embedding, one product over their vectors), or
+    why there is none: the same answer recall's vector signal would give."""
+    if engine.embedder is None:
+        return {"semantic_search": False, "semantic_off_reason": engine.semantic_off_reason}
+    query = normalise_rows(engine._embed([text.strip() or " "])[0])
+    scores: dict[str, float] = {}
+    for found, rows in engine.vectors.rows(ids).values():
+        if rows.shape[1] == query.shape[0]:
+            scores.update((str(i), round(float(s), 6)) for i, s in zip(found, rows @ query, strict=True))
+    return {"similarity": scores, "semantic_search": True, "semantic_off_reason": None}
+
+
+def _cached_page(engine: Engine, req: m.RecallListRequest) -> m.RecallListResponse:
     """A page, from the engine's page cache when nothing was written since it was made (cm
     lists the same playbook on every command). Working memory and fidelity change without a
     write, so those pages are always built afresh."""

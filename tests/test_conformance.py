@@ -113,6 +113,8 @@ def test_list_records_pages_filters_and_projects(api):
     assert (only.emotion.joy, only.fidelity) == (1.0, 1.0)
     assert not api.list_records("procedural", metadata={"n": True}).records  # true is not 1
     assert api.inspect(stored[0]).access_count == 0  # an inventory, not a recall
+    off = api.dispatch("recall.list", {"store": "procedural", "similar_to": "rules", "limit": 1})
+    assert off["semantic_search"] is False and off["semantic_off_reason"] and off["similarity"] is None
     with pytest.raises(CMPError) as err:
         api.list_records("procedural", cursor="not-a-cursor")
     assert err.value.code is ErrorCode.VALIDATION_ERROR and "next_cursor" in err.value.hint

@@ -38,3 +38,13 @@ def test_auto_turns_semantic_search_on_when_the_model_is_installed(data_dir):
     with cerememory.open(data_dir) as mem:
         stats = mem.stats()
         assert stats.semantic_search and stats.semantic_off_reason is None
+
+
+def test_list_records_with_similarity_to_a_text(data_dir):
+    with cerememory.open(data_dir, semantic="on") as mem:
+        cat = mem.store("The cat slept on the warm windowsill", store="procedural").record_id
+        money = mem.store("Quarterly revenue dropped after the product recall", store="procedural").record_id
+        page = mem.list_records("procedural", similar_to="a kitten napping in the sun")
+        assert page.semantic_search and page.semantic_off_reason is None
+        assert page.similarity[str(cat)] > page.similarity[str(money)] > -1
+        assert mem.list_records("procedural").similarity is None  # only when asked

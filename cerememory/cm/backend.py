@@ -62,6 +62,8 @@ class Backend:
         self._key: str | None = None  # the server's API key, read from the config once
         self._bullets: list[tuple[str, dict[str, Any]]] | None = None
         self._procedural: list[dict[str, Any]] | None = None
+        self._similar_to: str | None = None  # cosines wanted with the procedural listing
+        self._similarity: tuple[str, dict[str, float], bool, str | None] | None = None
         self._prefetched: dict[tuple[str, int, int], tuple[Any, dict[str, Any]]] = {}
         self.history_hidden = 0
 
@@ -137,16 +139,24 @@ class Backend:
 
     # ------------------------------------------------------------ bullets
 
-    def _list_records(self, store: str, kind: str | None) -> list[dict[str, Any]]:
+    def _list_records(self, store: str, kind: str | None, similar_to: str | None = None) -> list[dict[str, Any]]:
         """Every record of `store` with a `metadata.cm_kind` (== kind when given), oldest first:
-        `recall.list` pages through the store without ranking or reconsolidating anything."""
+        `recall.list` pages through the store without ranking or reconsolidating anything.
+        With `similar_to`, the pages' cosines are kept for `semantic_scores`."""
         out: list[dict[str, Any]] = []
         request: dict[str, Any] = {"store": store, "limit": LIST_PAGE}
         if kind is not None:
             request["metadata"] = {"cm_kind": kind}
+        if similar_to is not None:
+            request["similar_to"] = similar_to
+            self._similarity = (similar_to, {}, False, None)
         while True:
             page = self.call("recall.list", request)
             out.extend(r for r in page["records"] if (r.get("metadata") or {}).get("cm_kind"))
+            if similar_to is not None:
+                self._similarity[1].update(page.get("similarity") or {})
+                self._similarity = (similar_to, self._similarity[1], bool(page.get("semantic_search")),
+                                    page.get("semantic_off_reason"))
             if not page.get("next_cursor"):
                 return out
             request["cursor"] = page["next_cursor"]
@@ -160,8 +170,14 @@ class Backend:
 
     def _procedural_records(self) -> list[dict[str, Any]]:
         if self._procedural is None:
-            self._procedural = self._list_records("procedural", None)
+            self._procedural = self._list_records("procedural", None, similar_to=self._similar_to)
         return self._procedural
+
+    def want_similarity(self, text: str) -> None:
+        """Ask for every rule's cosine to `text` with the rule listing itself (one call instead of
+        a recall query that ships every rule back); `semantic_scores(text)` then answers from it."""
+        if self._procedural is None:
+            self._similar_to = text
 
     def playbook_meta(self) -> tuple[str | None, dict[str, Any] | None]:
         """(record id, data) of the global playbook's own fields (name, metadata, deprecatedPatterns)."""
@@ -237,6 +253,9 @@ class Backend:
         """Cosine of each procedural record to `text`, through recall's score breakdown. A one-hit
         probe first asks whether the store searches by meaning at all, so keyword-only storage
         never ships every rule back just to say no."""
+        if self._similarity is not None and self._similarity[0] == text:
+            _, scores, on, reason = self._similarity
+            return dict(scores), on, reason
         request = {"cue": {"text": text}, "stores": ["procedural"], "limit": 1, "include_decayed": True,
                    "reconsolidate": False, "activation_depth": 0, "recall_mode": "perfect"}
         page = self.call("recall.query", request)

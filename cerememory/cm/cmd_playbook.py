@@ -205,6 +205,8 @@ def similar_rules(ctx: Ctx, text: str) -> tuple[list[tuple[float, dict[str, Any]
     """(similarity, rule) for every active rule, best first; `mode` semantic (cosine through
     recall) when storage searches by meaning and config allows it, else keyword (Jaccard on
     tokens), with a note saying why."""
+    if semantic_setting(ctx.config) is not False:
+        ctx.backend.want_similarity(text)  # cosines with the listing, when it has not run yet
     rules = ctx.playbook.active()
     if semantic_setting(ctx.config) is not False and rules:
         scores, on, reason = ctx.playbook.semantic_scores(text)

@@ -136,6 +136,8 @@ def build_context(playbook: Playbook, config: dict[str, Any], task: str, *, limi
     history_limit = history or int(config.get("maxHistoryInContext", 10))
     if query:  # the journal search runs while the playbook is listed and scored
         playbook.backend.prefetch_history(query, history_days, history_limit)
+    if semantic_setting(config) is not False and task.strip():
+        playbook.backend.want_similarity(task)  # the cosines come with the listing
     bullets = [b for b in playbook.merged() if is_active(b)
                and (not b.get("workspace") or b.get("scope") != "workspace" or _realpath(b["workspace"]) == here)]
 

@@ -36,6 +36,7 @@ MAX_DEPTH = 8
 MAX_ASSOCIATE_LIMIT = 256
 MAX_RECALL_LIMIT = 1000
 MAX_LIST_LIMIT = 5000
+MAX_SIMILAR_CHARS = 20_000
 
 
 class CMPHeader(Model):
@@ -339,6 +340,9 @@ class RecallListRequest(Request):
     fields: list[ListField] | None = Field(default=None, description="empty or absent: text and metadata")
     cursor: str | None = Field(default=None, description="next_cursor of the previous page")
     limit: int = Field(default=1000, ge=1, le=MAX_LIST_LIMIT)
+    similar_to: str | None = Field(
+        default=None, max_length=MAX_SIMILAR_CHARS,
+        description="also give each listed record's cosine to this text, when the store searches by meaning")
 
     @field_validator("metadata")
     @classmethod
@@ -375,6 +379,10 @@ class RecallListResponse(Model):
     records: tuple[ListedRecord, ...]
     next_cursor: str | None = None
     total_scanned: int = 0
+    similarity: dict[str, float] | None = Field(
+        default=None, description="record id -> cosine to similar_to, for the listed records that have a vector")
+    semantic_search: bool = False
+    semantic_off_reason: str | None = None
 
 
 # ---------------------------------------------------------------- lifecycle

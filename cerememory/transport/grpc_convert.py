@@ -259,8 +259,10 @@ def _from_wire(data: dict[str, Any], desc: Descriptor, full: bool) -> dict[str, 
         if _is_map(fd):
             value_fd = fd.message_type.fields_by_name["value"]
             entries = {k: _value_from_wire(v, value_fd, full) for k, v in data.get(name, {}).items()}
-            if entries or full:
+            if entries or (full and fd.full_name not in nullable):
                 out[name] = entries
+            elif full:
+                out[name] = None  # a map the model allows to be null: an empty one was not given
         elif fd.is_repeated:
             items = [_value_from_wire(v, fd, full) for v in data.get(name, [])]
             if items or fd.full_name not in nullable:

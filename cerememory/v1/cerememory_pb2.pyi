@@ -882,20 +882,22 @@ class RecallRawQueryResponse(_message.Message):
     def __init__(self, records: _Optional[_Iterable[_Union[RawJournalRecord, _Mapping]]] = ..., total_candidates: _Optional[int] = ...) -> None: ...
 
 class RecallListRequest(_message.Message):
-    __slots__ = ("header", "store", "metadata", "fields", "cursor", "limit")
+    __slots__ = ("header", "store", "metadata", "fields", "cursor", "limit", "similar_to")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     STORE_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     FIELDS_FIELD_NUMBER: _ClassVar[int]
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SIMILAR_TO_FIELD_NUMBER: _ClassVar[int]
     header: CMPHeader
     store: StoreType
     metadata: _struct_pb2.Struct
     fields: _containers.RepeatedScalarFieldContainer[ListField]
     cursor: str
     limit: int
-    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., store: _Optional[_Union[StoreType, str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., fields: _Optional[_Iterable[_Union[ListField, str]]] = ..., cursor: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    similar_to: str
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., store: _Optional[_Union[StoreType, str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., fields: _Optional[_Iterable[_Union[ListField, str]]] = ..., cursor: _Optional[str] = ..., limit: _Optional[int] = ..., similar_to: _Optional[str] = ...) -> None: ...
 
 class ListedRecord(_message.Message):
     __slots__ = ("id", "store", "created_at", "updated_at", "text", "content", "metadata", "meta", "emotion", "fidelity")
@@ -922,14 +924,27 @@ class ListedRecord(_message.Message):
     def __init__(self, id: _Optional[str] = ..., store: _Optional[_Union[StoreType, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., text: _Optional[str] = ..., content: _Optional[_Union[MemoryContent, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., meta: _Optional[_Union[MetaMemory, _Mapping]] = ..., emotion: _Optional[_Union[EmotionVector, _Mapping]] = ..., fidelity: _Optional[float] = ...) -> None: ...
 
 class RecallListResponse(_message.Message):
-    __slots__ = ("records", "next_cursor", "total_scanned")
+    __slots__ = ("records", "next_cursor", "total_scanned", "similarity", "semantic_search", "semantic_off_reason")
+    class SimilarityEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
     TOTAL_SCANNED_FIELD_NUMBER: _ClassVar[int]
+    SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    SEMANTIC_SEARCH_FIELD_NUMBER: _ClassVar[int]
+    SEMANTIC_OFF_REASON_FIELD_NUMBER: _ClassVar[int]
     records: _containers.RepeatedCompositeFieldContainer[ListedRecord]
     next_cursor: str
     total_scanned: int
-    def __init__(self, records: _Optional[_Iterable[_Union[ListedRecord, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., total_scanned: _Optional[int] = ...) -> None: ...
+    similarity: _containers.ScalarMap[str, float]
+    semantic_search: bool
+    semantic_off_reason: str
+    def __init__(self, records: _Optional[_Iterable[_Union[ListedRecord, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., total_scanned: _Optional[int] = ..., similarity: _Optional[_Mapping[str, float]] = ..., semantic_search: _Optional[bool] = ..., semantic_off_reason: _Optional[str] = ...) -> None: ...
 
 class ConsolidateRequest(_message.Message):
     __slots__ = ("header", "strategy", "min_age_hours", "min_access_count", "dry_run")
