@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -47,6 +48,20 @@ def map_cmp_error(exc: Exception) -> CmError:
     return CmError("INTERNAL_ERROR", f"Cerememory {code}: {message}", hint=getattr(exc, "hint", None))
 
 
+@dataclass
+class Similarity:
+    """Each rule's cosine to `text`, as `recall.list` pages gave it with the listing."""
+
+    text: str
+    scores: dict[str, float] = field(default_factory=dict)
+    on: bool = False
+    reason: str | None = None
+
+    def add(self, page: dict[str, Any]) -> None:
+        self.scores.update(page.get("similarity") or {})
+        self.on, self.reason = bool(page.get("semantic_search")), page.get("semantic_off_reason")
+
+
 class Backend:
     """Opens Cerememory lazily (many commands never touch storage) and caches the rule listing."""
 
@@ -63,7 +78,7 @@ class Backend:
         self._bullets: list[tuple[str, dict[str, Any]]] | None = None
         self._procedural: list[dict[str, Any]] | None = None
         self._similar_to: str | None = None  # cosines wanted with the procedural listing
-        self._similarity: tuple[str, dict[str, float], bool, str | None] | None = None
+        self._similarity: Similarity | None = None
         self._prefetched: dict[tuple[str, int, int], tuple[Any, dict[str, Any]]] = {}
         self.history_hidden = 0
 
@@ -147,16 +162,15 @@ class Backend:
         request: dict[str, Any] = {"store": store, "limit": LIST_PAGE}
         if kind is not None:
             request["metadata"] = {"cm_kind": kind}
-        if similar_to is not None:
-            request["similar_to"] = similar_to
-            self._similarity = (similar_to, {}, False, None)
+        similarity = Similarity(similar_to) if similar_to is not None else None
+        if similarity is not None:
+            request["similar_to"] = similarity.text
+            self._similarity = similarity
         while True:
             page = self.call("recall.list", request)
             out.extend(r for r in page["records"] if (r.get("metadata") or {}).get("cm_kind"))
-            if similar_to is not None:
-                self._similarity[1].update(page.get("similarity") or {})
-                self._similarity = (similar_to, self._similarity[1], bool(page.get("semantic_search")),
-                                    page.get("semantic_off_reason"))
+            if similarity is not None:
+                similarity.add(page)
             if not page.get("next_cursor"):
                 return out
             request["cursor"] = page["next_cursor"]
@@ -253,9 +267,9 @@ class Backend:
         """Cosine of each procedural record to `text`, through recall's score breakdown. A one-hit
         probe first asks whether the store searches by meaning at all, so keyword-only storage
         never ships every rule back just to say no."""
-        if self._similarity is not None and self._similarity[0] == text:
-            _, scores, on, reason = self._similarity
-            return dict(scores), on, reason
+        if self._similarity is not None and self._similarity.text == text:
+            found = self._similarity
+            return dict(found.scores), found.on, found.reason
         request = {"cue": {"text": text}, "stores": ["procedural"], "limit": 1, "include_decayed": True,
                    "reconsolidate": False, "activation_depth": 0, "recall_mode": "perfect"}
         page = self.call("recall.query", request)
@@ -311,7 +325,7 @@ class Backend:
 
         api = self.api  # opened here, never by two threads at once
         worker = self._client(api.url) if self.mode == "server" else api
-        request = _raw_history_request(query, days, _fetch_size(limit, filtered=True))
+        request = raw_history_request(query, days, _fetch_size(limit, filtered=True))
         box: dict[str, Any] = {}
 
         def run() -> None:
@@ -330,7 +344,7 @@ class Backend:
     def _raw_history(self, query: str, days: int, fetch: int) -> dict[str, Any]:
         pending = self._prefetched.pop((query, days, fetch), None)
         if pending is None:
-            return self.call("recall.raw_query", _raw_history_request(query, days, fetch))
+            return self.call("recall.raw_query", raw_history_request(query, days, fetch))
         thread, box = pending
         thread.join()
         if "error" in box:
@@ -395,7 +409,7 @@ def _recent(days: int) -> dict[str, str]:
     return {"start": (now - timedelta(days=days)).isoformat(), "end": now.isoformat()}
 
 
-def _raw_history_request(query: str, days: int, fetch: int) -> dict[str, Any]:
+def raw_history_request(query: str, days: int, fetch: int) -> dict[str, Any]:
     return {"query": query, "limit": fetch, "temporal": _recent(days)}
 
 

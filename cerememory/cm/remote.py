@@ -45,7 +45,7 @@ def _search_host(target: dict[str, Any], query: str, days: int, limit: int) -> t
                                                                                    dict[str, Any] | None]:
     from ..cmp.errors import CMPError
     from ..transport.light import LightClient
-    from .backend import _raw_history_request, raw_snippet
+    from .backend import raw_history_request, raw_snippet
 
     host, label = target["host"], target.get("label") or target["host"]
     if not host.startswith(("http://", "https://")):
@@ -54,7 +54,7 @@ def _search_host(target: dict[str, Any], query: str, days: int, limit: int) -> t
                                              "`cerememory serve`)"])
     try:
         with LightClient(host, api_key=target.get("apiKey"), timeout=TIMEOUT_SECONDS, retries=0) as client:
-            response = client.dispatch("recall.raw_query", _raw_history_request(query, days, limit))
+            response = client.dispatch("recall.raw_query", raw_history_request(query, days, limit))
     except CMPError as exc:
         reason = "TIMEOUT" if "timed out" in exc.message else "OTHER"
         return [], _failure(host, reason, exc.message, [f"check that {host} is up: curl {host}/readiness"])
