@@ -8,6 +8,7 @@ heads in RAM give the order, so a page costs the bodies it reads and no more.
 
 from __future__ import annotations
 
+import threading
 import uuid
 import weakref
 from bisect import bisect_right
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 BATCH = 500  # bodies read per query while a page fills
 PAGE_CACHE = 8  # pages kept per engine
+_PAGES_LOCK = threading.Lock()
 _PAGES: weakref.WeakKeyDictionary[Any, dict[tuple, tuple[int, m.RecallListResponse]]] = weakref.WeakKeyDictionary()
 DEFAULT_FIELDS = (m.ListField.TEXT, m.ListField.METADATA)
 Key = tuple[float, str]  # (created_at, id hex): the listing order, and what a cursor names
@@ -59,16 +61,18 @@ def _cached_page(engine: Engine, req: m.RecallListRequest) -> m.RecallListRespon
         return _page(engine, req)
     wanted = tuple(sorted((k, type(v).__name__, v) for k, v in (req.metadata or {}).items()))  # true != 1
     key = (req.store, wanted, tuple(req.fields or DEFAULT_FIELDS), req.cursor, req.limit)
-    cache = _PAGES.setdefault(engine, {})
     revision = engine.records.revision
-    hit = cache.get(key)
+    with _PAGES_LOCK:
+        cache = _PAGES.setdefault(engine, {})
+        hit = cache.get(key)
     if hit is not None and hit[0] == revision:
         return hit[1]
     page = _page(engine, req)
-    if engine.records.revision == revision:  # no write raced the build
-        if len(cache) >= PAGE_CACHE:
-            cache.pop(next(iter(cache)))
-        cache[key] = (revision, page)
+    with _PAGES_LOCK:
+        if engine.records.revision == revision:  # no write raced the build
+            if len(cache) >= PAGE_CACHE and key not in cache:
+                cache.pop(next(iter(cache)))
+            cache[key] = (revision, page)
     return page
 
 

@@ -1,5 +1,5 @@
 """History from other machines (`remoteCass` in config): each host's Cerememory server, asked
-over CMP in parallel while the local history is searched.
+over CMP, all hosts in parallel.
 
 The reference fanned out over SSH to run `cass` on each host. Here a host is the URL of that
 machine's `cerememory serve` (`{"host": "http://buildbox:8420", "label": "buildbox", "apiKey":

@@ -67,6 +67,7 @@ class LightClient:
         connection = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         self._connection = connection(parts.hostname, parts.port, timeout=timeout)
         self._prefix = parts.path
+        self._served = 0  # responses read on the current connection
         self.retries = retries
         self.headers = {"content-type": "application/json", "accept": "application/json"}
         if api_key:
@@ -91,20 +92,27 @@ class LightClient:
         raise AssertionError("unreachable")
 
     def _send(self, method: str, target: str, payload: bytes | None) -> tuple[int, bytes]:
-        for fresh in (False, True):  # a kept-alive connection the server closed gets one retry
+        # A kept-alive connection the server closed while idle fails at once: that (and only
+        # that: a request on a new connection may have been applied) is retried, once.
+        retry = self._served > 0
+        while True:
             try:
-                if fresh:
-                    self._connection.close()
                 self._connection.request(method, target, body=payload, headers=self.headers)
                 response = self._connection.getresponse()
-                return response.status, response.read()
+                data = response.read()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
-                if fresh:
+                self._connection.close()
+                self._served = 0
+                if not retry:
                     raise unreachable(self.url, exc) from exc
+                retry = False
+                continue
             except (OSError, http.client.HTTPException) as exc:
                 self._connection.close()
+                self._served = 0
                 raise unreachable(self.url, exc) from exc
-        raise AssertionError("unreachable")
+            self._served += 1
+            return response.status, data
 
     def close(self) -> None:
         self._connection.close()
