@@ -76,6 +76,35 @@ def test_claude_code_empty_session(tmp_path):
     assert chunk.turns == [] and chunk.skipped == 0 and chunk.offset == 0
 
 
+def test_claude_code_json_variant_and_desktop_sidecars(tmp_path):
+    home = tmp_path / "home"
+    variant = home / ".claude" / "projects" / "-home-ada-app" / "exported.json"
+    variant.parent.mkdir(parents=True)
+    variant.write_text(json.dumps({"title": "Fix the flaky test", "cwd": "/home/ada/app", "messages": [
+        {"role": "user", "content": "the checkout test is flaky", "timestamp": "2026-03-01T10:00:00Z"},
+        {"type": "assistant", "content": [{"type": "text", "text": "I pinned the seed."}], "time": 1772359205},
+        {"role": "tool", "content": "ignored"}, "not a message"]}))
+    chunk = read("claude_code", variant)
+    assert [(t.speaker, t.text) for t in chunk.turns] == [("user", "the checkout test is flaky"),
+                                                          ("assistant", "I pinned the seed.")]
+    assert chunk.skipped == 2 and chunk.turns[0].workspace == "/home/ada/app"
+    assert chunk.turns[0].extra["title"] == "Fix the flaky test" and chunk.turns[1].timestamp.year == 2026
+    assert not READERS["claude_code"].incremental(variant) and detect(variant) == "claude_code"
+    broken = variant.with_name("broken.json")
+    broken.write_text("{not json")
+    assert read("claude_code", broken).skipped == 1
+
+    sidecar = home / "Library" / "Application Support" / "Claude" / "claude-code-sessions" / "s1.jsonl"
+    sidecar.parent.mkdir(parents=True)
+    sidecar.write_text(json.dumps({"type": "user", "sessionId": "s1", "cwd": "/w",
+                                   "message": {"role": "user", "content": "hello from the desktop app"}}) + "\n")
+    assert detect(sidecar) == "claude_code"
+    roots = READERS["claude_code"].roots({}, home)
+    found = {p for _, p in files("claude_code", roots)}
+    assert {variant, sidecar} <= found
+    assert read("claude_code", sidecar).turns[0].text == "hello from the desktop app"
+
+
 def test_codex_rollout_dedupes_event_messages_and_names_tool_outputs(tmp_path):
     path = codex_rollout(tmp_path, extra=[b"\x00\x01garbage", {"timestamp": "2026-03-02T09:00:09Z",
                                                                 "type": "event_msg", "payload": {

@@ -47,12 +47,15 @@ def detect(path: Path) -> str | None:
         return "codex"
     if name.endswith(".json") and name.startswith(("session-", "checkpoint-")):
         return "gemini"
+    claude = "/.claude/" in text or "/application support/claude/" in text
     if name.endswith(".jsonl"):
         if "/.pi/agent/" in text:
             return "pi"
-        if "/.claude/" in text:
+        if claude:
             return "claude_code"
         return _sniff_jsonl(path)
+    if name.endswith(".json") and claude:
+        return "claude_code"
     return None
 
 

@@ -1,33 +1,41 @@
 """Claude Code: one JSONL file per session under `~/.claude/projects/<project>/` (the project is
 the cwd with `/` replaced by `-`), one event per line; only `user` and `assistant` events carry
 turns. A line's content is a string or a list of blocks: text, `tool_use`, `tool_result`,
-thinking (not kept)."""
+thinking (not kept). Also read: the JSON variant (`{title?, messages: [{role | type, content |
+text, timestamp | time}]}`, the whole file each time it changes) and the Claude desktop app's
+session sidecars on macOS (`~/Library/Application Support/Claude/claude-code-sessions` and
+`local-agent-mode-sessions`, the same JSONL)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from .lines import json_lines, next_line, read_from, session_files
-from .turns import ASSISTANT, SYSTEM, TOOL, TOOL_IO, Chunk, Turn, as_json, block_text, parse_time
+from .turns import ASSISTANT, SYSTEM, TOOL, TOOL_IO, Chunk, Turn, as_json, block_text, decode, parse_time
 
 AGENT = "claude_code"
 TURN_TYPES = ("user", "assistant", "message")
 MAX_REMEMBERED_TOOLS = 200
 
 
+DESKTOP_SIDECARS = ("claude-code-sessions", "local-agent-mode-sessions")
+
+
 def roots(env: Mapping[str, str], home: Path) -> list[Path]:
     base = Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else home / ".claude"
-    return [base / "projects"]
+    desktop = home / "Library" / "Application Support" / "Claude"
+    return [base / "projects", *(desktop / name for name in DESKTOP_SIDECARS)]
 
 
 def discover(root: Path) -> Iterator[Path]:
-    return session_files(root, lambda name: name.endswith(".jsonl"))
+    return session_files(root, lambda name: name.endswith((".jsonl", ".json")))
 
 
 def incremental(path: Path) -> bool:
-    return True
+    return path.suffix != ".json"  # the JSON variant is one document, rewritten as it grows
 
 
 def _tool_result_text(block: dict) -> str:
@@ -38,6 +46,8 @@ def _tool_result_text(block: dict) -> str:
 def read(path: Path, offset: int, context: dict[str, Any]) -> Chunk:
     """The turns after `offset`; `context` carries the session, workspace, next index and the
     names of recent tool calls (so a result knows which tool produced it)."""
+    if path.suffix == ".json":
+        return _read_json(path)
     data, end = read_from(path, offset)
     ctx = {"session": None, "workspace": None, "index": 0, "line": 1, "tools": {}, **context}
     tools: dict[str, str] = dict(ctx["tools"])
@@ -95,3 +105,34 @@ def read(path: Path, offset: int, context: dict[str, Any]) -> Chunk:
     ctx["tools"] = tools
     ctx["line"] = next_line(data, ctx["line"])
     return Chunk(turns, end, ctx, skipped)
+
+
+def _read_json(path: Path) -> Chunk:
+    """The JSON variant, whole: turn ids (session + index) make a reread after a change safe."""
+    size = path.stat().st_size
+    try:
+        document = json.loads(decode(path.read_bytes()))
+    except ValueError:
+        return Chunk([], size, {}, 1)
+    messages = document.get("messages") if isinstance(document, dict) else None
+    if not isinstance(messages, list):
+        return Chunk([], size, {}, 1)
+    session = str(document.get("sessionId") or document.get("id") or path.stem)
+    workspace = document.get("cwd") if isinstance(document.get("cwd"), str) else None
+    turns: list[Turn] = []
+    skipped = 0
+    for message in messages:
+        role = (message.get("role") or message.get("type")) if isinstance(message, dict) else None
+        if role not in ("user", "assistant", "system"):
+            skipped += 1
+            continue
+        content = message.get("content", message.get("text"))
+        text = block_text(content) if not isinstance(content, str) else content
+        if not text.strip():
+            continue
+        turns.append(Turn(agent=AGENT, session=session, index=len(turns), speaker=SYSTEM if role == "system" else role,
+                          text=text, source="conversation", workspace=workspace,
+                          timestamp=parse_time(message.get("timestamp") or message.get("time")),
+                          log_id=str(message["uuid"]) if message.get("uuid") else None,
+                          extra={"title": document["title"]} if isinstance(document.get("title"), str) else {}))
+    return Chunk(turns, size, {}, skipped)
