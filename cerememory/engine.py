@@ -616,13 +616,11 @@ class Engine(RecallOperations, ConsolidationOperations):
         if req.suppressed is None and req.visibility is None and req.secrecy_level is None:
             raise CMPError(ErrorCode.VALIDATION_ERROR, "encode.update_raw: nothing to update",
                            hint="give at least one of suppressed, visibility, secrecy_level")
-        with self._write:
-            if not self.journal.get([req.record_id]):
+        with self._write, self.db.transaction() as tx:  # no such record: nothing changed, rolled back
+            if not self.journal.set_flags(tx, req.record_id, updated_at=self.clock(), suppressed=req.suppressed,
+                                          visibility=req.visibility.value if req.visibility else None,
+                                          secrecy_level=req.secrecy_level.value if req.secrecy_level else None):
                 raise not_found(req.record_id, "raw journal record")
-            with self.db.transaction() as tx:
-                self.journal.set_flags(tx, req.record_id, updated_at=self.clock(), suppressed=req.suppressed,
-                                       visibility=req.visibility.value if req.visibility else None,
-                                       secrecy_level=req.secrecy_level.value if req.secrecy_level else None)
 
     def lifecycle_dream_tick(self, req: m.DreamTickRequest) -> m.DreamTickResponse:
         return dream.run(self, req)

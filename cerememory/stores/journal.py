@@ -62,15 +62,17 @@ class JournalStore:
     @staticmethod
     def set_flags(tx: duckdb.DuckDBPyConnection, record_id: uuid.UUID, *, updated_at: float,
                   suppressed: bool | None = None, visibility: str | None = None,
-                  secrecy_level: str | None = None) -> None:
-        """Change the columns that decide who sees a record (none of them live in the body)."""
+                  secrecy_level: str | None = None) -> int:
+        """Change the columns that decide who sees a record (none of them live in the body);
+        returns how many records changed (0: no such record)."""
         sets, params = ["updated_at = ?"], [updated_at]
         for column, value in (("suppressed", suppressed), ("visibility", visibility),
                               ("secrecy_level", secrecy_level)):
             if value is not None:
                 sets.append(f"{column} = ?")
                 params.append(value)
-        tx.execute(f"UPDATE raw_journal SET {', '.join(sets)} WHERE id = ?", [*params, str(record_id)])
+        row = tx.execute(f"UPDATE raw_journal SET {', '.join(sets)} WHERE id = ?", [*params, str(record_id)]).fetchone()
+        return int(row[0]) if row else 0
 
     def pending(self, *, visibility: Sequence[str], secrecy: Sequence[str],
                 session_id: str | None = None) -> list[RawJournalRecord]:
