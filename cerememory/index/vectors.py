@@ -22,19 +22,35 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def _scan(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """matrix @ query, cut into one slice per core for large matrices: the product is bound by
-    memory bandwidth and numpy releases the GIL, so slices run side by side."""
+def _top(matrix: np.ndarray, codes: np.ndarray, query: np.ndarray, k: int,
+         allowed: np.ndarray | None, offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(row numbers, scores) of the k best rows of one slice, unordered."""
+    scores = matrix @ query
+    if allowed is not None:
+        scores[~np.isin(codes, allowed)] = -np.inf
+    if k < len(scores):
+        rows = np.argpartition(scores, len(scores) - k)[len(scores) - k:]
+        return rows + offset, scores[rows]
+    return np.arange(offset, offset + len(scores)), scores
+
+
+def _scan_top(matrix: np.ndarray, codes: np.ndarray, query: np.ndarray, k: int,
+              allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The k best rows of `matrix` for `query`. A large matrix is cut into one slice per core,
+    each scanned and cut to its own k best side by side (the product is bound by memory
+    bandwidth and numpy releases the GIL); the few survivors are merged here."""
     global _pool
     if len(matrix) < PARALLEL_ROWS or _WORKERS == 1:
-        return matrix @ query
+        return _top(matrix, codes, query, k, allowed)
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(_WORKERS - 1, thread_name_prefix="cerememory-scan")
     bounds = np.linspace(0, len(matrix), _WORKERS + 1, dtype=np.int64)
-    parts = [_pool.submit(np.dot, matrix[a:b], query) for a, b in zip(bounds[:-2], bounds[1:-1], strict=True)]
-    last = np.dot(matrix[bounds[-2]:], query)
-    return np.concatenate([p.result() for p in parts] + [last])
+    parts = [_pool.submit(_top, matrix[a:b], codes[a:b], query, k, allowed, int(a))
+             for a, b in zip(bounds[:-2], bounds[1:-1], strict=True)]
+    last = _top(matrix[bounds[-2]:], codes[bounds[-2]:], query, k, allowed, int(bounds[-2]))
+    found = [p.result() for p in parts] + [last]
+    return np.concatenate([rows for rows, _ in found]), np.concatenate([scores for _, scores in found])
 
 
 class _Group:
@@ -86,13 +102,10 @@ class _Group:
         n = len(self.ids)
         if n == 0:
             return []
-        scores = _scan(self.matrix[:n], query)
-        if allowed_codes is not None:
-            scores = np.where(np.isin(self.codes[:n], allowed_codes), scores, -np.inf)
-        k = min(k, n)
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top])]
-        return [(self.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+        allowed = np.asarray(allowed_codes, dtype=np.int8) if allowed_codes is not None else None
+        rows, scores = _scan_top(self.matrix[:n], self.codes[:n], query, min(k, n), allowed)
+        best = np.argsort(-scores, kind="stable")[:k]
+        return [(self.ids[rows[i]], float(scores[i])) for i in best if np.isfinite(scores[i])]
 
 
 class VectorIndex:
