@@ -147,6 +147,9 @@ class Backend:
             raise map_cmp_error(exc) from None
 
     def close(self) -> None:
+        for thread, _ in self._prefetched.values():  # a search nobody waited for: let it finish first
+            thread.join(timeout=10)
+        self._prefetched.clear()
         for api in (self._typed, self._api):
             if api is not None:
                 api.close()
