@@ -508,3 +508,21 @@ def test_bootstrap_onboarding_scan_privacy_history_guard_and_doctor(cm: Cm, tmp_
     (cm.home / "blocked.log").unlink(missing_ok=True)
     doctor = cm.ok("doctor", "--fix")
     assert doctor["fixResults"] and (cm.home / "blocked.log").exists()
+
+
+def test_hostile_input_fails_cleanly_or_degrades(cm: Cm, tmp_path: Path) -> None:
+    raw = subprocess.run([sys.executable, "-m", "cerememory.cm.cli", "context", b"fix the \xff\xfe parser", "--json"],
+                         capture_output=True, cwd=cm.repo, env=cm.environ, timeout=120)
+    assert raw.returncode == 0 and json.loads(raw.stdout)["data"]["task"] == "fix the \ufffd\ufffd parser"
+    long_task = cm.ok("context", "refactor the parser " * 3000)  # far past what similarity reads
+    assert long_task["task"].startswith("refactor the parser")
+    cm.fails("INVALID_INPUT", 2, "add", "z" * 20_000)
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps([{"content": "y" * 1_100_000}, {"content": "Run the linter before a commit"},
+                                 {"content": 42}, "not an object"]))
+    batch = cm.ok("playbook", "add", "--file", str(rules))
+    assert batch["summary"] == {"total": 4, "succeeded": 1, "skipped": 0, "failed": 3}
+    assert "at most 10,000 characters" in batch["failed"][0]["error"]
+    rules.write_text("[{not json")
+    cm.fails("INVALID_INPUT", 2, "playbook", "add", "--file", str(rules))
+    assert [b["content"] for b in cm.ok("playbook", "list")["bullets"]] == ["Run the linter before a commit"]

@@ -27,6 +27,7 @@ DIARY_KIND = "diary"
 LOG_SESSIONS = {"outcome": "cm:outcomes", "context": "cm:context-log", "processed": "cm:processed"}
 PAGE = 1000
 LIST_PAGE = 5000
+SIMILAR_CHARS = 4000  # of a task compared by meaning: the model reads its first 256 tokens anyway
 
 
 def _text_of(record: dict[str, Any]) -> str:
@@ -194,7 +195,7 @@ class Backend:
         """Ask for every rule's cosine to `text` with the rule listing itself (one call instead of
         a recall query that ships every rule back); `semantic_scores(text)` then answers from it."""
         if self._procedural is None:
-            self._similar_to = text
+            self._similar_to = text[:SIMILAR_CHARS]
 
     def playbook_meta(self) -> tuple[str | None, dict[str, Any] | None]:
         """(record id, data) of the global playbook's own fields (name, metadata, deprecatedPatterns)."""
@@ -270,11 +271,11 @@ class Backend:
         """Cosine of each procedural record to `text`, through recall's score breakdown. A one-hit
         probe first asks whether the store searches by meaning at all, so keyword-only storage
         never ships every rule back just to say no."""
-        if self._similarity is not None and self._similarity.text == text:
+        if self._similarity is not None and self._similarity.text == text[:SIMILAR_CHARS]:
             found = self._similarity
             return dict(found.scores), found.on, found.reason
-        request = {"cue": {"text": text}, "stores": ["procedural"], "limit": 1, "include_decayed": True,
-                   "reconsolidate": False, "activation_depth": 0, "recall_mode": "perfect"}
+        request = {"cue": {"text": text[:SIMILAR_CHARS]}, "stores": ["procedural"], "limit": 1,
+                   "include_decayed": True, "reconsolidate": False, "activation_depth": 0, "recall_mode": "perfect"}
         page = self.call("recall.query", request)
         meta = page.get("query_metadata") or {}
         if not meta.get("semantic_search"):

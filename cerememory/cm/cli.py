@@ -343,8 +343,14 @@ def output_format(rest: list[str], json_flag: bool, env: Mapping[str, str]) -> s
     return "human"
 
 
+def _text(arg: str) -> str:
+    """An argument as valid text: bytes that were not UTF-8 (kept by Python as lone surrogates)
+    become U+FFFD, so they cannot fail later in JSON or in a CMP request."""
+    return arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = [_text(a) for a in (sys.argv[1:] if argv is None else argv)]
     rest, flags = _split_globals(argv)
     ctx: Ctx | None = None
     command = rest[0] if rest else "cm"

@@ -271,6 +271,13 @@ def _onboard_progress(ctx: Ctx, session: str | None, added: int) -> None:
     record_onboarding(session, added)
 
 
+MAX_RULE_CHARS = 10_000  # a rule is a sentence or a paragraph, not a document
+
+
+def _too_long(content: str) -> str:
+    return f"a rule is at most {MAX_RULE_CHARS:,} characters; this one has {len(content):,}"
+
+
 def cmd_add(ctx: Ctx, args: Any) -> Result:
     target_path = "cerememory:procedural"
     if args.file:
@@ -286,6 +293,9 @@ def cmd_add(ctx: Ctx, args: Any) -> Result:
             content = item.get("content") if isinstance(item, dict) else None
             if not isinstance(content, str) or not content.strip():
                 failed.append({"content": content, "error": "content must be a non-empty string"})
+                continue
+            if len(content) > MAX_RULE_CHARS:
+                failed.append({"content": content[:200] + "...", "error": _too_long(content)})
                 continue
             validation = _quality(ctx, content, item.get("category") or "general") if args.check else None
             if validation and args.strict and validation["warnings"]:
@@ -307,6 +317,8 @@ def cmd_add(ctx: Ctx, args: Any) -> Result:
     content = " ".join(args.content or []).strip()
     if not content:
         raise missing("Rule content required (or --file)", recovery=['cm playbook add "<rule>" --category testing'])
+    if len(content) > MAX_RULE_CHARS:
+        raise invalid(_too_long(content), recovery=["Split it into rules of one practice each"])
     validation = _quality(ctx, content, args.category) if args.check else None
     if validation and args.strict and validation["warnings"]:
         raise CmError("VALIDATION_FAILED", "Rule failed the quality check (--strict)", details=validation)
