@@ -10,7 +10,7 @@ from typing import Any
 from . import CM_VERSION
 from .app import Ctx, Result
 from .errors import CmError, invalid
-from .home import global_dir, read_jsonl, write_atomic
+from .home import global_dir, write_atomic
 from .quality import CATEGORY_KEYWORDS, detect_categories, gap_analysis, gap_queries
 from .scoring import (
     effective_score,
@@ -625,7 +625,3 @@ def _related_rules(ctx: Ctx, content: str) -> tuple[list[dict[str, Any]], str | 
         return [], f"related rules need semantic search, which is off here ({reason or 'no embedder'})"
     ranked = sorted(((s, rules[i]) for i, s in scores.items() if i in rules and s >= 0.3), key=lambda x: -x[0])
     return [{"id": b["id"], "content": b["content"], "similarity": round(s, 4)} for s, b in ranked[:10]], None
-
-
-def read_jsonl_safe(path: Path) -> list[dict[str, Any]]:
-    return read_jsonl(path)
