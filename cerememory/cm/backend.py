@@ -78,8 +78,7 @@ class Backend:
         self._key: str | None = None  # the server's API key, read from the config once
         self._bullets: list[tuple[str, dict[str, Any]]] | None = None
         self._procedural: list[dict[str, Any]] | None = None
-        self._similar_to: str | None = None  # cosines wanted with the procedural listing
-        self._similarity: Similarity | None = None
+        self._similarity: Similarity | None = None  # cosines asked for with the procedural listing
         self._prefetched: dict[tuple[str, int, int], tuple[Any, dict[str, Any]]] = {}
         self.history_hidden = 0
 
@@ -158,18 +157,17 @@ class Backend:
 
     # ------------------------------------------------------------ bullets
 
-    def _list_records(self, store: str, kind: str | None, similar_to: str | None = None) -> list[dict[str, Any]]:
+    def _list_records(self, store: str, kind: str | None,
+                      similarity: Similarity | None = None) -> list[dict[str, Any]]:
         """Every record of `store` with a `metadata.cm_kind` (== kind when given), oldest first:
         `recall.list` pages through the store without ranking or reconsolidating anything.
-        With `similar_to`, the pages' cosines are kept for `semantic_scores`."""
+        With `similarity`, the pages' cosines to its text are gathered into it."""
         out: list[dict[str, Any]] = []
         request: dict[str, Any] = {"store": store, "limit": LIST_PAGE}
         if kind is not None:
             request["metadata"] = {"cm_kind": kind}
-        similarity = Similarity(similar_to) if similar_to is not None else None
         if similarity is not None:
             request["similar_to"] = similarity.text
-            self._similarity = similarity
         while True:
             page = self.call("recall.list", request)
             out.extend(r for r in page["records"] if (r.get("metadata") or {}).get("cm_kind"))
@@ -188,14 +186,14 @@ class Backend:
 
     def _procedural_records(self) -> list[dict[str, Any]]:
         if self._procedural is None:
-            self._procedural = self._list_records("procedural", None, similar_to=self._similar_to)
+            self._procedural = self._list_records("procedural", None, self._similarity)
         return self._procedural
 
     def want_similarity(self, text: str) -> None:
         """Ask for every rule's cosine to `text` with the rule listing itself (one call instead of
         a recall query that ships every rule back); `semantic_scores(text)` then answers from it."""
         if self._procedural is None:
-            self._similar_to = text[:SIMILAR_CHARS]
+            self._similarity = Similarity(text[:SIMILAR_CHARS])
 
     def playbook_meta(self) -> tuple[str | None, dict[str, Any] | None]:
         """(record id, data) of the global playbook's own fields (name, metadata, deprecatedPatterns)."""
@@ -271,7 +269,8 @@ class Backend:
         """Cosine of each procedural record to `text`, through recall's score breakdown. A one-hit
         probe first asks whether the store searches by meaning at all, so keyword-only storage
         never ships every rule back just to say no."""
-        if self._similarity is not None and self._similarity.text == text[:SIMILAR_CHARS]:
+        if self._procedural is not None and self._similarity is not None \
+                and self._similarity.text == text[:SIMILAR_CHARS]:
             found = self._similarity
             return dict(found.scores), found.on, found.reason
         request = {"cue": {"text": text[:SIMILAR_CHARS]}, "stores": ["procedural"], "limit": 1,

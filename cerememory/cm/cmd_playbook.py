@@ -205,10 +205,11 @@ def similar_rules(ctx: Ctx, text: str) -> tuple[list[tuple[float, dict[str, Any]
     """(similarity, rule) for every active rule, best first; `mode` semantic (cosine through
     recall) when storage searches by meaning and config allows it, else keyword (Jaccard on
     tokens), with a note saying why."""
-    if semantic_setting(ctx.config) is not False:
+    allowed = semantic_setting(ctx.config) is not False
+    if allowed:
         ctx.backend.want_similarity(text)  # cosines with the listing, when it has not run yet
     rules = ctx.playbook.active()
-    if semantic_setting(ctx.config) is not False and rules:
+    if allowed and rules:
         scores, on, reason = ctx.playbook.semantic_scores(text)
         if on:
             ranked = [(max(0.0, scores.get(b["id"], 0.0)), b) for b in rules]

@@ -10,6 +10,7 @@ from . import privacy
 from .app import Ctx, Result
 from .bullets import new_bullet
 from .cmd_feedback import apply_outcome
+from .context import semantic_setting
 from .errors import CmError, missing
 from .feedback import add_event, curate
 from .outcome import detect_sentiment, extract_rule_ids, inline_feedback
@@ -204,41 +205,42 @@ class _Llm:
             self.session, self.source = open_session(self.ctx.config)
         return self.session
 
+    def _ask(self, system: str, prompt: str, parse: Any) -> Any:
+        """`parse(reply)`, or None when there is no LLM, it failed before, or it fails now (the
+        failure is kept: the rest of the run does without it)."""
+        if self.failure is not None or self._open() is None:
+            return None
+        from ..llm import LLMError
+
+        try:
+            return parse(self.session.complete_json(system, prompt))
+        except LLMError as exc:
+            self.failure = exc.reason
+            return None
+
     def reflect(self, text: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Up to `maxReflectorIterations` rounds; stops when a round adds nothing or on failure."""
-        if self.failure is not None or self._open() is None:
-            return []
-        from ..llm import LLMError
         from .reflector import REFLECT_SYSTEM, parse_deltas, reflect_prompt
 
         out: list[dict[str, Any]] = []
         seen: set[str] = set()
-        try:
-            for _ in range(max(1, int(self.ctx.config.get("maxReflectorIterations", 3) or 1))):
-                reply = self.session.complete_json(REFLECT_SYSTEM, reflect_prompt(text, rules, out))
-                fresh = [d for d in parse_deltas(reply) if _delta_key(d) not in seen]
-                seen.update(_delta_key(d) for d in fresh)
-                out += fresh
-                if not fresh or len(out) >= 50:
-                    break
-        except LLMError as exc:
-            self.failure = exc.reason
-            return []
+        for _ in range(max(1, int(self.ctx.config.get("maxReflectorIterations", 3) or 1))):
+            deltas = self._ask(REFLECT_SYSTEM, reflect_prompt(text, rules, out), parse_deltas)
+            if deltas is None:
+                return []
+            fresh = [d for d in deltas if _delta_key(d) not in seen]
+            seen.update(_delta_key(d) for d in fresh)
+            out += fresh
+            if not fresh or len(out) >= 50:
+                break
         self.proposed += len(out)
         return out
 
     def diary(self, text: str) -> dict[str, Any] | None:
-        """The LLM's diary fields for a session, or None (no LLM, or it failed before)."""
-        if self.failure is not None or self._open() is None:
-            return None
-        from ..llm import LLMError
+        """The LLM's diary fields for a session, or None (no LLM, or it failed)."""
         from .reflector import DIARY_SYSTEM, diary_prompt, parse_diary
 
-        try:
-            return parse_diary(self.session.complete_json(DIARY_SYSTEM, diary_prompt(text)))
-        except LLMError as exc:
-            self.failure = exc.reason
-            return None
+        return self._ask(DIARY_SYSTEM, diary_prompt(text), parse_diary)
 
     def note(self) -> dict[str, Any]:
         if self.session is None:
@@ -328,7 +330,7 @@ def _duplicate_of(ctx: Ctx, content: str) -> tuple[dict[str, Any], str] | None:
             return bullet, "Reinforced by exact duplicate insight"
         if is_active(bullet) and jaccard(bullet.get("content", ""), content) >= threshold:
             return bullet, "Reinforced by similar insight"
-    if ctx.config.get("semanticSearchEnabled") is False:
+    if semantic_setting(ctx.config) is False:
         return None
     scores, on, _ = ctx.playbook.semantic_scores(content)
     if not on or not scores:

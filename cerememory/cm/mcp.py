@@ -73,13 +73,12 @@ def tool_error(exc: CmError) -> Exception:
     return ToolError("\n".join(lines))
 
 
-def build_server(server_url: str | None, gate: Gate | None = None) -> Any:
+def build_server(server_url: str | None, gate: Gate) -> Any:
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("cass-memory", version=CM_VERSION,
                        instructions="Procedural memory for coding agents: call cm_context before a task, "
                                     "cm_feedback / cm_outcome after it.")
-    gate = gate or Gate({}, embedded=not (server_url or os.environ.get("CEREMEMORY_SERVER_URL")))
 
     @contextmanager
     def session() -> Iterator[Ctx]:
