@@ -147,6 +147,20 @@ def measure(data_dir: Path, env: dict[str, str], cwd: Path, runs: int, server: s
             "cm_reported_ms": sample["metadata"]["executionMs"]}
 
 
+def measure_cell(label: str, data_dir: Path, env: dict[str, str], workdir: Path, runs: int) -> dict:
+    """The same commands embedded (cold), then against one `cerememory serve` of the data dir."""
+    print(f"{label}: embedded", file=sys.stderr)
+    cell = {"embedded": measure(data_dir, env, workdir, runs, None)}
+    print(f"{label}: server", file=sys.stderr)
+    proc, url = start_server(data_dir, env, workdir)
+    try:
+        cell["server"] = measure(data_dir, env, workdir, runs, url)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    return cell
+
+
 def start_server(data_dir: Path, env: dict[str, str], workdir: Path) -> tuple[subprocess.Popen, str]:
     import httpx
 
@@ -303,32 +317,14 @@ def main() -> None:
         for size in (50, 1000):
             seed_rules(data_dir, size - seeded, seeded, rng)
             seeded = size
-            print(f"{size} rules: embedded", file=sys.stderr)
-            cell = {"embedded": measure(data_dir, env, workdir, runs, None)}
-            print(f"{size} rules: server", file=sys.stderr)
-            proc, url = start_server(data_dir, env, workdir)
-            try:
-                cell["server"] = measure(data_dir, env, workdir, runs, url)
-            finally:
-                proc.terminate()
-                proc.wait(timeout=60)
-            result["sizes"][str(size)] = cell
+            result["sizes"][str(size)] = measure_cell(f"{size} rules", data_dir, env, workdir, runs)
         if local_embedder_available():  # the default when the embed extra is installed
             sem_home = workdir / "semantic-home"
             sem_dir = sem_home / "cerememory"
             sem_env = {**child_env(sem_home, workdir), "CEREMEMORY_EMBED__SEMANTIC": "auto"}
             seed_journal(sem_dir, args.journal, random.Random(7))
             seed_rules(sem_dir, 1000, 0, random.Random(7), semantic="on")
-            print("1000 rules, semantic: embedded", file=sys.stderr)
-            cell = {"embedded": measure(sem_dir, sem_env, workdir, runs, None)}
-            print("1000 rules, semantic: server", file=sys.stderr)
-            proc, url = start_server(sem_dir, sem_env, workdir)
-            try:
-                cell["server"] = measure(sem_dir, sem_env, workdir, runs, url)
-            finally:
-                proc.terminate()
-                proc.wait(timeout=60)
-            result["sizes"]["1000 semantic"] = cell
+            result["sizes"]["1000 semantic"] = measure_cell("1000 rules, semantic", sem_dir, sem_env, workdir, runs)
         print("imports and hook", file=sys.stderr)
         result["imports"] = import_times(env, workdir, runs)
         result["hook"] = hook_latency(workdir, env, runs)

@@ -74,6 +74,13 @@ def stub() -> Iterator[Stub]:
     server.server.server_close()
 
 
+def use_stub(cm: Cm, stub: Stub, **settings: Any) -> None:
+    """cm's config.json pointed at the stub as an OpenAI-compatible provider."""
+    cm.home.mkdir(parents=True, exist_ok=True)
+    (cm.home / "config.json").write_text(json.dumps({
+        "provider": "openai", "model": "stub-model", "baseUrl": stub.url, "apiKey": "sk-test-key", **settings}))
+
+
 def _journal(cm: Cm, session: str, *turns: str) -> None:
     import cerememory
 
@@ -85,10 +92,7 @@ def _journal(cm: Cm, session: str, *turns: str) -> None:
 
 def test_reflect_and_validate_through_the_llm_with_fallbacks(tmp_path: Path, stub: Stub) -> None:
     cm = Cm(tmp_path)
-    cm.home.mkdir(parents=True)
-    (cm.home / "config.json").write_text(json.dumps({
-        "provider": "openai", "model": "stub-model", "baseUrl": stub.url, "apiKey": "sk-test-key",
-        "llmTimeoutMs": 500, "maxReflectorIterations": 3}))
+    use_stub(cm, stub, llmTimeoutMs=500, maxReflectorIterations=3)
     env = {"CEREMEMORY_LLM__MAX_RETRIES": "0"}
     rule = cm.ok("add", "Check the migration order before running alembic upgrade", **env)["bullet"]["id"]
     stub.reply = {"deltas": [
@@ -141,10 +145,7 @@ def test_audit_finds_rule_violations_through_the_llm(tmp_path: Path, stub: Stub)
     no_llm = cm("audit", CASS_MEMORY_LLM="none")
     assert (no_llm.code, no_llm.env["error"]["code"]) == (7, "MISSING_API_KEY")
     assert any("--trauma" in step for step in no_llm.env["error"]["recovery"])
-    cm.home.mkdir(parents=True, exist_ok=True)
-    (cm.home / "config.json").write_text(json.dumps({
-        "provider": "openai", "model": "stub-model", "baseUrl": stub.url, "apiKey": "sk-test-key",
-        "llmTimeoutMs": 500}))
+    use_stub(cm, stub, llmTimeoutMs=500)
     env = {"CEREMEMORY_LLM__MAX_RETRIES": "0"}
     rule = cm.ok("add", "Never force-push to the main branch of the billing repo", **env)["bullet"]["id"]
     _journal(cm, "s-push", "the branch diverged, so I ran git push --force origin main", "pushed")
@@ -169,10 +170,7 @@ def test_audit_finds_rule_violations_through_the_llm(tmp_path: Path, stub: Stub)
 @pytest.mark.skipif(not local_embedder_available(), reason="needs the 'embed' extra")
 def test_reflect_reinforces_a_paraphrased_rule_instead_of_adding_it(tmp_path: Path, stub: Stub) -> None:
     cm = Cm(tmp_path)
-    cm.home.mkdir(parents=True)
-    (cm.home / "config.json").write_text(json.dumps({
-        "provider": "openai", "model": "stub-model", "baseUrl": stub.url, "apiKey": "sk-test-key",
-        "llmTimeoutMs": 5000, "maxReflectorIterations": 1}))
+    use_stub(cm, stub, llmTimeoutMs=5000, maxReflectorIterations=1)
     env = {"CEREMEMORY_LLM__MAX_RETRIES": "0", "CEREMEMORY_EMBED__SEMANTIC": "auto"}
     rule = cm.ok("add", "Rotate the deploy credentials whenever a laptop goes missing", **env)["bullet"]["id"]
     paraphrase = "Always rotate deploy credentials if a laptop is lost"  # token Jaccard far below 0.85
