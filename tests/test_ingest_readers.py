@@ -100,7 +100,7 @@ def test_claude_code_json_variant_and_desktop_sidecars(tmp_path):
                                    "message": {"role": "user", "content": "hello from the desktop app"}}) + "\n")
     assert detect(sidecar) == "claude_code"
     roots = READERS["claude_code"].roots({}, home)
-    found = {p for _, p in files("claude_code", roots)}
+    found = {f.path for f in files("claude_code", roots)}
     assert {variant, sidecar} <= found
     assert read("claude_code", sidecar).turns[0].text == "hello from the desktop app"
 
@@ -180,7 +180,7 @@ def test_cursor_workspace_storage_names_its_folder(tmp_path):
     (ws / "workspace.json").write_text(json.dumps({"folder": "file:///home/ada/my%20proj"}))
     src = cursor_db(tmp_path, legacy=False)
     (ws / "state.vscdb").write_bytes(src.read_bytes())
-    found = sorted(p for _, p in files("cursor", [tmp_path / "User"]))
+    found = sorted(f.path for f in files("cursor", [tmp_path / "User"]))
     assert found == [ws / "state.vscdb"]
     assert read("cursor", ws / "state.vscdb").turns[0].workspace == "/home/ada/svc"  # the composer's own wins
     bare = tmp_path / "User" / "workspaceStorage" / "abc123" / "state.vscdb"
@@ -236,7 +236,7 @@ def test_detect_and_discover_every_agent(tmp_path):
         assert detect(path) == agent
         root = READERS[agent].roots({}, tmp_path)[0]
         assert path in list(READERS[agent].discover(root)), agent
-    found = {(a, p) for a, p in files(None, [tmp_path])}
+    found = {(f.agent, f.path) for f in files(None, [tmp_path])}
     assert {(a, p) for a, p in made.items()} <= found
 
 

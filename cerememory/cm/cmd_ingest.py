@@ -82,7 +82,7 @@ def cmd_ingest(ctx: Ctx, args: Any) -> Result:
     from ..cmp.errors import CMPError
     from ..config import load_config
     from ..ingest import AGENTS, IngestSettings, ingest, open_state
-    from ..ingest.cli import _since, _state_dir
+    from ..ingest.cli import parse_since, state_dir
 
     rules = privacy.policy(ctx.backend)
     agents = _requested(args.agent, rules)
@@ -97,10 +97,10 @@ def cmd_ingest(ctx: Ctx, args: Any) -> Result:
             if refused:
                 raise invalid(f"agent {refused[0]} is excluded by Cerememory's ingest.agents / "
                               "ingest.exclude_agents settings")
-        since = _since(args.since)
-        state_dir: Path = _state_dir(config)
+        since = parse_since(args.since)
+        states: Path = state_dir(config)
         api = ctx.backend.typed_api
-        with open_state(api, state_dir) as state:
+        with open_state(api, states) as state:
             summary = ingest(api, state=state, agents=agents, paths=args.path, since=since, dry_run=args.dry_run,
                              progress=_progress(ctx.as_json), settings=settings)
     except CMPError as exc:

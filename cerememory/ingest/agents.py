@@ -7,8 +7,10 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
 from . import aider, claude_code, codex, cursor, gemini, pi
+from .files import open_regular, walk
 from .names import AGENTS as AGENTS
 from .names import canonical as canonical
 
@@ -21,9 +23,18 @@ def default_roots(agent: str, env: Mapping[str, str] | None = None, home: Path |
     return READERS[agent].roots(env, home or Path.home())
 
 
+class Found(NamedTuple):
+    """A session file, the agent that wrote it, and the root it was found under (a link in it
+    is followed only if it stays inside that root)."""
+
+    agent: str
+    path: Path
+    root: Path
+
+
 def _sniff_jsonl(path: Path) -> str | None:
     try:
-        with path.open("rb") as f:
+        with open_regular(path) as f:
             first = f.read(4096)
     except OSError:
         return None
@@ -59,18 +70,16 @@ def detect(path: Path) -> str | None:
     return None
 
 
-def files(agent: str | None, roots: Iterable[Path]) -> Iterator[tuple[str, Path]]:
-    """(agent, file) for every session file under `roots`; without an agent, every file some
-    reader recognises."""
+def files(agent: str | None, roots: Iterable[Path]) -> Iterator[Found]:
+    """Every session file under `roots`; without an agent, every file some reader recognises."""
     for root in roots:
         if not root.exists():
             continue
         if agent is not None:
             for path in READERS[agent].discover(root):
-                yield agent, path
+                yield Found(agent, path, root)
             continue
-        candidates = [root] if root.is_file() else (Path(d, f) for d, _, fs in os.walk(root) for f in fs)
-        for path in candidates:
+        for path in walk(root, lambda name: True):
             found = detect(path)
             if found is not None:
-                yield found, path
+                yield Found(found, path, root)

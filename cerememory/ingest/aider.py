@@ -1,21 +1,22 @@
 """Aider: `.aider.chat.history.md` in each project (and `~/.aider.chat.history.md`), appended to.
 Aider writes `# aider chat started at <local time>` per session, the user's input as `#### `
 lines, its own messages and command output as `> ` quotes, and the model's replies as plain
-text. Files without that header follow the older convention: `> ` lines are the user's, the text
-after them the assistant's, text before any of them the system's. No per-message times: the
-session start (or the file's mtime) stands in."""
+text. A file that does not begin with that header follows the older convention until one comes:
+`> ` lines are the user's, the text after them the assistant's, text before any of them the
+system's. No per-message times: the session start (or the file's mtime) stands in."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .turns import ASSISTANT, SYSTEM, TOOL, TOOL_IO, USER, Chunk, Turn, decode
+from .files import walk
+from .lines import Lines
+from .turns import ASSISTANT, SYSTEM, TOOL, TOOL_IO, USER, Chunk, Turn, decode, plausible
 
 AGENT = "aider"
 FILE_NAME = ".aider.chat.history.md"
@@ -33,15 +34,8 @@ def roots(env: Mapping[str, str], home: Path) -> list[Path]:
 def discover(root: Path) -> Iterator[Path]:
     """History files at most five directories below `root` (hidden and dependency directories
     are not searched)."""
-    if root.is_file():
-        yield root
-        return
-    base = len(root.parts)
-    for folder, dirs, files in os.walk(root):
-        depth = len(Path(folder).parts) - base
-        dirs[:] = [] if depth >= MAX_DEPTH else [d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS]
-        if FILE_NAME in files:
-            yield Path(folder, FILE_NAME)
+    return walk(root, lambda name: name == FILE_NAME,
+                lambda name, depth: depth <= MAX_DEPTH and not name.startswith(".") and name not in _SKIP_DIRS)
 
 
 def incremental(path: Path) -> bool:
@@ -52,12 +46,16 @@ def _started(line: str) -> datetime | None:
     found = _STARTED.match(line)
     if not found:
         return None
-    return datetime.fromisoformat(found.group(1)).astimezone().astimezone(UTC)  # aider writes local time
+    try:
+        moment = datetime.fromisoformat(found.group(1)).astimezone().astimezone(UTC)  # aider writes local time
+    except (ValueError, OverflowError):
+        return None
+    return plausible(moment)
 
 
 class _Parser:
-    def __init__(self, path: Path, ctx: dict[str, Any]) -> None:
-        self.path, self.ctx = path, ctx
+    def __init__(self, path: Path, ctx: dict[str, Any], mtime: datetime) -> None:
+        self.path, self.ctx, self.mtime = path, ctx, mtime
         self.turns: list[Turn] = []
         self.kind: str | None = None
         self.lines: list[str] = []
@@ -80,6 +78,10 @@ class _Parser:
 
     def line(self, raw: str) -> None:
         ctx = self.ctx
+        if ctx["mode"] is None and raw.strip():  # the first text says which convention the file follows
+            ctx["mode"] = "hash" if _STARTED.match(raw) else "quote"
+            if ctx["mode"] == "quote" and ctx["started"] is None:
+                ctx["started"] = self.mtime.isoformat()
         started = _started(raw)
         if started is not None:
             self.flush()
@@ -108,20 +110,16 @@ class _Parser:
 
 
 def read(path: Path, offset: int, context: dict[str, Any]) -> Chunk:
-    with path.open("rb") as f:
-        f.seek(offset)
-        data = f.read()
-    end = data.rfind(b"\n") + 1
-    data = data[:end]
+    """The whole lines after `offset` (the last one, without its newline yet, is left for the
+    next run); a line too long to read is skipped."""
     ctx = {"session": None, "started": None, "index": 0, "mode": None, "seen_user": False, **context}
-    text = decode(data)
-    if ctx["mode"] is None and text.strip():
-        ctx["mode"] = "hash" if _STARTED.search(text.split("\n", 1)[0]) or "\n# aider chat started at" in text \
-            else "quote"
-    if ctx["started"] is None and ctx["mode"] == "quote":
-        ctx["started"] = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat()
-    parser = _Parser(path, ctx)
-    for raw in text.split("\n"):
-        parser.line(raw)
+    parser = _Parser(path, ctx, datetime.fromtimestamp(path.stat().st_mtime, UTC))
+    lines = Lines(path, offset, 1)
+    skipped = 0
+    for _number, raw in lines:
+        if raw is None:
+            skipped += 1
+        else:
+            parser.line(decode(raw))
     parser.flush()
-    return Chunk(parser.turns, offset + end, ctx, 0)
+    return Chunk(parser.turns, lines.end, ctx, skipped, lines.more)

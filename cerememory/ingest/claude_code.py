@@ -8,13 +8,14 @@ session sidecars on macOS (`~/Library/Application Support/Claude/claude-code-ses
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .lines import json_lines, next_line, read_from, session_files
-from .turns import ASSISTANT, SYSTEM, TOOL, TOOL_IO, Chunk, Turn, as_json, block_text, decode, parse_time
+from . import safejson
+from .files import MAX_DOCUMENT_BYTES, read_whole, walk
+from .lines import json_lines, jsonl
+from .turns import ASSISTANT, SYSTEM, TOOL, TOOL_IO, Chunk, Turn, as_json, block_text, parse_time, used
 
 AGENT = "claude_code"
 TURN_TYPES = ("user", "assistant", "message")
@@ -31,7 +32,7 @@ def roots(env: Mapping[str, str], home: Path) -> list[Path]:
 
 
 def discover(root: Path) -> Iterator[Path]:
-    return session_files(root, lambda name: name.endswith((".jsonl", ".json")))
+    return walk(root, lambda name: name.endswith((".jsonl", ".json")))
 
 
 def incremental(path: Path) -> bool:
@@ -48,91 +49,94 @@ def read(path: Path, offset: int, context: dict[str, Any]) -> Chunk:
     names of recent tool calls (so a result knows which tool produced it)."""
     if path.suffix == ".json":
         return _read_json(path)
-    data, end = read_from(path, offset)
     ctx = {"session": None, "workspace": None, "index": 0, "line": 1, "tools": {}, **context}
     tools: dict[str, str] = dict(ctx["tools"])
     turns: list[Turn] = []
     skipped = 0
-    for line, event in json_lines(data, ctx["line"]):
-        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            skipped += 1
-            continue
-        if event["type"] not in TURN_TYPES:
-            continue  # summary, system, file-history-snapshot, progress...: no conversation turn
-        message = event.get("message") if isinstance(event.get("message"), dict) else event
-        role = message.get("role") or event.get("role") or event["type"]
-        if role not in ("user", "assistant", "system"):
-            skipped += 1
-            continue
-        ctx["session"] = ctx["session"] or event.get("sessionId") or path.stem
-        ctx["workspace"] = ctx["workspace"] or event.get("cwd")
-        base = dict(agent=AGENT, session=ctx["session"], workspace=ctx["workspace"],
-                    timestamp=parse_time(event.get("timestamp")), line=line,
-                    extra={k: v for k, v in (("model", message.get("model")), ("git_branch", event.get("gitBranch")),
-                                             ("sidechain", event.get("isSidechain") or None)) if v})
-        speaker = SYSTEM if role == "system" or event.get("isMeta") or event.get("isCompactSummary") else role
-        uid = event.get("uuid")
-        parts: list[tuple[str, str, str | None, str | None]] = []  # speaker, text, source, tool
-        content = message.get("content", event.get("content"))
-        blocks = content if isinstance(content, list) else [content]
-        text: list[str] = []
-        for block in blocks:
-            kind = block.get("type") if isinstance(block, dict) else None
-            if kind == "tool_use":
-                name = str(block.get("name") or "tool")
-                if block.get("id"):
-                    tools[str(block["id"])] = name
-                parts.append((ASSISTANT, f"{name} {as_json(block.get('input', {}))}", TOOL_IO, name))
-            elif kind == "tool_result":
-                name = tools.get(str(block.get("tool_use_id")), "tool")
-                parts.append((TOOL, _tool_result_text(block), TOOL_IO, name))
-            elif kind in ("thinking", "redacted_thinking", "image", "document"):
-                continue
-            else:
-                piece = block_text(block)
-                if piece:
-                    text.append(piece)
-        if text:
-            parts.insert(0, (speaker, "\n".join(text), None, None))
-        for k, (who, body, source, tool) in enumerate(parts):
-            if not body.strip():
-                continue
-            turns.append(Turn(index=ctx["index"], speaker=who, text=body, source=source or "conversation",
-                              tool=tool, log_id=(uid if k == 0 else f"{uid}/{k}") if uid else None, **base))
-            ctx["index"] += 1
+    lines = jsonl(path, offset, ctx["line"])
+    for line, event in json_lines(lines):
+        skipped += not used(_event, event, line, ctx, tools, turns, path)
     if len(tools) > MAX_REMEMBERED_TOOLS:
         tools = dict(list(tools.items())[-MAX_REMEMBERED_TOOLS:])
     ctx["tools"] = tools
-    ctx["line"] = next_line(data, ctx["line"])
-    return Chunk(turns, end, ctx, skipped)
+    ctx["line"] = lines.next_line
+    return Chunk(turns, lines.end, ctx, skipped, lines.more)
+
+
+def _event(event: Any, line: int, ctx: dict[str, Any], tools: dict[str, str], turns: list[Turn],
+           path: Path) -> bool:
+    """The turns of one event, appended to `turns`; False when the event is not understood."""
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        return False
+    if event["type"] not in TURN_TYPES:
+        return True  # summary, system, file-history-snapshot, progress...: no conversation turn
+    message = event.get("message") if isinstance(event.get("message"), dict) else event
+    role = message.get("role") or event.get("role") or event["type"]
+    if role not in ("user", "assistant", "system"):
+        return False
+    ctx["session"] = ctx["session"] or event.get("sessionId") or path.stem
+    ctx["workspace"] = ctx["workspace"] or event.get("cwd")
+    base = dict(agent=AGENT, session=ctx["session"], workspace=ctx["workspace"],
+                timestamp=parse_time(event.get("timestamp")), line=line,
+                extra={k: v for k, v in (("model", message.get("model")), ("git_branch", event.get("gitBranch")),
+                                         ("sidechain", event.get("isSidechain") or None)) if v})
+    speaker = SYSTEM if role == "system" or event.get("isMeta") or event.get("isCompactSummary") else role
+    uid = event.get("uuid")
+    parts: list[tuple[str, str, str | None, str | None]] = []  # speaker, text, source, tool
+    content = message.get("content", event.get("content"))
+    blocks = content if isinstance(content, list) else [content]
+    text: list[str] = []
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_use":
+            name = str(block.get("name") or "tool")
+            if block.get("id"):
+                tools[str(block["id"])] = name
+            parts.append((ASSISTANT, f"{name} {as_json(block.get('input', {}))}", TOOL_IO, name))
+        elif kind == "tool_result":
+            name = tools.get(str(block.get("tool_use_id")), "tool")
+            parts.append((TOOL, _tool_result_text(block), TOOL_IO, name))
+        elif kind in ("thinking", "redacted_thinking", "image", "document"):
+            continue
+        else:
+            piece = block_text(block)
+            if piece:
+                text.append(piece)
+    if text:
+        parts.insert(0, (speaker, "\n".join(text), None, None))
+    for k, (who, body, source, tool) in enumerate(parts):
+        if not body.strip():
+            continue
+        turns.append(Turn(index=ctx["index"], speaker=who, text=body, source=source or "conversation",
+                          tool=tool, log_id=(uid if k == 0 else f"{uid}/{k}") if uid else None, **base))
+        ctx["index"] += 1
+    return True
 
 
 def _read_json(path: Path) -> Chunk:
     """The JSON variant, whole: turn ids (session + index) make a reread after a change safe."""
-    size = path.stat().st_size
-    try:
-        document = json.loads(decode(path.read_bytes()))
-    except ValueError:
-        return Chunk([], size, {}, 1)
+    data = read_whole(path, MAX_DOCUMENT_BYTES)
+    document = safejson.value(data)
     messages = document.get("messages") if isinstance(document, dict) else None
     if not isinstance(messages, list):
-        return Chunk([], size, {}, 1)
+        return Chunk([], len(data), {}, 1)
     session = str(document.get("sessionId") or document.get("id") or path.stem)
     workspace = document.get("cwd") if isinstance(document.get("cwd"), str) else None
+    extra = {"title": document["title"]} if isinstance(document.get("title"), str) else {}
     turns: list[Turn] = []
-    skipped = 0
-    for message in messages:
-        role = (message.get("role") or message.get("type")) if isinstance(message, dict) else None
-        if role not in ("user", "assistant", "system"):
-            skipped += 1
-            continue
-        content = message.get("content", message.get("text"))
-        text = block_text(content) if not isinstance(content, str) else content
-        if not text.strip():
-            continue
+    skipped = sum(not used(_message, message, session, workspace, extra, turns) for message in messages)
+    return Chunk(turns, len(data), {}, skipped)
+
+
+def _message(message: Any, session: str, workspace: str | None, extra: dict[str, Any], turns: list[Turn]) -> bool:
+    role = (message.get("role") or message.get("type")) if isinstance(message, dict) else None
+    if role not in ("user", "assistant", "system"):
+        return False
+    content = message.get("content", message.get("text"))
+    text = block_text(content) if not isinstance(content, str) else content
+    if text.strip():
         turns.append(Turn(agent=AGENT, session=session, index=len(turns), speaker=SYSTEM if role == "system" else role,
                           text=text, source="conversation", workspace=workspace,
                           timestamp=parse_time(message.get("timestamp") or message.get("time")),
-                          log_id=str(message["uuid"]) if message.get("uuid") else None,
-                          extra={"title": document["title"]} if isinstance(document.get("title"), str) else {}))
-    return Chunk(turns, size, {}, skipped)
+                          log_id=str(message["uuid"]) if message.get("uuid") else None, extra=dict(extra)))
+    return True

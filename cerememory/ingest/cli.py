@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interval", type=float, help="seconds between --watch passes (default ingest.interval_seconds)")
 
 
-def _since(value: str | None) -> datetime | None:
+def parse_since(value: str | None) -> datetime | None:
     if value is None:
         return None
     try:
@@ -42,18 +42,18 @@ def _since(value: str | None) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _state_dir(config: Any) -> Path:
+def state_dir(config: Any) -> Path:
     return Path(config["ingest.state_dir"]) if config["ingest.state_dir"] else config.data_dir.parent / "ingest"
 
 
 def run(mem: Any, args: argparse.Namespace, out: Any, config: Any) -> dict:
     """The summary of one pass, or (with --watch) of every pass until a signal stops it."""
-    options: dict[str, Any] = {"agents": args.agent, "paths": args.path, "since": _since(args.since),
+    options: dict[str, Any] = {"agents": args.agent, "paths": args.path, "since": parse_since(args.since),
                                "dry_run": args.dry_run, "settings": IngestSettings.from_config(config)}
     interval = args.interval if args.interval is not None else config["ingest.interval_seconds"]
     if interval <= 0:
         raise CMPError(ErrorCode.VALIDATION_ERROR, "--interval must be positive")
-    with open_state(mem, _state_dir(config)) as state:
+    with open_state(mem, state_dir(config)) as state:
         if not args.watch:
             return ingest(mem, state=state, progress=out.progress, **options).to_dict()
         totals: dict[str, Any] = {}
@@ -76,7 +76,7 @@ def _accumulate(totals: dict[str, Any], data: dict[str, Any]) -> None:
         return
     totals["seconds"] = round(totals["seconds"] + data["seconds"], 3)
     for agent, part in data["agents"].items():
-        into = totals["agents"].setdefault(agent, {k: 0 for k in part} | {"errors": []})
+        into = totals["agents"].setdefault(agent, {k: [] if isinstance(v, list) else 0 for k, v in part.items()})
         for key, value in part.items():
             into[key] = into[key] + value if key != "files" else value
     for key, value in data["total"].items():
@@ -98,6 +98,7 @@ def _announce(out: Any, data: dict[str, Any]) -> None:
 
 
 def render(console: Any, result: dict) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     verb = "would ingest" if result["dry_run"] else "ingested"
@@ -111,7 +112,9 @@ def render(console: Any, result: dict) -> None:
     table.add_row("[bold]total[/]", *(f"[bold]{result['total'][c]}[/]" for c in COLUMNS))
     console.print(table)
     for error in result["total"]["errors"]:
-        console.print(f"[red]error[/] {error}")
+        console.print(f"[red]error[/] {escape(error)}")
+    for skipped in result["total"]["skipped_lines"]:
+        console.print(f"[yellow]skipped[/] {skipped['count']} unusable line(s) in {escape(skipped['file'])}")
     if result["denied_agents"]:
         console.print(f"[dim]not ingested (privacy settings): {', '.join(result['denied_agents'])}[/]")
     console.print(f"[dim]state: {result['state_path']}[/]")

@@ -6,14 +6,15 @@ only when the response item is missing). Legacy `.json` files hold `{session, it
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .lines import json_lines, next_line, read_from, session_files
-from .turns import ASSISTANT, SYSTEM, TOOL, TOOL_IO, USER, Chunk, Turn, as_json, block_text, decode, parse_time
+from . import safejson
+from .files import MAX_DOCUMENT_BYTES, read_whole, walk
+from .lines import json_lines, jsonl
+from .turns import ASSISTANT, SYSTEM, TOOL, TOOL_IO, USER, Chunk, Turn, as_json, block_text, parse_time, used
 
 AGENT = "codex"
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
@@ -28,7 +29,7 @@ def roots(env: Mapping[str, str], home: Path) -> list[Path]:
 
 
 def discover(root: Path) -> Iterator[Path]:
-    return session_files(root, lambda name: name.startswith("rollout-") and name.endswith((".jsonl", ".json")))
+    return walk(root, lambda name: name.startswith("rollout-") and name.endswith((".jsonl", ".json")))
 
 
 def incremental(path: Path) -> bool:
@@ -47,10 +48,7 @@ def _fingerprint(speaker: str, text: str) -> str:
 def _output_text(output: Any) -> str:
     """function_call_output.output is a string, often JSON `{"output": ..., "metadata": ...}`."""
     if isinstance(output, str):
-        try:
-            parsed = json.loads(output)
-        except ValueError:
-            return output
+        parsed = safejson.value(output)
         if isinstance(parsed, dict) and "output" in parsed:
             return as_json(parsed["output"])
         return output
@@ -111,6 +109,19 @@ class _Session:
         elif not isinstance(kind, str):
             self.skipped += 1
 
+    def line(self, record: Any, line: int) -> bool:
+        """One line of the log; False when it is not an object."""
+        if not isinstance(record, dict):
+            return False
+        self.event(record, line)
+        return True
+
+    def legacy_item(self, item: Any) -> bool:
+        if not isinstance(item, dict):
+            return False
+        self.item(item, item.get("timestamp"), None)
+        return True
+
     def event(self, record: dict, line: int) -> None:
         kind, payload, timestamp = record.get("type"), record.get("payload"), record.get("timestamp")
         if kind == "session_meta" and isinstance(payload, dict):
@@ -137,33 +148,25 @@ class _Session:
 
 def _read_legacy(path: Path) -> Chunk:
     session = _Session(path, {})
-    try:
-        data = json.loads(decode(path.read_bytes()))
-    except ValueError:
-        return Chunk([], path.stat().st_size, {}, 1)
+    raw = read_whole(path, MAX_DOCUMENT_BYTES)
+    data = safejson.value(raw)
     if not isinstance(data, dict):
-        return Chunk([], path.stat().st_size, {}, 1)
+        return Chunk([], len(raw), {}, 1)
     info = data.get("session") if isinstance(data.get("session"), dict) else {}
     session.ctx["session"] = info.get("id") or _session_from_name(path)
     session.ctx["workspace"] = info.get("cwd")
-    for item in data.get("items") or []:
-        if isinstance(item, dict):
-            session.item(item, item.get("timestamp"), None)
-        else:
-            session.skipped += 1
-    return Chunk(session.turns, path.stat().st_size, {}, session.skipped)
+    items = data.get("items") or []
+    session.skipped += sum(not used(session.legacy_item, item) for item in items)
+    return Chunk(session.turns, len(raw), {}, session.skipped)
 
 
 def read(path: Path, offset: int, context: dict[str, Any]) -> Chunk:
     if not incremental(path):
         return _read_legacy(path)
-    data, end = read_from(path, offset)
     session = _Session(path, context)
-    for line, record in json_lines(data, session.ctx["line"]):
-        if isinstance(record, dict):
-            session.event(record, line)
-        else:
-            session.skipped += 1
-    session.ctx["line"] = next_line(data, session.ctx["line"])
+    lines = jsonl(path, offset, session.ctx["line"])
+    for line, record in json_lines(lines):
+        session.skipped += not used(session.line, record, line)
+    session.ctx["line"] = lines.next_line
     session.ctx["calls"] = dict(list(session.ctx["calls"].items())[-RECENT * 8:])
-    return Chunk(session.turns, end, session.ctx, session.skipped)
+    return Chunk(session.turns, lines.end, session.ctx, session.skipped, lines.more)

@@ -6,7 +6,6 @@ under an `...aichat...chatdata` key. Opened read-only, so a running Cursor is ne
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import sys
@@ -15,10 +14,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlparse
 
-from .turns import ASSISTANT, TOOL, TOOL_IO, USER, Chunk, Turn, as_json, decode, parse_time
+from . import safejson
+from .files import MAX_DOCUMENT_BYTES, read_whole, regular, walk
+from .turns import ASSISTANT, SHAPE_ERRORS, TOOL, TOOL_IO, USER, Chunk, Turn, as_json, decode, parse_time, used
 
 AGENT = "cursor"
 DB_NAME = "state.vscdb"
+SIDE_FILES = ("-wal", "-shm", "-journal")  # SQLite opens these beside the database, without asking
+MAX_WORKSPACE_JSON_BYTES = 64 << 10
 
 
 def roots(env: Mapping[str, str], home: Path) -> list[Path]:
@@ -32,13 +35,7 @@ def roots(env: Mapping[str, str], home: Path) -> list[Path]:
 
 
 def discover(root: Path) -> Iterator[Path]:
-    if root.is_file():
-        yield root
-        return
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in ("History", "logs", "CachedData")]
-        if DB_NAME in files:
-            yield Path(folder, DB_NAME)
+    return walk(root, lambda name: name == DB_NAME, lambda name, depth: name not in ("History", "logs", "CachedData"))
 
 
 def incremental(path: Path) -> bool:
@@ -47,23 +44,25 @@ def incremental(path: Path) -> bool:
 
 def _connect(path: Path) -> sqlite3.Connection:
     """Read-only; if the database cannot be opened that way (no -shm beside a WAL database on a
-    read-only medium), as immutable."""
+    read-only medium), as immutable. SQLite opens the database and its side files blocking and
+    follows links, so each must be a regular file first (a FIFO there would hang the run)."""
+    regular(path)
+    for suffix in SIDE_FILES:
+        side = Path(f"{path}{suffix}")
+        if os.path.lexists(side):
+            regular(side, follow_links=False)
     uri = f"file:{quote(str(path.resolve()))}"
     try:
         con = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=2)
         con.execute("SELECT 1 FROM sqlite_master LIMIT 1")
-        return con
     except sqlite3.Error:
-        return sqlite3.connect(f"{uri}?immutable=1", uri=True)
+        con = sqlite3.connect(f"{uri}?immutable=1", uri=True)
+    con.text_factory = decode  # text that is not UTF-8 keeps its readable parts instead of failing the query
+    return con
 
 
 def _json(value: Any) -> Any:
-    if isinstance(value, bytes):
-        value = decode(value)
-    try:
-        return json.loads(value) if isinstance(value, str) else None
-    except ValueError:
-        return None
+    return safejson.value(value) if isinstance(value, bytes | str) else None
 
 
 def _speaker(bubble: dict) -> str:
@@ -75,8 +74,8 @@ def _speaker(bubble: dict) -> str:
 
 def _folder_workspace(path: Path) -> str | None:
     """A workspaceStorage database names its folder in the sibling workspace.json."""
-    try:
-        data = json.loads((path.parent / "workspace.json").read_text(encoding="utf-8"))
+    try:  # a regular file, not a link: it names the workspace of every turn
+        data = safejson.loads(read_whole(path.parent / "workspace.json", MAX_WORKSPACE_JSON_BYTES, follow_links=False))
     except (OSError, ValueError):
         return None
     folder = data.get("folder") or data.get("workspace") if isinstance(data, dict) else None
@@ -101,9 +100,18 @@ class _Builder:
 
     def bubble(self, session: str, bubble: Any, bubble_id: str | None, workspace: str | None,
                fallback_time: Any, index: int) -> int:
-        if not isinstance(bubble, dict):
-            self.skipped += 1
-            return index
+        """The next turn index after this bubble's turns; a bubble that is not understood is
+        counted as skipped."""
+        if isinstance(bubble, dict):
+            try:
+                return self._bubble(session, bubble, bubble_id, workspace, fallback_time, index)
+            except SHAPE_ERRORS:
+                pass
+        self.skipped += 1
+        return index
+
+    def _bubble(self, session: str, bubble: dict, bubble_id: str | None, workspace: str | None,
+                fallback_time: Any, index: int) -> int:
         bid = str(bubble.get("bubbleId") or bubble_id or "") or None
         when = parse_time(bubble.get("timestamp") or bubble.get("createdAt")) or parse_time(fallback_time)
         model = bubble.get("modelType") or bubble.get("model") or (bubble.get("modelInfo") or {}).get("modelName")
@@ -128,56 +136,72 @@ class _Builder:
         return index
 
 
+def _values(con: sqlite3.Connection, where: str, params: list[Any]) -> list[tuple[str, Any]]:
+    """(key, value) of the matching rows; a value over MAX_DOCUMENT_BYTES comes back as "" (not
+    JSON, so counted as skipped) instead of being loaded."""
+    return con.execute(f"SELECT key, CASE WHEN length(value) <= ? THEN value ELSE '' END FROM {where}",
+                       [MAX_DOCUMENT_BYTES, *params]).fetchall()
+
+
 def _composers(con: sqlite3.Connection, built: _Builder, workspace: str | None) -> None:
-    rows = con.execute("SELECT key, value FROM cursorDiskKV WHERE key LIKE 'composerData:%'").fetchall()
-    for key, value in rows:
-        data = _json(value)
-        if not isinstance(data, dict):
-            built.skipped += 1
-            continue
-        session = str(data.get("composerId") or key.split(":", 1)[1])
-        where = _composer_workspace(data) or workspace
-        created = data.get("createdAt")
-        index = 0
-        headers = data.get("fullConversationHeadersOnly")
-        if isinstance(headers, list) and headers:
-            bodies = dict(con.execute("SELECT key, value FROM cursorDiskKV WHERE key >= ? AND key < ?",
-                                      [f"bubbleId:{session}:", f"bubbleId:{session};"]).fetchall())
-            inline = data.get("conversationMap") if isinstance(data.get("conversationMap"), dict) else {}
-            for header in headers:
-                bid = str(header.get("bubbleId")) if isinstance(header, dict) else None
-                bubble = _json(bodies.get(f"bubbleId:{session}:{bid}")) or inline.get(bid)
-                if bubble is None:
-                    continue  # announced but not written yet
-                if isinstance(bubble, dict) and "type" not in bubble and isinstance(header, dict):
-                    bubble = {**bubble, "type": header.get("type")}
-                index = built.bubble(session, bubble, bid, where, created, index)
-        elif isinstance(data.get("conversation"), list):
-            for bubble in data["conversation"]:
-                index = built.bubble(session, bubble, None, where, created, index)
-        elif isinstance(data.get("text"), str) and data["text"].strip():
-            built.bubble(session, {"type": 1, "text": data["text"]}, "text", where, created, index)
+    rows = _values(con, "cursorDiskKV WHERE key LIKE 'composerData:%'", [])
+    built.skipped += sum(not used(_composer, con, built, workspace, key, value) for key, value in rows)
+
+
+def _composer(con: sqlite3.Connection, built: _Builder, workspace: str | None, key: str, value: Any) -> bool:
+    """The turns of one conversation; False when its JSON is not usable."""
+    data = _json(value)
+    if not isinstance(data, dict):
+        return False
+    session = str(data.get("composerId") or key.split(":", 1)[1])
+    where = _composer_workspace(data) or workspace
+    created = data.get("createdAt")
+    index = 0
+    headers = data.get("fullConversationHeadersOnly")
+    if isinstance(headers, list) and headers:
+        bodies = dict(_values(con, "cursorDiskKV WHERE key >= ? AND key < ?",
+                              [f"bubbleId:{session}:", f"bubbleId:{session};"]))
+        inline = data.get("conversationMap") if isinstance(data.get("conversationMap"), dict) else {}
+        for header in headers:
+            bid = str(header.get("bubbleId")) if isinstance(header, dict) else None
+            body = bodies.get(f"bubbleId:{session}:{bid}")
+            bubble = _json(body) if body is not None else inline.get(bid)
+            if bubble is None and body is None:
+                continue  # announced but not written yet
+            if isinstance(bubble, dict) and "type" not in bubble and isinstance(header, dict):
+                bubble = {**bubble, "type": header.get("type")}
+            index = built.bubble(session, bubble, bid, where, created, index)
+    elif isinstance(data.get("conversation"), list):
+        for bubble in data["conversation"]:
+            index = built.bubble(session, bubble, None, where, created, index)
+    elif isinstance(data.get("text"), str) and data["text"].strip():
+        built.bubble(session, {"type": 1, "text": data["text"]}, "text", where, created, index)
+    return True
 
 
 def _item_table(con: sqlite3.Connection, built: _Builder, workspace: str | None) -> None:
-    rows = con.execute("SELECT key, value FROM ItemTable WHERE key LIKE '%aichat%chatdata%'").fetchall()
-    for _key, value in rows:
-        data = _json(value)
-        tabs = data.get("tabs") if isinstance(data, dict) else None
-        if not isinstance(tabs, list):
+    rows = _values(con, "ItemTable WHERE key LIKE '%aichat%chatdata%'", [])
+    built.skipped += sum(not used(_chat_tabs, built, workspace, value) for _key, value in rows)
+
+
+def _chat_tabs(built: _Builder, workspace: str | None, value: Any) -> bool:
+    """The legacy chat tabs of one ItemTable value; False when its JSON is not usable."""
+    data = _json(value)
+    tabs = data.get("tabs") if isinstance(data, dict) else None
+    if not isinstance(tabs, list):
+        return False
+    for n, tab in enumerate(tabs):
+        if not isinstance(tab, dict):
             built.skipped += 1
             continue
-        for n, tab in enumerate(tabs):
-            if not isinstance(tab, dict):
-                built.skipped += 1
-                continue
-            session = str(tab.get("tabId") or f"tab-{n}")
-            index = 0
-            for bubble in tab.get("bubbles") or []:
-                if isinstance(bubble, dict) and "type" in bubble:
-                    bubble = {**bubble, "type": "user" if bubble["type"] == "user" else "ai"}
-                bid = bubble.get("id") if isinstance(bubble, dict) else None
-                index = built.bubble(session, bubble, bid, workspace, tab.get("lastSendTime"), index)
+        session = str(tab.get("tabId") or f"tab-{n}")
+        index = 0
+        for bubble in tab.get("bubbles") or []:
+            if isinstance(bubble, dict) and "type" in bubble:
+                bubble = {**bubble, "type": "user" if bubble["type"] == "user" else "ai"}
+            bid = bubble.get("id") if isinstance(bubble, dict) else None
+            index = built.bubble(session, bubble, bid, workspace, tab.get("lastSendTime"), index)
+    return True
 
 
 def read(path: Path, offset: int, context: dict[str, Any]) -> Chunk:

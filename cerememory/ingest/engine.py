@@ -22,8 +22,10 @@ from ..cmp.errors import CMPError, ErrorCode
 from ..cmp.messages import MAX_BATCH
 from ..security.sanitize import Sanitizer
 from .agents import AGENTS, READERS, canonical, default_roots, files
+from .files import admit
+from .record import journal_record, shown
 from .state import IngestState, Signature, digest
-from .turns import HARD_CAP, TOOL_IO, Turn, truncate
+from .turns import HARD_CAP, TOOL_IO, Chunk, Turn, scrub, truncate
 
 # progress(label, total) -> a context manager yielding advance(n): the CLI's `Output.progress`
 Progress = Callable[[str, int | None], AbstractContextManager[Callable[[int], None]]]
@@ -67,12 +69,14 @@ class AgentSummary:
     turns_truncated: int = 0
     files_rewritten: int = 0
     errors: list[str] = field(default_factory=list)
+    skipped_lines: list[dict[str, Any]] = field(default_factory=list)  # {"file", "count"} per file with any
 
 
 @dataclass
 class Summary:
-    """What one run found and did, per agent (`turns_skipped`: lines that were corrupt or not
-    understood; `turns_duplicate`: already in the journal; `turns_older`: before `since`)."""
+    """What one run found and did, per agent (`turns_skipped`: lines or entries that were
+    unreadable or not understood, `skipped_lines` says in which files; `turns_duplicate`: already
+    in the journal; `turns_older`: before `since`; `errors`: files not read at all, and why)."""
 
     agents: dict[str, AgentSummary]
     dry_run: bool
@@ -169,21 +173,18 @@ class _Run:
 
     def record(self, turn: Turn, path: Path, fallback: datetime, stats: AgentSummary, key: str) -> dict[str, Any]:
         text, redactions, cut = self.text(turn, stats)
-        metadata = {"agent": turn.agent, "ingest_key": key, "workspace": turn.workspace, "tool": turn.tool,
-                    "turn_index": turn.index, "source_path": str(path), "line": turn.line, "host": self.host,
-                    "redactions": redactions, "truncated": cut or None,
-                    "timestamp_inferred": True if turn.timestamp is None else None, **turn.extra}
-        return {"session_id": turn.session_id, "turn_id": turn.turn_id, "source": turn.source,
-                "speaker": turn.speaker, "created_at": (turn.timestamp or fallback).isoformat(),
-                "content": {"blocks": [{"modality": "text", "text": text}]},
-                "metadata": {k: v for k, v in metadata.items() if v is not None}}
+        return journal_record(turn, text, turn.timestamp or fallback, {
+            "ingest_key": key, "source_path": shown(path), "host": self.host, "redactions": redactions,
+            "truncated": cut or None, "timestamp_inferred": True if turn.timestamp is None else None})
 
-    def file(self, agent: str, path: Path, stats: AgentSummary) -> None:
+    def file(self, agent: str, path: Path, root: Path, stats: AgentSummary) -> None:
+        """Read what is new in one file, in as many bounded rounds as it takes. A file that cannot
+        be read is reported under `errors` and the run goes on with the others."""
         reader = READERS[agent]
         try:
-            signature = Signature.of(path)
+            signature = Signature.of(path, admit(path, root))
         except OSError as exc:
-            stats.errors.append(f"{path}: {exc.strerror or exc}")
+            stats.errors.append(scrub(f"{path}: {exc.strerror or exc}"))
             return
         stats.files += 1
         if self.state.unchanged(path, signature):
@@ -191,20 +192,44 @@ class _Run:
         mtime = datetime.fromtimestamp(signature.mtime_ns / 1e9, UTC)
         if self.since is not None and mtime < self.since:
             return
-        incremental = reader.incremental(path)
-        offset, context, rewritten = self.state.resume(path, signature, incremental)
         try:
-            chunk = reader.read(path, offset, context)
-        except (OSError, ValueError, RecursionError) as exc:
-            stats.errors.append(f"{path}: {exc}")
+            offset, context, rewritten = self.state.resume(path, signature, reader.incremental(path))
+        except OSError as exc:
+            stats.errors.append(scrub(f"{path}: {exc.strerror or exc}"))
+            return
+        chunk = self.read(reader, path, offset, context, stats)
+        if chunk is None:
             return
         stats.files_read += 1
         stats.files_rewritten += 1 if rewritten else 0
-        stats.turns_skipped += chunk.skipped
+        fallback, skipped = mtime, 0
+        while chunk is not None:
+            offset, context = chunk.offset, chunk.context
+            skipped += chunk.skipped
+            fallback = self.turns(agent, path, chunk.turns, fallback, stats)
+            chunk = self.read(reader, path, offset, context, stats) if chunk.more else None
+        stats.turns_skipped += skipped
+        if skipped:
+            stats.skipped_lines.append({"file": shown(path), "count": skipped})
+        self.pending.append((path, agent, signature, offset, context))
+
+    @staticmethod
+    def read(reader: Any, path: Path, offset: int, context: dict, stats: AgentSummary) -> Chunk | None:
+        """One bounded read of `path`, or None when it failed (reported under `errors`): whatever
+        one file holds, the other files are still read."""
+        try:
+            return reader.read(path, offset, context)
+        except Exception as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+            stats.errors.append(scrub(f"{path}: {reason}"))
+            return None
+
+    def turns(self, agent: str, path: Path, turns: list[Turn], fallback: datetime, stats: AgentSummary) -> datetime:
+        """Queue the turns not yet in the journal (nor before `since`). A turn without a time takes
+        the one before it (`fallback` to begin with); returns the time for the next turns."""
         seen = self.state.seen()
-        last = None
-        for turn in chunk.turns:
-            last = turn.timestamp or last
+        for turn in turns:
+            fallback = turn.timestamp or fallback
             if self.since is not None and turn.timestamp is not None and turn.timestamp < self.since:
                 stats.turns_older += 1
                 continue
@@ -215,8 +240,8 @@ class _Run:
             self.queued.add(key)
             self.sessions.setdefault(agent, set()).add(turn.session_id)
             stats.turns_ingested += 1
-            self.writer.add(self.record(turn, path, last or mtime, stats, key), path, agent, key)
-        self.pending.append((path, agent, signature, chunk.offset, chunk.context))
+            self.writer.add(self.record(turn, path, fallback, stats, key), path, agent, key)
+        return fallback
 
     def commit_files(self) -> None:
         """After every turn of these files is stored: move their offsets on."""
@@ -243,22 +268,23 @@ def ingest(api: Any, *, state: IngestState, agents: Sequence[str] | None = None,
         state.recover_batch(api)
     run = _Run(api, state, settings, since, dry_run)
     summary = Summary({}, dry_run, str(state.path), denied)
-    plan: dict[str, list[Path]] = {a: [] for a in chosen}
+    plan: dict[str, dict[Path, Path]] = {a: {} for a in chosen}  # agent: {file: the root it was found under}
     if explicit:
-        for agent, path in files(chosen[0] if agents and len(chosen) == 1 else None, explicit):
-            if agent in plan:
-                plan[agent].append(path)
-            elif agent not in summary.denied and not settings.permits(agent):
-                summary.denied.append(agent)
+        for found in files(chosen[0] if agents and len(chosen) == 1 else None, explicit):
+            if found.agent in plan:
+                plan[found.agent].setdefault(found.path, found.root)
+            elif found.agent not in summary.denied and not settings.permits(found.agent):
+                summary.denied.append(found.agent)
     else:
         for agent in chosen:
-            plan[agent] = [p for _, p in files(agent, default_roots(agent))]
-    for agent, paths_ in plan.items():
+            for found in files(agent, default_roots(agent)):
+                plan[agent].setdefault(found.path, found.root)
+    for agent, found_ in plan.items():
         stats = summary.agents.setdefault(agent, AgentSummary())
-        bar = progress(agent, len(paths_)) if progress and paths_ else nullcontext(lambda n: None)
+        bar = progress(agent, len(found_)) if progress and found_ else nullcontext(lambda n: None)
         with bar as advance:
-            for n, path in enumerate(sorted(set(paths_)), 1):
-                run.file(agent, path, stats)
+            for n, path in enumerate(sorted(found_), 1):
+                run.file(agent, path, found_[path], stats)
                 advance(1)
                 if n % 200 == 0:
                     run.commit_files()

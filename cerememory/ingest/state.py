@@ -25,6 +25,7 @@ from typing import Any
 from ..cmp.errors import CMPError, ErrorCode
 from ..cmp.messages import MAX_RECALL_LIMIT
 from ..storage.files import write_atomic
+from .files import open_regular
 
 VERSION = 1
 HEAD_BYTES = 4096
@@ -36,7 +37,7 @@ def digest(key: str) -> str:
 
 
 def head_hash(path: Path, length: int) -> str:
-    with path.open("rb") as f:
+    with open_regular(path) as f:
         return hashlib.sha1(f.read(length)).hexdigest()
 
 
@@ -48,8 +49,9 @@ class Signature:
     wal: tuple[int, int] | None
 
     @classmethod
-    def of(cls, path: Path) -> Signature:
-        st = path.stat()
+    def of(cls, path: Path, status: os.stat_result | None = None) -> Signature:
+        """`path`'s signature; `status` saves a `stat` when the caller has just made it."""
+        st = status or path.stat()
         wal = None
         try:
             w = Path(f"{path}-wal").stat()
@@ -146,10 +148,16 @@ class IngestState:
         return 0, {}, True
 
     def advance(self, path: Path, agent: str, signature: Signature, offset: int, context: dict[str, Any]) -> None:
-        entry = self.files.setdefault(str(path), {"agent": agent, "seen": ""})
+        """Record that `path` was read up to `offset`. A file gone or replaced meanwhile keeps its
+        old entry: it is read again next run, and the turn digests keep that from duplicating."""
         head_len = min(HEAD_BYTES, offset or signature.size)
+        try:
+            head = head_hash(path, head_len)
+        except OSError:
+            return
+        entry = self.files.setdefault(str(path), {"agent": agent, "seen": ""})
         entry.update(agent=agent, sig=signature.as_json(), offset=offset, context=context, head_len=head_len,
-                     head=head_hash(path, head_len))
+                     head=head)
         self.dirty = True
 
     # ------------------------------------------------------------ turns already ingested

@@ -1,10 +1,13 @@
 """What every reader yields: one `Turn` per message or tool call/result, plus the small parsing
 helpers all readers share (timestamps in any of the agents' spellings, content blocks, bytes
-that are not UTF-8, tool outputs too long to keep whole)."""
+that are not UTF-8, strings no UTF-8 store accepts, entries of an unexpected shape, tool outputs
+too long to keep whole)."""
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -12,6 +15,10 @@ from typing import Any
 USER, ASSISTANT, TOOL, SYSTEM = "user", "assistant", "tool", "system"
 CONVERSATION, TOOL_IO = "conversation", "tool_io"
 HARD_CAP = 200_000  # any turn: far below the journal's 1 MiB block limit, whatever the encoding
+# what reading an entry of a shape its reader did not expect raises (a list where a name belongs...)
+SHAPE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, IndexError, RecursionError)
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_EARLIEST, _LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(3000, 1, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -50,11 +57,23 @@ class Chunk:
     offset: int
     context: dict[str, Any]
     skipped: int = 0
+    more: bool = False  # a bounded read stopped before the end: read again from `offset`
 
 
 def parse_time(value: Any) -> datetime | None:
     """Seconds or milliseconds since the epoch (as numbers or digit strings; < 1e11 means
-    seconds) or ISO 8601 / RFC 3339; None when it is none of these."""
+    seconds) or ISO 8601 / RFC 3339; None when it is none of these, or a moment no session can
+    have (before 1970, from year 3000 on: the journal could not even store some of them)."""
+    moment = _moment(value)
+    return plausible(moment) if moment is not None else None
+
+
+def plausible(moment: datetime) -> datetime | None:
+    """`moment` if a session can have it (from 1970, before the year 3000), else None."""
+    return moment if _EARLIEST <= moment < _LATEST else None
+
+
+def _moment(value: Any) -> datetime | None:
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, str):
@@ -81,6 +100,28 @@ def parse_time(value: Any) -> datetime | None:
 def decode(data: bytes) -> str:
     """Bytes that are not UTF-8 become U+FFFD instead of failing the file."""
     return data.decode("utf-8", errors="replace").replace("\x00", "")
+
+
+def scrub(value: Any) -> Any:
+    """`value` with each lone surrogate in its strings (keys included) replaced by U+FFFD: JSON
+    escapes such as `"\\ud800"` and file names that are not UTF-8 produce them, and no UTF-8
+    store accepts them. Lists and dicts are followed; bounding their depth is the caller's job."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    if isinstance(value, dict):
+        return {scrub(k): scrub(v) for k, v in value.items()}
+    return value
+
+
+def used(take: Callable[..., bool], *args: Any) -> bool:
+    """`take(*args)`, or False when it raised on an entry of a shape it did not expect: one odd
+    line or message is skipped and counted instead of costing the rest of its file."""
+    try:
+        return take(*args)
+    except SHAPE_ERRORS:
+        return False
 
 
 def truncate(text: str, cap: int) -> tuple[str, bool]:
