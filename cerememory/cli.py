@@ -442,6 +442,13 @@ def _ingest_render(console: Any, result: dict) -> None:
     render(console, result)
 
 
+def _left_out(ids: list[str] | None) -> str:
+    """What an export left out: records that cannot be decoded (the log names why)."""
+    if not ids:
+        return ""
+    return f"; left out {len(ids)} undecodable record(s): {', '.join(ids)}"
+
+
 def _render_ok(message: Callable[[dict], str]) -> Callable[[Any, dict], None]:
     return lambda console, result: console.print(message(result))
 
@@ -464,7 +471,8 @@ RENDERERS: dict[str, Callable[[Any, dict], None]] = {
     "lifecycle.forget": _render_ok(lambda r: f"forgot {r['records_deleted']} records"),
     "lifecycle.set_mode": _render_ok(lambda r: "recall mode set"),
     "lifecycle.export": _render_ok(lambda r: f"exported {r['record_count']} records and {r['raw_record_count']} "
-                                   f"journal records to {r['path']} ({r['size_bytes']} bytes, sha256 {r['checksum']})"),
+                                   f"journal records to {r['path']} ({r['size_bytes']} bytes, sha256 {r['checksum']})"
+                                   + _left_out(r.get("undecodable_ids"))),
     "lifecycle.import": _render_ok(lambda r: f"imported {r['records_imported']} records and "
                                    f"{r['raw_records_imported']} journal records from {r['path']}; "
                                    f"{r['records_skipped']} kept as stored"),
@@ -726,20 +734,23 @@ def _config_show(args: argparse.Namespace, out: Output) -> None:
 def _serve(args: argparse.Namespace, out: Output) -> int:
     from .api import open_config
     from .security.keys import ServerKeys
-    from .security.ratelimit import RateLimit
-    from .transport.server import ServeOptions, is_loopback, serve
+    from .security.ratelimit import FailedAuthLimit, RateLimit
+    from .transport.server import ServeOptions, serve
 
     config = _load_config(args, **{"http.host": args.host, "http.port": args.port, "grpc.port": args.grpc_port,
                                    "grpc.tls_cert": args.tls_cert, "grpc.tls_key": args.tls_key,
                                    "log.format": args.log_format, "audit.allow_broken": args.allow_broken_audit})
+    keys = ServerKeys.load(config.data_dir, config["auth.api_keys"])
     options = ServeOptions(host=config["http.host"], port=config["http.port"], grpc_port=config["grpc.port"],
                            log_level=args.log_level, decay_interval=config["decay.interval_seconds"],
-                           keys=ServerKeys.load(config.data_dir, config["auth.api_keys"]),
-                           tls_cert=config["grpc.tls_cert"], tls_key=config["grpc.tls_key"],
-                           rate_limit=RateLimit.from_config(config, loopback=is_loopback(config["http.host"])),
-                           log_format=config["log.format"])
+                           keys=keys, tls_cert=config["grpc.tls_cert"], tls_key=config["grpc.tls_key"],
+                           log_format=config["log.format"], allowed_hosts=config["http.allowed_hosts"],
+                           allowed_origins=config["http.allowed_origins"],
+                           auth_failures=FailedAuthLimit.from_config(config) if keys is not None else None,
+                           mcp_stream_seconds=config["mcp.stream_max_seconds"])
     options.check()
-    url = f"http://{options.host}:{options.port}"
+    options.rate_limit = RateLimit.from_config(config, loopback=options.loopback)
+    url = options.url
     mem = open_config(config, server_url=url)
     grpc = f", gRPC on {options.host}:{options.grpc_port}" if options.grpc_port else ""
     stats = mem.engine.introspect_stats()

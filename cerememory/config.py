@@ -64,6 +64,12 @@ def _bool(value: Any) -> bool:
     raise ValueError(f"expected true or false, got {value!r}")
 
 
+def _names(value: Any) -> tuple[str, ...]:
+    """A comma-separated setting (or a TOML array) as a tuple of non-blank entries."""
+    items = value if isinstance(value, list | tuple) else str(value or "").split(",")
+    return tuple(text for text in (str(item).strip() for item in items) if text)
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -114,6 +120,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("embed.batch_size", 64, _positive_int, "Texts per embedding call."),
     Setting("http.host", "127.0.0.1", str, "Address `cerememory serve` binds."),
     Setting("http.port", 8420, _port, "HTTP port of `cerememory serve`."),
+    Setting("http.allowed_hosts", (), _names,
+            "Extra names the server answers to in the Host header (comma-separated; `*` turns the check off). "
+            "Loopback names and the bound address are always allowed."),
+    Setting("http.allowed_origins", (), _names,
+            "Web origins (scheme://host:port) whose browser requests are accepted besides the server's own "
+            "(comma-separated; `*` accepts any)."),
     Setting("grpc.port", None, lambda v: _port(v) if v not in (None, "") else None,
             "gRPC port of `cerememory serve` (off when unset)."),
     Setting("grpc.tls_cert", None, _optional_str, "PEM certificate chain for gRPC (required off loopback)."),
@@ -196,6 +208,10 @@ SETTINGS = SETTINGS + (
     Setting("ratelimit.burst", 50, _positive_int, "Requests a client may send at once before it is limited."),
     Setting("ratelimit.trusted_proxies", None, _optional_str,
             "Comma-separated proxy addresses or CIDRs whose X-Forwarded-For is believed."),
+    Setting("auth.failure_rate", 0.2, _positive_float,
+            "Failed authentications per second a client address may sustain before it gets 429 instead of 401."),
+    Setting("auth.failure_burst", 20, _positive_int,
+            "Failed authentications a client address may make at once before auth.failure_rate applies."),
     Setting("sanitize.extra_patterns", (), _patterns,
             "Extra secret regexes redacted as [REDACTED] (TOML array, or a JSON array in the environment)."),
     Setting("log.format", "text", _choice("text", "json"),
@@ -252,6 +268,44 @@ SETTINGS = SETTINGS + (
             "Where ingest remembers how far each session file was read (default: `ingest/` beside data_dir)."),
 )
 
+
+def _int_between(low: int, high: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        number = int(value)
+        if not low <= number <= high:
+            raise ValueError(f"must be between {low} and {high}, got {number}")
+        return number
+
+    return parse
+
+
+def _archive_settings() -> tuple[Setting, ...]:
+    from .storage.archive_crypto import CEILING, DEFAULT_LIMITS
+
+    limits = DEFAULT_LIMITS
+    return (
+        Setting("archive.import_max_kdf_memory_kib", limits.memory_cost_kib, _int_between(8, CEILING.memory_cost_kib),
+                "Most Argon2id memory (KiB) an encrypted archive may ask its importer for; a costlier one is "
+                "refused before any key is derived (exports write 65536)."),
+        Setting("archive.import_max_kdf_time_cost", limits.time_cost, _int_between(1, CEILING.time_cost),
+                "Most Argon2id passes an encrypted archive may ask for (exports write 3)."),
+        Setting("archive.import_max_kdf_parallelism", limits.parallelism, _int_between(1, CEILING.parallelism),
+                "Most Argon2id lanes (threads) an encrypted archive may ask for (exports write 1)."),
+        Setting("archive.import_wait_seconds", 5.0, _nonnegative_float,
+                "How long an import waits for the one running before it is refused with RATE_LIMITED (imports "
+                "run one at a time)."),
+        Setting("archive.export_dir", None, lambda v: _path(v) if v not in (None, "") else None,
+                "The only directory the MCP `export` tool of `cerememory serve` writes into (default: `exports/` "
+                "in data_dir)."),
+    )
+
+
+SETTINGS = SETTINGS + _archive_settings() + (
+    Setting("mcp.stream_max_seconds", 60.0, _positive_float,
+            "Longest a `GET /mcp` event stream stays open before `cerememory serve` ends it (the stateless "
+            "endpoint sends nothing on it)."),
+)
+
 BY_NAME = {s.name: s for s in SETTINGS}
 SOURCE_DEFAULT = "default"
 SOURCE_FLAG = "flag"
@@ -299,6 +353,18 @@ class Config:
         return {store: DecayParams(**{n: self[f"decay.{store.value}.{n}"] for n in DecayParams.names()})
                 for store in DEFAULT_PARAMS}
 
+    def archive_settings(self) -> Any:
+        from .storage.archive_crypto import KdfLimits
+        from .storage.archive_settings import ArchiveSettings
+
+        return ArchiveSettings(
+            kdf_limits=KdfLimits(memory_cost_kib=self["archive.import_max_kdf_memory_kib"],
+                                 time_cost=self["archive.import_max_kdf_time_cost"],
+                                 parallelism=self["archive.import_max_kdf_parallelism"]),
+            import_wait_seconds=self["archive.import_wait_seconds"],
+            export_dir=self["archive.export_dir"],
+        )
+
     def engine_options(self) -> dict[str, Any]:
         from .dream.settings import DreamSettings
         from .embed import EmbedSettings
@@ -326,6 +392,7 @@ class Config:
             "llm": LLMSettings(**{name: self[f"llm.{name}"] for name in (
                 "provider", "model", "base_url", "api_key", "timeout_secs", "max_retries", "max_tokens",
                 "daily_token_budget", "daily_cost_budget_usd", "usd_per_million_tokens")}),
+            "archive": self.archive_settings(),
             "embed": EmbedSettings(
                 semantic=self["embed.semantic"],
                 backend=self["embed.backend"],

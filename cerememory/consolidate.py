@@ -4,7 +4,8 @@ semantic facts with backlinks, idempotently.
 The plan comes from `dynamics.consolidation` (pure); this mixin gathers its inputs from the
 engine's RAM structures and applies it in two transactions: the merges, then the promotions
 together with their ledger rows. Each is all-or-nothing, and a rerun after either finds nothing
-left to do, so a crash between them loses nothing and repeats nothing.
+left to do, so a crash between them loses nothing and repeats nothing. The promoted facts are
+embedded between the two, outside the write lock; a source forgotten meanwhile is not promoted.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from . import crashpoints
 from .cmp import messages as m
 from .cmp.context import note_records
 from .cmp.errors import CMPError, ErrorCode
@@ -50,38 +52,21 @@ class ConsolidationOperations:
             raise CMPError(ErrorCode.CONSOLIDATION_IN_PROGRESS, "a consolidation is already running",
                            hint="retry when it finishes", retry_after=5)
         try:
-            with self._write:
-                return self._consolidate(req)
+            return self._consolidate(req)
         finally:
             self._consolidating.release()
 
     def _consolidate(self, req: m.ConsolidateRequest) -> m.ConsolidateResponse:
-        now = self.clock()
-        episodic = [(i, h) for i, h in self.records.items() if h.store is StoreType.EPISODIC]
-        prune = self.params[StoreType.EPISODIC].prune
-        candidates = []
-        for i, h in episodic:
-            fidelity = self._state(h, now)[0]
-            candidates.append(plan_.Candidate(
-                id=i, created_at=h.created_at, updated_at=h.updated_at, access_count=h.access_count,
-                intensity=h.emotion_intensity, fidelity=fidelity, visible=fidelity >= prune))
-        records = self._fetch_all([i for i, _ in episodic])
-        watermark = self.db.get_state(WATERMARK_KEY)
-        plan = plan_.plan(
-            candidates, strategy=req.strategy, watermark=float(watermark) if watermark else None, now=now,
-            min_age_hours=req.min_age_hours, min_access_count=req.min_access_count,
-            consolidated=self.consolidated, vectors=self.vectors.rows([i for i, _ in episodic]),
-            text_keys={i: plan_.text_key(r.content.plain_text()) for i, r in records.items()},
-        )
-        summaries = {i: plan_.summarise(records[i].content.plain_text(), records[i].content.summary)
-                     for i in plan.promote}
+        with self._write:
+            now, plan, records, summaries = self._plan(req)
+            if not req.dry_run and plan.merges:
+                self._apply_merges(plan.merges)
+                crashpoints.reached("consolidate.merged")
         promoted: dict[uuid.UUID, uuid.UUID] = {}
         if not req.dry_run:
-            if plan.merges:
-                self._apply_merges(plan.merges)
             promoted = self._promote([records[i] for i in plan.promote if summaries[i]], summaries,
                                      req.strategy.value, now)
-            with self.db.transaction() as tx:
+            with self._write, self.db.transaction() as tx:
                 Database.set_state(tx, WATERMARK_KEY, repr(now))
             self.text.mark_pending()
         promotions = [m.ConsolidationPromotion(episodic_id=i, semantic_id=promoted.get(i), summary=summaries[i])
@@ -97,6 +82,31 @@ class ConsolidationOperations:
                     for g in plan.merges[:m.MAX_BATCH]],
             promotions=promotions[:m.MAX_BATCH],
         )
+
+    def _plan(self, req: m.ConsolidateRequest) -> tuple[float, plan_.Plan, dict[uuid.UUID, MemoryRecord],
+                                                         dict[uuid.UUID, str]]:
+        """Under the write lock: the plan, the episodic records it names, their summaries."""
+        now = self.clock()
+        episodic = [(i, h) for i, h in self.records.items() if h.store is StoreType.EPISODIC]
+        records = self._fetch_all([i for i, _ in episodic])
+        episodic = [(i, h) for i, h in episodic if i in records]  # an undecodable record is left alone
+        prune = self.params[StoreType.EPISODIC].prune
+        candidates = []
+        for i, h in episodic:
+            fidelity = self._state(h, now)[0]
+            candidates.append(plan_.Candidate(
+                id=i, created_at=h.created_at, updated_at=h.updated_at, access_count=h.access_count,
+                intensity=h.emotion_intensity, fidelity=fidelity, visible=fidelity >= prune))
+        watermark = self.db.get_state(WATERMARK_KEY)
+        plan = plan_.plan(
+            candidates, strategy=req.strategy, watermark=float(watermark) if watermark else None, now=now,
+            min_age_hours=req.min_age_hours, min_access_count=req.min_access_count,
+            consolidated=self.consolidated, vectors=self.vectors.rows([i for i, _ in episodic]),
+            text_keys={i: plan_.text_key(r.content.plain_text()) for i, r in records.items()},
+        )
+        summaries = {i: plan_.summarise(records[i].content.plain_text(), records[i].content.summary)
+                     for i in plan.promote}
+        return now, plan, records, summaries
 
     def _fetch_all(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:
         out: dict[uuid.UUID, MemoryRecord] = {}
@@ -134,13 +144,14 @@ class ConsolidationOperations:
             self._insert_edges(tx, edges)
             self._insert_ledger(tx, inherited, self.clock(), "merge")
 
-        self._delete(list(drops), also=rewire)
+        self._delete(list(drops), also=rewire, touched=list(dict.fromkeys(drops.values())))
         self.graph.add(edges)
         self.consolidated.update(inherited)
 
     def _promote(self, sources: Sequence[MemoryRecord], summaries: dict[uuid.UUID, str], strategy: str,
                  now: float) -> dict[uuid.UUID, uuid.UUID]:
-        """One semantic record per source, holding its summary, linked both ways to it."""
+        """One semantic record per source, holding its summary, linked both ways to it; embedded
+        first, then written under the write lock for the sources that are still there."""
         if not sources:
             return {}
         reqs = [m.EncodeStoreRequest.model_construct(
@@ -154,16 +165,23 @@ class ConsolidationOperations:
                 source_record_ids=[r.id]),
         ) for r in sources]
         built = self._build_records(reqs, "lifecycle.consolidate", dt(now))
-        ledger: dict[uuid.UUID, uuid.UUID] = {}
-        edges: list[Edge] = []
-        for source, record in zip(sources, built, strict=True):
-            ledger[source.id] = record.id
-            kind = AssociationType.SEMANTIC.value
-            edges.append(Edge(record.id, source.id, kind, PROMOTION_WEIGHT, now))
-            edges.append(Edge(source.id, record.id, kind, PROMOTION_WEIGHT, now))
-        self._persist(built, edges, also=lambda tx: self._insert_ledger(tx, ledger, now, strategy))
-        self.consolidated.update(ledger)
+        vectors = self._vectors_for(built)
+        with self._write:
+            pairs = [(source, record) for source, record in zip(sources, built, strict=True)
+                     if source.id in self.records.heads and source.id not in self.consolidated]
+            ledger: dict[uuid.UUID, uuid.UUID] = {}
+            edges: list[Edge] = []
+            for source, record in pairs:
+                ledger[source.id] = record.id
+                kind = AssociationType.SEMANTIC.value
+                edges.append(Edge(record.id, source.id, kind, PROMOTION_WEIGHT, now))
+                edges.append(Edge(source.id, record.id, kind, PROMOTION_WEIGHT, now))
+            if pairs:
+                self._persist([record for _, record in pairs], edges, vectors, touched=list(ledger),
+                              also=lambda tx: self._insert_ledger(tx, ledger, now, strategy))
+                self.consolidated.update(ledger)
         note_records([*ledger, *ledger.values()])
+        crashpoints.reached("consolidate.promoted")
         return ledger
 
     @staticmethod

@@ -38,6 +38,7 @@ from .model import (
     AssociationType,
     EmotionVector,
     FidelityState,
+    MemoryContent,
     MemoryRecord,
     RawJournalRecord,
     RecallMode,
@@ -46,11 +47,14 @@ from .model import (
     normalise_meta,
 )
 from .recall import ALL_STORES, STORE_CODE, RecallOperations
+from .shutdown import close_at_exit
+from .storage.archive_settings import ArchiveSettings
 from .storage.crypto import PLAINTEXT, VECTOR, Vault
 from .storage.db import DB_NAME, Database
 from .storage.lock import DataDirLock
 from .stores.journal import JournalStore
 from .stores.records import Head, RecordStore, dt, ts
+from .stores.undecodable import UndecodableLog, UndecodableRecord
 from .stores.working import WorkingMemory
 
 log = logging.getLogger("cerememory")
@@ -60,6 +64,7 @@ CALLER_MODEL = "caller"
 FRESH_FIDELITY = {k: v.default for k, v in FidelityState.model_fields.items()
                   if k not in ("last_decay_tick", "stability", "decay_rate", "emotional_anchor")}
 ProgressFn = Callable[[int, int | None], None]
+Vectors = dict[uuid.UUID, tuple[np.ndarray, str]]  # record id -> (unit vector, embedding model)
 
 
 @dataclass
@@ -82,6 +87,7 @@ class EngineOptions:
     audit_fsync_interval: float = 1.0
     dream: DreamSettings = field(default_factory=DreamSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
+    archive: ArchiveSettings = field(default_factory=ArchiveSettings)  # import cost, export directory
 
 
 def flatten_json(value: Any, prefix: str = "", depth: int = 0) -> list[str]:
@@ -117,8 +123,8 @@ def raw_text_doc(record: RawJournalRecord) -> TextDoc:
                    summary=record.content.summary or "", why=record.meta.searchable_text())
 
 
-def embedding_text(record: MemoryRecord) -> str:
-    return record.content.plain_text() or record.content.summary or ""
+def embedding_text(content: MemoryContent) -> str:
+    return content.plain_text() or content.summary or ""
 
 
 class Engine(RecallOperations, ConsolidationOperations):
@@ -137,6 +143,7 @@ class Engine(RecallOperations, ConsolidationOperations):
         self._lock_file.acquire(server_url=self.options.server_url)
         self._write = threading.RLock()
         self._count_lock = threading.Lock()
+        self._close_lock = threading.Lock()
         self._closed = False
         collecting = gc.isenabled()
         gc.disable()  # opening builds ~20 objects per record; cyclic GC passes over them cost a third
@@ -150,6 +157,7 @@ class Engine(RecallOperations, ConsolidationOperations):
         finally:
             if collecting:
                 gc.enable()
+        close_at_exit(self)
 
     # ================================================================ lifecycle
 
@@ -166,9 +174,10 @@ class Engine(RecallOperations, ConsolidationOperations):
         vault = Vault.unlock(self.data_dir, self.options.passphrase)
         self.sealer = PLAINTEXT if vault is None else vault
         self.db = Database(self.data_dir / DB_NAME)
-        self.records = RecordStore(self.db, sealer=self.sealer)
+        self.undecodable = UndecodableLog()
+        self.records = RecordStore(self.db, sealer=self.sealer, undecodable=self.undecodable)
         stored_vectors = self.records.load()
-        self.journal = JournalStore(self.db, self.sealer)
+        self.journal = JournalStore(self.db, self.sealer, self.undecodable)
         if vault is not None:
             vault.erase_orphans(set(self.records.heads) | set(self.journal.ids()))
         self.working = WorkingMemory(self.options.working_capacity)
@@ -235,7 +244,7 @@ class Engine(RecallOperations, ConsolidationOperations):
 
             def docs() -> Iterable[TextDoc]:
                 for n, (record_id, body) in enumerate(self.records.iter_bodies(), 1):
-                    yield record_text_doc(self.records.assemble(record_id, body, []))
+                    yield self._record_doc(record_id, body)
                     if progress and n % 1000 == 0:
                         progress(n, total)
                 yield from (record_text_doc(r) for r in self.working.records())
@@ -251,8 +260,9 @@ class Engine(RecallOperations, ConsolidationOperations):
             seq = int(self.db.get_state("journal_seq", "0") or 0)
 
             def docs() -> Iterable[TextDoc]:
-                for n, record in enumerate(self.journal.iter_all(), 1):
-                    yield raw_text_doc(record)
+                for n, (record_id, session_id, record) in enumerate(self.journal.scan(), 1):
+                    # an undecodable record keeps an empty document, so the index still counts it
+                    yield raw_text_doc(record) if record else TextDoc(id=str(record_id), group=session_id, body="")
                     if progress and n % 1000 == 0:
                         progress(n, total)
 
@@ -260,6 +270,17 @@ class Engine(RecallOperations, ConsolidationOperations):
             if progress:
                 progress(count, total)
             return count
+
+    def _record_doc(self, record_id: uuid.UUID, body: bytes | None) -> TextDoc:
+        """A record's text document; an empty one for an undecodable record, so that the index
+        still counts it and is not rebuilt on every open."""
+        head = self.records.heads.get(record_id)
+        try:
+            if body is not None and head is not None:
+                return record_text_doc(self.records.assemble(record_id, body, []))
+        except UndecodableRecord:
+            pass
+        return TextDoc(id=str(record_id), group=head.store.value if head else "", body="")
 
     def _load_modes(self) -> dict[StoreType | None, RecallMode]:
         modes: dict[StoreType | None, RecallMode] = {
@@ -275,7 +296,9 @@ class Engine(RecallOperations, ConsolidationOperations):
         while not self._stop.wait(self.options.flush_interval):
             try:
                 self.flush()
-            except Exception:  # keep flushing; the next write or close retries
+            except CMPError as exc:  # a full disk, say: keep flushing; the next write or close retries
+                log.warning("flushing recall statistics failed: %s", exc.message)
+            except Exception:
                 log.exception("flushing recall statistics failed")
 
     def flush(self) -> None:
@@ -295,22 +318,32 @@ class Engine(RecallOperations, ConsolidationOperations):
         if self.evolution.dirty:
             Database.set_state(tx, "evolution", json.dumps(self.evolution.to_state()))
 
+    @property
+    def closing(self) -> bool:
+        """True once close() began: long operations (a dream tick) stop at their next step."""
+        return self._stop.is_set()
+
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        """Join the background threads, flush, close the indexes, the database and the audit log,
+        and release the data directory. Safe twice, from any thread and at interpreter exit. A step
+        that fails (a full disk) is logged and the others still run, so shutdown stays clean."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
         self._stop.set()
-        self._flusher.join(timeout=5)
-        self._warmer.join(timeout=5)
-        try:
-            self.flush()
-        finally:
-            self.text.close()
-            self.raw_text.close()
-            self.db.close()
+        self._flusher.join()
+        self._warmer.join()
+        with self._write:  # an operation still running in another thread finishes first
+            steps = [self.flush, self.text.close, self.raw_text.close, self.db.close]
             if self.audit is not None:
-                self.audit.close()
-            self._lock_file.release()
+                steps.append(self.audit.close)
+            for step in steps:
+                try:
+                    step()
+                except Exception:
+                    log.exception("closing %s: %s failed", self.data_dir, step.__qualname__)
+        self._lock_file.release()
 
     # ================================================================ helpers
 
@@ -350,15 +383,18 @@ class Engine(RecallOperations, ConsolidationOperations):
         return ts(record.created_at) if record else 0.0
 
     def fetch(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:
-        """Whole records for `ids` (missing ones are left out), in one database query."""
+        """Whole records for `ids` (missing and undecodable ones are left out), in one database query."""
         durable = [i for i in ids if i in self.records.heads]
         out: dict[uuid.UUID, MemoryRecord] = {}
         now = self.clock()
         for record_id, body in self.records.bodies(durable).items():
             head = self.records.heads.get(record_id)
             if head is not None:
-                out[record_id] = self.records.assemble(record_id, body, self._associations(record_id),
-                                                       head.fidelity(*self._state(head, now)))
+                try:
+                    out[record_id] = self.records.assemble(record_id, body, self._associations(record_id),
+                                                           head.fidelity(*self._state(head, now)))
+                except UndecodableRecord:
+                    continue  # noted: the running operation reports it
         for i in ids:
             record = self.working.get(i)
             if record is not None:
@@ -378,6 +414,9 @@ class Engine(RecallOperations, ConsolidationOperations):
     def get(self, record_id: uuid.UUID) -> MemoryRecord:
         record = self.fetch([record_id]).get(record_id)
         if record is None:
+            reason = self.undecodable.reason(record_id) if record_id in self.records.heads else None
+            if reason is not None:
+                raise UndecodableRecord(record_id, reason).error()
             raise not_found(record_id)
         return record
 
@@ -388,23 +427,34 @@ class Engine(RecallOperations, ConsolidationOperations):
             raise CMPError(ErrorCode.INTERNAL_ERROR, f"the embedding backend failed: {exc}",
                            hint=exc.hint or "check the embed.* settings; nothing was stored") from exc
 
-    def _vectors_for(self, records: Sequence[MemoryRecord]) -> dict[uuid.UUID, tuple[np.ndarray, str]]:
-        """Caller-supplied embeddings win; otherwise the embedder embeds text in one batch."""
-        out: dict[uuid.UUID, tuple[np.ndarray, str]] = {}
-        to_embed: list[MemoryRecord] = []
-        for r in records:
-            given = r.content.first_embedding()
+    def _vectors_for(self, records: Sequence[MemoryRecord]) -> Vectors:
+        return self._vectors_of([(r.id, r.content) for r in records])
+
+    def _vectors_of(self, items: Sequence[tuple[uuid.UUID, MemoryContent]]) -> Vectors:
+        """Caller-supplied embeddings win; otherwise the embedder embeds text in one batch.
+        Called before taking the write lock: an embedding can take seconds, and no store or
+        forget may wait for another request's."""
+        out: Vectors = {}
+        to_embed: list[tuple[uuid.UUID, str]] = []
+        for record_id, content in items:
+            given = content.first_embedding()
             if given is not None:
-                out[r.id] = (normalise_rows(given), CALLER_MODEL)
-            elif self.embedder is not None and embedding_text(r):
-                to_embed.append(r)
+                out[record_id] = (normalise_rows(given), CALLER_MODEL)
+            elif self.embedder is not None and (text := embedding_text(content)):
+                to_embed.append((record_id, text))
         if to_embed:
-            matrix = self._embed([embedding_text(r) for r in to_embed])
-            for r, row in zip(to_embed, matrix, strict=True):
-                out[r.id] = (row.astype(np.float32), self.embedder.name)
+            matrix = self._embed([text for _, text in to_embed])
+            for (record_id, _), row in zip(to_embed, matrix, strict=True):
+                out[record_id] = (row.astype(np.float32), self.embedder.name)
         return out
 
-    def _insert_vectors(self, tx: Any, vectors: dict[uuid.UUID, tuple[np.ndarray, str]]) -> None:
+    def _intend(self, step: str, ids: Sequence[uuid.UUID], **counts: int) -> None:
+        """The audit intent of a change, written inside its transaction just before the commit
+        (a failure to write it rolls the change back): what it is about to change."""
+        if self.audit is not None:
+            self.audit.intend(ids, {"step": step, "records": len(ids), **counts})
+
+    def _insert_vectors(self, tx: Any, vectors: Vectors) -> None:
         items = list(vectors.items())
         Database.insert_columns(
             tx, "vectors",
@@ -425,8 +475,7 @@ class Engine(RecallOperations, ConsolidationOperations):
             uuid_columns=("source_id", "target_id"), replace=True,
         )
 
-    def _add_vectors_ram(self, vectors: dict[uuid.UUID, tuple[np.ndarray, str]],
-                         stores: dict[uuid.UUID, StoreType]) -> None:
+    def _add_vectors_ram(self, vectors: Vectors, stores: dict[uuid.UUID, StoreType]) -> None:
         by_dim: dict[int, list[uuid.UUID]] = {}
         for record_id, (vec, _) in vectors.items():
             by_dim.setdefault(vec.shape[0], []).append(record_id)
@@ -493,6 +542,7 @@ class Engine(RecallOperations, ConsolidationOperations):
         now_ts = ts(now)
         edges: list[Edge] = []
         manual_counts = []
+        vectors = self._vectors_for(records)
         with self._write:
             for record, req in zip(records, reqs, strict=True):
                 for a in req.associations or []:
@@ -507,7 +557,7 @@ class Engine(RecallOperations, ConsolidationOperations):
                     edges.append(Edge(a.id, b.id, seq, SEQUENTIAL_WEIGHT, now_ts))
                     edges.append(Edge(b.id, a.id, seq, SEQUENTIAL_WEIGHT, now_ts))
                     inferred += 2
-            self._persist(records, edges)
+            self._persist(records, edges, vectors)
         self.text.mark_pending()
         results = [
             m.EncodeStoreResponse(record_id=r.id, store=r.store, initial_fidelity=r.fidelity.score,
@@ -516,12 +566,12 @@ class Engine(RecallOperations, ConsolidationOperations):
         ]
         return results, inferred
 
-    def _persist(self, records: Sequence[MemoryRecord], edges: Sequence[Edge],
-                 also: Callable[[Any], None] | None = None) -> None:
-        """Write new records with their edges and vectors in one transaction (plus `also`, the
-        caller's own rows), then mirror them into RAM and stage them for the text index.
+    def _persist(self, records: Sequence[MemoryRecord], edges: Sequence[Edge], vectors: Vectors,
+                 also: Callable[[Any], None] | None = None, touched: Sequence[uuid.UUID] = ()) -> None:
+        """Write new records with their edges and vectors (from `_vectors_for`, made before the
+        lock) in one transaction (plus `also`, the caller's own rows, which change the records
+        `touched`), then mirror them into RAM and stage them for the text index.
         The caller holds the write lock and calls `text.mark_pending()` afterwards."""
-        vectors = self._vectors_for(records)
         durable = [r for r in records if r.store is not StoreType.WORKING]
         durable_ids = {r.id for r in durable}
         persisted_edges = [e for e in edges if e.source in durable_ids or e.source in self.records.heads]
@@ -533,6 +583,7 @@ class Engine(RecallOperations, ConsolidationOperations):
                 also(tx)
             self._flush_in(tx)
             seq = self.db.bump(tx, "records_seq")
+            self._intend("write", [*(r.id for r in records), *touched], edges=len(edges))
         self.records.commit_heads(written)
         for record in records:
             if record.store is StoreType.WORKING:
@@ -552,6 +603,7 @@ class Engine(RecallOperations, ConsolidationOperations):
         if req.content is None and req.emotion is None and req.metadata is None and req.meta is None:
             raise CMPError(ErrorCode.VALIDATION_ERROR, "encode.update: nothing to update",
                            hint="give at least one of content, emotion, metadata, meta")
+        vectors = self._vectors_of([(req.record_id, req.content)]) if req.content is not None else {}
         with self._write:
             record = self.get(req.record_id)
             update: dict[str, Any] = {"updated_at": self._now(), "version": record.version + 1}
@@ -564,7 +616,6 @@ class Engine(RecallOperations, ConsolidationOperations):
             if req.meta is not None:
                 update["meta"] = normalise_meta(req.meta, "encode.update")
             record = record.model_copy(update=update)
-            vectors = self._vectors_for([record]) if req.content is not None else {}
             stores = {record.id: record.store}
             durable = record.store is not StoreType.WORKING
             with self.db.transaction() as tx:
@@ -574,6 +625,7 @@ class Engine(RecallOperations, ConsolidationOperations):
                         Database.delete_ids(tx, "vectors", "record_id", [record.id])
                         self._insert_vectors(tx, vectors)
                 seq = self.db.bump(tx, "records_seq")
+                self._intend("update", [record.id])
             if durable:
                 self.records.commit_heads(written)
             else:
@@ -599,6 +651,7 @@ class Engine(RecallOperations, ConsolidationOperations):
             with self.db.transaction() as tx:
                 self.journal.insert(tx, records)
                 seq = self.db.bump(tx, "journal_seq")
+                self._intend("raw", [r.id for r in records])
             self.raw_text.stage(seq, add=[raw_text_doc(r) for r in records])
         self.raw_text.mark_pending()
         return [m.EncodeStoreRawResponse(record_id=r.id, session_id=r.session_id,
@@ -621,6 +674,7 @@ class Engine(RecallOperations, ConsolidationOperations):
                                           visibility=req.visibility.value if req.visibility else None,
                                           secrecy_level=req.secrecy_level.value if req.secrecy_level else None):
                 raise not_found(req.record_id, "raw journal record")
+            self._intend("raw_flags", [req.record_id])
 
     def lifecycle_dream_tick(self, req: m.DreamTickRequest) -> m.DreamTickResponse:
         return dream.run(self, req)
@@ -637,6 +691,7 @@ class Engine(RecallOperations, ConsolidationOperations):
                 Database.set_state(tx, "recall_mode", req.mode.value)
                 tx.execute("DELETE FROM state WHERE key LIKE 'recall_mode:%'")
                 self.modes = {None: req.mode}
+            self._intend("mode", [])
 
     def lifecycle_forget(self, req: m.ForgetRequest) -> m.ForgetResponse:
         if not req.confirm:
@@ -662,9 +717,11 @@ class Engine(RecallOperations, ConsolidationOperations):
         self.text.mark_pending()
         return m.ForgetResponse(records_deleted=len(ids))
 
-    def _delete(self, ids: Sequence[uuid.UUID], also: Callable[[Any], None] | None = None) -> None:
-        """Delete records with their vectors and edges in one transaction (plus `also`), then from
-        RAM and the text index. The caller holds the write lock and marks the index pending."""
+    def _delete(self, ids: Sequence[uuid.UUID], also: Callable[[Any], None] | None = None,
+                touched: Sequence[uuid.UUID] = ()) -> None:
+        """Delete records with their vectors and edges in one transaction (plus `also`, which
+        changes the records `touched`), then from RAM and the text index. The caller holds the
+        write lock and marks the index pending."""
         durable = [i for i in ids if i in self.records.heads]
         with self.db.transaction() as tx:
             self.records.delete(tx, durable)
@@ -675,7 +732,11 @@ class Engine(RecallOperations, ConsolidationOperations):
             if also is not None:
                 also(tx)
             seq = self.db.bump(tx, "records_seq")
-        self.sealer.destroy(durable)  # crypto-erase: the ciphertext left behind can never be opened
+            self._intend("delete", [*ids, *touched])
+        try:
+            self.sealer.destroy(durable)  # crypto-erase: the ciphertext left behind can never be opened
+        except OSError:  # committed regardless; the keys left over are erased on the next open
+            log.exception("the keys of %d forgotten records could not be erased yet", len(durable))
         self.records.forget_heads(durable)
         for i in durable:
             self.consolidated.pop(i, None)
@@ -734,6 +795,7 @@ class Engine(RecallOperations, ConsolidationOperations):
             working_capacity=self.working.capacity,
             recall_mode=self.modes[None],
             data_dir=str(self.data_dir),
+            undecodable_records=self.undecodable.count,
             background_decay_enabled=self.background_decay,
             **dream.stats(self),
             evolution_metrics=self.evolution.metrics(),
@@ -771,6 +833,7 @@ class Engine(RecallOperations, ConsolidationOperations):
             with self.db.transaction() as tx:
                 self.records.write_decay(tx, [items[row][0] for row in changed], [heads[row] for row in changed])
                 self._flush_in(tx)
+                self._intend("decay", [], records=len(changed))  # every record: too many to list
         return m.DecayTickResponse(records_updated=len(changed), records_below_threshold=int(below.sum()),
                                    records_forgotten=int(forgotten.sum()))
 

@@ -3,7 +3,8 @@
 An inventory, not a recall: nothing is ranked, reconsolidated or hidden for having decayed, so
 a client that keeps its own records in a store (cm keeps playbook rules in procedural) can read
 all of them back in a few pages. Records are decoded straight from their stored bodies; the
-heads in RAM give the order, so a page costs the bodies it reads and no more.
+heads in RAM give the order, so a page costs the bodies it reads and no more. A record that
+cannot be decoded is left out of its page and named in `undecodable_ids`.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from .cmp import messages as m
 from .cmp.errors import CMPError, ErrorCode
 from .embed.base import normalise_rows
 from .model import StoreType
-from .storage import codec
 from .stores.records import BODY_FIELDS, dt, ts
+from .stores.undecodable import collect
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -77,6 +80,11 @@ def _cached_page(engine: Engine, req: m.RecallListRequest) -> m.RecallListRespon
 
 
 def _page(engine: Engine, req: m.RecallListRequest) -> m.RecallListResponse:
+    with collect() as skipped:
+        return _build_page(engine, req, skipped)
+
+
+def _build_page(engine: Engine, req: m.RecallListRequest, skipped: list[uuid.UUID]) -> m.RecallListResponse:
     keys = sorted(_members(engine, req.store))
     position = bisect_right(keys, _parse_cursor(req.cursor)) if req.cursor else 0
     wanted = req.metadata or {}
@@ -91,14 +99,29 @@ def _page(engine: Engine, req: m.RecallListRequest) -> m.RecallListResponse:
             position += 1
             scanned += 1
             value = values.get(record_id)
-            if value is not None and _matches(value.get("metadata") or {}, wanted):
+            try:
+                if value is None or not _matches(value.get("metadata") or {}, wanted):
+                    continue
                 out.append(_listed(engine, record_id, value, fields, now))
-                if len(out) == req.limit:
-                    break
+            except (KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:  # a body of the wrong shape
+                engine.records.undecodable.note(record_id, exc)
+                continue
+            if len(out) == req.limit:
+                break
     next_cursor = _cursor(keys[position - 1]) if position < len(keys) else None
-    # one validation for the page: pydantic checks a thousand records in one call far faster
-    return m.RecallListResponse.model_validate({"records": out, "next_cursor": next_cursor,
-                                                "total_scanned": scanned})
+    # one validation for the page: pydantic checks a thousand records in one call far faster;
+    # a record it refuses is left out as undecodable and the rest validated again
+    while True:
+        try:
+            return m.RecallListResponse.model_validate({"records": out, "next_cursor": next_cursor,
+                                                        "total_scanned": scanned,
+                                                        "undecodable_ids": tuple(skipped)})
+        except ValidationError as exc:
+            loc = exc.errors(include_url=False)[0].get("loc", ())
+            if len(loc) < 2 or loc[0] != "records" or not isinstance(loc[1], int):
+                raise
+            bad = out.pop(loc[1])
+            engine.records.undecodable.note(bad["id"], exc)
 
 
 def _members(engine: Engine, store: StoreType) -> list[Key]:
@@ -108,9 +131,8 @@ def _members(engine: Engine, store: StoreType) -> list[Key]:
 
 
 def _values(engine: Engine, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
-    """The body fields (content, emotion, metadata, meta) of each id still present."""
-    out = {record_id: codec.unpack(body) for record_id, body in engine.records.bodies(
-        [i for i in ids if i in engine.records]).items()}
+    """The body fields (content, emotion, metadata, meta) of each id still present and decodable."""
+    out = engine.records.body_values([i for i in ids if i in engine.records])
     for record_id in ids:
         record = engine.working.get(record_id) if record_id not in out else None
         if record is not None:

@@ -17,20 +17,22 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
     field_validator,
     model_serializer,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
-KIB = 1024
-MIB = 1024 * KIB
-
+from .limits import MAX_META_BYTES, MAX_META_ITEMS, MIB, StoredJson, text_bytes
 
 # ---------------------------------------------------------------- identifiers and time
 
@@ -77,8 +79,25 @@ def utcnow() -> datetime:
 
 
 def _as_utc(value: Any) -> Any:
+    """Naive datetimes are UTC. A number is refused: JSON carries instants as RFC 3339 text, and
+    pydantic would otherwise read `0` or `true` as 1970."""
     if isinstance(value, datetime) and value.tzinfo is None:
         return value.replace(tzinfo=UTC)
+    if isinstance(value, int | float):
+        raise PydanticCustomError("datetime_type", "expected an RFC 3339 date-time string, not a number")
+    return value
+
+
+# Instants a request gives are kept far from the calendar's ends: arithmetic on them (time zones,
+# float timestamps, a timeline's week and month buckets) must never step outside what datetime can
+# hold, or a stored record could not be read back.
+EARLIEST = datetime(100, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def _in_range(value: datetime) -> datetime:
+    if not EARLIEST <= value < LATEST:
+        raise PydanticCustomError("datetime_range", "instants must lie from the year 100 up to the year 9000")
     return value
 
 
@@ -89,6 +108,7 @@ UtcDatetime = Annotated[
         lambda v: v.astimezone(UTC).isoformat().replace("+00:00", "Z"), when_used="json"
     ),
 ]
+Instant = Annotated[UtcDatetime, AfterValidator(_in_range)]  # an instant a request gives
 
 
 # ---------------------------------------------------------------- bytes on the wire
@@ -117,7 +137,7 @@ Bytes = Annotated[
 ]
 
 
-def _finite_vector(value: list[float] | None) -> list[float] | None:
+def finite_vector(value: list[float] | None) -> list[float] | None:
     if value is None:
         return None
     if not value:
@@ -242,12 +262,18 @@ class RecallMode(StrEnum):
 
 
 class Model(BaseModel):
-    """Strict about unknown fields so that a typo in a request is an error, not a silent no-op."""
+    """Strict about unknown fields so that a typo in a request is an error, not a silent no-op.
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=False)
+    Any string-length constraint, even `str_min_length=0`, makes pydantic-core read every `str`
+    field (and `dict[str, ...]` key) as UTF-8, so text that is not valid Unicode (a lone
+    surrogate such as U+D800, which `json.loads` lets through) fails validation naming its
+    field (type `string_unicode`) instead of failing later, deep in storage or indexing.
+    Free-form JSON values get the same check from `limits`."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=False, str_min_length=0)
 
 
-Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False, strict=True)]  # `true` is not 1.0
 
 
 # ---------------------------------------------------------------- content
@@ -257,7 +283,7 @@ class ContentBlock(Model):
     modality: Modality = Modality.TEXT
     format: str | None = None
     data: Bytes = b""
-    embedding: list[float] | None = None
+    embedding: list[StrictFloat] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -268,9 +294,14 @@ class ContentBlock(Model):
             text = value.pop("text")
             if not isinstance(text, str):
                 raise PydanticCustomError("string_type", "text must be a string")
-            if "data" in value and _parse_bytes(value["data"]) != text.encode():
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise PydanticCustomError("string_unicode", "text is not valid Unicode: a lone surrogate "
+                                          "at character {pos}", {"pos": exc.start}) from None
+            if "data" in value and _parse_bytes(value["data"]) != data:
                 raise PydanticCustomError("text_mismatch", "give either text or data, not both")
-            value["data"] = text.encode("utf-8")
+            value["data"] = data
         return value
 
     @model_serializer(mode="wrap")
@@ -284,7 +315,7 @@ class ContentBlock(Model):
     @field_validator("embedding")
     @classmethod
     def _check_embedding(cls, value: list[float] | None) -> list[float] | None:
-        return _finite_vector(value)
+        return finite_vector(value)
 
     @model_validator(mode="after")
     def _check_payload(self) -> ContentBlock:
@@ -310,11 +341,12 @@ class ContentBlock(Model):
             if self.modality in JSON_MODALITIES:
                 try:
                     json.loads(text)
-                except ValueError as exc:
+                except (ValueError, RecursionError) as exc:  # RecursionError: nested thousands deep
+                    error = str(exc) if isinstance(exc, ValueError) else "nested too deeply to parse"
                     raise PydanticCustomError(
                         "invalid_json", "{modality} block is not valid JSON: {error}",
-                        {"modality": self.modality.value, "error": str(exc)},
-                    ) from exc
+                        {"modality": self.modality.value, "error": error},
+                    ) from None
             elif not text.strip():
                 raise PydanticCustomError("empty_content", "text block is blank")
         return self
@@ -395,7 +427,7 @@ class EmotionVector(Model):
     anger: Score = 0.0
     anticipation: Score = 0.0
     intensity: Score = 0.0
-    valence: Annotated[float, Field(ge=-1.0, le=1.0, allow_inf_nan=False)] = 0.0
+    valence: Annotated[float, Field(ge=-1.0, le=1.0, allow_inf_nan=False, strict=True)] = 0.0
 
     @classmethod
     def from_label(cls, label: str) -> EmotionVector:
@@ -443,7 +475,7 @@ class MetaEvidenceRef(Model):
 class MetaAlternative(Model):
     option: str
     reason: str | None = None
-    chosen: bool = False
+    chosen: StrictBool = False
 
 
 class MetaEdge(Model):
@@ -466,7 +498,7 @@ class MetaEdge(Model):
 class MetaMemory(Model):
     """Why a memory exists: intent, rationale, evidence, alternatives, decision, context edges."""
 
-    schema_version: int = Field(default=1, ge=1)
+    schema_version: StrictInt = Field(default=1, ge=1)
     capture_status: CaptureStatus = CaptureStatus.LEGACY
     intent: str | None = None
     rationale: str | None = None
@@ -483,10 +515,8 @@ class MetaMemory(Model):
     tags: list[str] = Field(default_factory=list)
     captured_at: UtcDatetime | None = None
 
-    def searchable_text(self) -> str:
-        """The "why" plane as text; empty unless the meta was provided or inferred."""
-        if self.capture_status not in (CaptureStatus.PROVIDED, CaptureStatus.INFERRED):
-            return ""
+    def texts(self) -> list[str]:
+        """Every piece of text the meta-memory holds."""
         parts: list[str | None] = [self.intent, self.rationale, self.trigger, self.decision]
         parts += self.goals + self.assumptions + self.tags
         for ev in self.evidence:
@@ -497,7 +527,34 @@ class MetaMemory(Model):
             parts.append(edge.rationale)
             for ev in edge.evidence:
                 parts += [ev.label, ev.excerpt, ev.uri]
-        return "\n".join(p for p in parts if p)
+        return [p for p in parts if p]
+
+    def searchable_text(self) -> str:
+        """The "why" plane as text; empty unless the meta was provided or inferred."""
+        if self.capture_status not in (CaptureStatus.PROVIDED, CaptureStatus.INFERRED):
+            return ""
+        return "\n".join(self.texts())
+
+
+_META_LISTS = ("goals", "evidence", "assumptions", "alternatives", "source_record_ids", "parent_meta_ids",
+               "context_edges", "tags")
+
+
+def check_request_meta(meta: MetaMemory) -> MetaMemory:
+    """What a client may send as meta-memory (the engine's own, a dream's evidence of every raw
+    record of a topic, may hold more): each list, an edge's evidence included, at most
+    MAX_META_ITEMS entries, and all its text together at most MAX_META_BYTES."""
+    lists = [(name, getattr(meta, name)) for name in _META_LISTS]
+    lists += [(f"context_edges[{n}].evidence", edge.evidence) for n, edge in enumerate(meta.context_edges)]
+    for name, items in lists:
+        if len(items) > MAX_META_ITEMS:
+            raise PydanticCustomError("meta_too_many_items", "{name} has {count} entries; the limit is {limit}",
+                                      {"name": name, "count": len(items), "limit": MAX_META_ITEMS})
+    size = sum(text_bytes(text) for text in meta.texts())
+    if size > MAX_META_BYTES:
+        raise PydanticCustomError("content_too_large", "holds {size} bytes of text; the limit is {limit}",
+                                  {"size": size, "limit": MAX_META_BYTES})
+    return meta
 
 
 def normalise_meta(meta: MetaMemory | None, trigger: str, now: datetime | None = None) -> MetaMemory:
@@ -534,7 +591,7 @@ class MemoryRecord(Model):
     fidelity: FidelityState = Field(default_factory=FidelityState)
     emotion: EmotionVector = Field(default_factory=EmotionVector)
     associations: list[Association] = Field(default_factory=list)
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: StoredJson = Field(default_factory=dict)
     version: int = Field(default=1, ge=1)
     meta: MetaMemory = Field(default_factory=MetaMemory)
 
@@ -551,7 +608,7 @@ class RawJournalRecord(Model):
     created_at: UtcDatetime = Field(default_factory=utcnow)
     updated_at: UtcDatetime = Field(default_factory=utcnow)
     content: MemoryContent
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: StoredJson = Field(default_factory=dict)
     derived_memory_ids: list[uuid.UUID] = Field(default_factory=list)
     suppressed: bool = False
     meta: MetaMemory = Field(default_factory=MetaMemory)

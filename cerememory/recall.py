@@ -24,6 +24,7 @@ from .listing import list_records
 from .model import EMOTION_CHANNELS, EmotionVector, RecallMode, StoreType, uuid_from_text
 from .stores.journal import DEFAULT_SECRECY, allowed_visibility
 from .stores.records import dt, ts
+from .stores.undecodable import reporting
 
 ALL_STORES = tuple(StoreType)
 STORE_CODE = {s: i for i, s in enumerate(ALL_STORES)}
@@ -89,6 +90,7 @@ class RecallOperations:
             else:
                 self.working.touch(i)
 
+    @reporting
     def recall_query(self, req: m.RecallQueryRequest) -> m.RecallQueryResponse:
         cue = req.cue
         if cue.image is not None or cue.audio is not None:
@@ -251,6 +253,7 @@ class RecallOperations:
                     paths[i] = list(act.path)
         return gains, paths
 
+    @reporting
     def recall_associate(self, req: m.RecallAssociateRequest) -> m.RecallAssociateResponse:
         if not self._exists(req.record_id):
             raise not_found(req.record_id)
@@ -267,6 +270,7 @@ class RecallOperations:
             total_candidates=len(reached),
         )
 
+    @reporting
     def recall_timeline(self, req: m.RecallTimelineRequest) -> m.RecallTimelineResponse:
         start, end = ts(req.range.start), ts(req.range.end)
         stores = req.stores or ALL_STORES
@@ -302,6 +306,7 @@ class RecallOperations:
             keep.append(i)
         return keep
 
+    @reporting
     def recall_graph(self, req: m.RecallGraphRequest) -> m.RecallGraphResponse:
         types = {t.value for t in req.edge_types} if req.edge_types else None
         if req.center_id is not None:
@@ -362,6 +367,7 @@ class RecallOperations:
                 return passing
             want *= 4
 
+    @reporting
     def recall_raw_query(self, req: m.RecallRawQueryRequest) -> m.RecallRawQueryResponse:
         visibility = allowed_visibility(req.include_private_scratch, req.include_sealed)
         secrecy = [s.value for s in (req.secrecy_levels or DEFAULT_SECRECY)]

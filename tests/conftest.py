@@ -158,11 +158,11 @@ class ServeProcess:
             time.sleep(0.1)
 
     @classmethod
-    def serve(cls, data_dir: Path, workdir: Path, *args: str) -> ServeProcess:
+    def serve(cls, data_dir: Path, workdir: Path, *args: str, **env: str) -> ServeProcess:
         port = free_port()
         command = [sys.executable, "-m", "cerememory", "serve", "--data-dir", str(data_dir),
                    "--port", str(port), "--log-level", "warning", *args]
-        return cls(command, clean_env(workdir), workdir / "server.log", port)
+        return cls(command, clean_env(workdir, **env), workdir / "server.log", port)
 
     def stop(self) -> int:
         if self.proc.poll() is None:

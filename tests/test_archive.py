@@ -2,7 +2,9 @@
 
 A round trip must give back exactly what was stored (records with their fidelity state,
 associations, vectors, raw journal); a damaged, truncated, tampered or wrong-key archive must be
-refused with nothing imported; export paths must never escape, follow a link or overwrite.
+refused with nothing imported, and so must one that asks for more key-derivation cost than the
+server accepts; imports run one at a time; export paths must never escape, follow a link or
+overwrite, and a server's exports stay in its export directory.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import base64
 import hashlib
 import io
 import json
+import os
 import struct
 import sys
 from collections.abc import Iterator
@@ -26,7 +29,9 @@ from cerememory import CMPError, ErrorCode
 from cerememory.cmp import messages as m
 from cerememory.storage import archive_crypto as crypto
 from cerememory.storage import archive_format as fmt
+from cerememory.storage.archive_gate import IMPORTS
 from cerememory.storage.archive_paths import export_target, write_new
+from cerememory.storage.crypto import KEYFILE, Vault
 from cerememory.transport.client import Client
 from cerememory.transport.grpc_client import GrpcClient
 from cerememory.transport.grpc_server import build_grpc_server
@@ -395,6 +400,117 @@ def test_sealed_chunks_detect_reordering_dropping_and_appending() -> None:
         crypto.open_sealed(memoryview(sealed), key, b'{"kind":"other"}\n', 64)  # the preamble is bound
 
 
+# ---------------------------------------------------------------- what an import may cost
+
+
+def _costly_archive(**cost: int) -> bytes:
+    """A small encrypted archive whose preamble asks for the given Argon2id cost."""
+    encryption = {"cipher": crypto.CIPHER, "kdf": crypto.KDF, "salt": base64.b64encode(os.urandom(16)).decode(),
+                  "time_cost": 3, "memory_cost_kib": 65536, "parallelism": 1, "chunk_bytes": crypto.CHUNK_BYTES,
+                  "key_check": "0" * 64, **cost}
+    return fmt.preamble("01960000-0000-7000-8000-000000000000", encryption) + os.urandom(600)
+
+
+@pytest.fixture
+def no_key_derivation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deriving a key fails the test: a refused cost must be refused before any derivation."""
+
+    def derive(*_: Any) -> bytes:
+        raise AssertionError("a key was derived")
+
+    monkeypatch.setattr(crypto, "derive_key", derive)
+
+
+def test_a_huge_key_derivation_cost_is_refused_over_http_before_deriving(open_mem, no_key_derivation) -> None:
+    """The attack of the issue: 1 GiB and 16 passes named by a 791-byte import request."""
+    target = open_mem("target")
+    target.store("already here", store="semantic")
+    before = snapshot(target)
+    server = ServerThread(target.engine)
+    cases = [  # (what the archive asks for, the parameter refused, its limit, the setting that raises it)
+        ({"memory_cost_kib": 1024 * 1024, "time_cost": 16}, "memory_cost_kib", 262144, "memory_kib"),
+        ({"time_cost": 16}, "time_cost", 8, "time_cost"),
+        ({"parallelism": 16}, "parallelism", 4, "parallelism")]
+    try:
+        with Client(server.url, retries=0) as client:
+            for cost, name, limit, setting in cases:
+                with pytest.raises(CMPError) as err:
+                    client.dispatch("lifecycle.import", {"archive_data": _costly_archive(**cost),
+                                                         "decryption_key": KEY, "strategy": "replace"})
+                error = err.value
+                assert error.code is ErrorCode.IMPORT_CONFLICT and error.http_status == 409
+                assert error.details["reason"] == "kdf_cost" and error.details["field"] == f"encryption.{name}"
+                assert (error.details["value"], error.details["limit"]) == (cost[name], limit)
+                assert f"encryption.{name}" in error.message and str(limit) in error.message
+                assert error.details["setting"] == f"archive.import_max_kdf_{setting}"
+                assert f"CEREMEMORY_ARCHIVE__IMPORT_MAX_KDF_{setting.upper()}" in error.hint
+    finally:
+        server.stop()
+    assert snapshot(target) == before
+
+
+def test_the_accepted_key_derivation_cost_is_configurable(tmp_path: Path, clock: Clock) -> None:
+    source = cerememory.open(tmp_path / "source", semantic="off", clock=clock)
+    strict = cerememory.open(tmp_path / "strict", semantic="off", clock=clock,
+                             archive__import_max_kdf_time_cost=2, archive__import_max_kdf_memory_kib=32768)
+    try:
+        source.store("sealed with the default cost", store="semantic")
+        sealed = export(source, encrypt=True, encryption_key=KEY)  # 64 MiB, 3 passes
+        with pytest.raises(CMPError) as err:
+            do_import(strict, sealed, decryption_key=KEY)
+        assert err.value.details["setting"] == "archive.import_max_kdf_memory_kib"
+        assert (err.value.details["value"], err.value.details["limit"]) == (65536, 32768)
+        assert strict.stats().total_records == 0
+    finally:
+        strict.close()
+    relaxed = cerememory.open(tmp_path / "strict", semantic="off", clock=clock)
+    try:
+        assert do_import(relaxed, sealed, decryption_key=KEY).records_imported == 1
+    finally:
+        relaxed.close()
+        source.close()
+
+
+def test_imports_run_one_at_a_time(open_mem, clock: Clock, tmp_path: Path) -> None:
+    """While one import runs, another is told to come back (429 with Retry-After), not queued in
+    memory beside it; with the slot free again it goes through."""
+    source = open_mem("source")
+    populate(source, clock)
+    data = export(source, include_raw_journal=True)
+    target = cerememory.open(tmp_path / "busy", semantic="off", clock=clock, archive__import_wait_seconds=0)
+    server = ServerThread(target.engine)
+    try:
+        with Client(server.url, retries=0) as client:
+            with IMPORTS.slot(0):  # an import in progress
+                with pytest.raises(CMPError) as err:
+                    client.dispatch("lifecycle.import", {"archive_data": data})
+                assert err.value.code is ErrorCode.RATE_LIMITED and err.value.http_status == 429
+                assert err.value.retry_after == 5 and err.value.details["reason"] == "import_in_progress"
+                assert "archive.import_wait_seconds" in err.value.hint
+                assert target.stats().total_records == 0
+            assert client.dispatch("lifecycle.import", {"archive_data": data})["records_imported"] == 9
+    finally:
+        server.stop()
+        target.close()
+
+
+def test_a_key_file_with_an_absurd_cost_is_refused_before_deriving(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key file of an encrypted data directory names its own Argon2id cost: a planted or
+    damaged one must not make opening the directory allocate without bound."""
+    from cerememory.storage import crypto as at_rest
+
+    data_dir = tmp_path / "sealed"
+    Vault.create(data_dir, KEY, crypto.KdfParams(time_cost=1, memory_cost_kib=8 * 1024))
+    document = json.loads((data_dir / KEYFILE).read_text())
+    document["kdf"]["memory_cost_kib"] = 64 * 1024 * 1024  # 64 GiB
+    (data_dir / KEYFILE).write_text(json.dumps(document))
+    monkeypatch.setattr(at_rest, "derive_key", lambda *_: pytest.fail("a key was derived"))
+    with pytest.raises(CMPError, match="out of range") as err:
+        cerememory.open(data_dir, semantic="off", encryption__passphrase=KEY)
+    assert err.value.hint
+
+
 def test_export_request_errors(open_mem) -> None:
     mem = open_mem("source")
     cases = [({"encrypt": True}, "encryption_key"), ({"encryption_key": "x"}, "encrypt"),
@@ -433,6 +549,29 @@ def test_export_paths_never_escape_follow_links_or_overwrite(tmp_path: Path, mon
         out.write(b"archive")
     assert target.read_bytes() == b"archive" and target.stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "precious").read_text() == "precious"
+
+
+def test_a_servers_exports_stay_in_its_export_directory(tmp_path: Path) -> None:
+    root, outside = tmp_path / "data" / "exports", tmp_path / "outside"
+    outside.mkdir()
+    assert export_target("first.cma", root) == root / "first.cma" and root.is_dir()  # created on first use
+    (root / "sub").mkdir()
+    (root / "out").symlink_to(outside)
+    (root / "taken.cma").write_text("keep me")
+    refused = {"../x.cma": "'..'", "sub/../../x.cma": "'..'", str(outside / "x.cma"): "outside the export directory",
+               "/x.cma": "outside the export directory", "out/x.cma": "symbolic link", "out": "symbolic link",
+               "taken.cma": "already exists", "missing/x.cma": "does not exist", "": "empty", "a\0b": "NUL"}
+    for path, message in refused.items():
+        with pytest.raises(CMPError, match=message) as err:
+            export_target(path, root)
+        assert err.value.code is ErrorCode.VALIDATION_ERROR and err.value.details["field"] == "output_path"
+        assert err.value.hint
+    assert export_target("sub/x.cma", root) == root / "sub" / "x.cma"
+    assert export_target(str(root / "sub" / "y.cma"), root) == root / "sub" / "y.cma"  # absolute, but inside
+    linked_root = tmp_path / "linked-exports"
+    linked_root.symlink_to(root)  # the configured directory itself may be a link: it is resolved once
+    assert export_target(str(linked_root / "z.cma"), linked_root) == root / "z.cma"
+    assert list(outside.iterdir()) == [] and (root / "taken.cma").read_text() == "keep me"
 
 
 # ---------------------------------------------------------------- CLI

@@ -142,4 +142,4 @@ def test_grpc_without_metadata_or_with_a_wrong_key_is_unauthenticated(mem):
     finally:
         server.stop(None).wait(5)
     last = mem.engine.audit.head
-    assert last[0] == 1  # the one authenticated write, nothing from the refused calls
+    assert last[0] == 2  # the one authenticated write (its intent and outcome), nothing from the refused calls

@@ -6,9 +6,13 @@ import json
 import uuid
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from cerememory.cmp import messages as m
+from cerememory.limits import ANSWER_MAX_DEPTH
 from cerememory.model import (
     EMOTION_CHANNELS,
     Association,
@@ -28,6 +32,7 @@ from cerememory.model import (
 from cerememory.storage import codec
 from cerememory.stores.journal import BODY_FIELDS as RAW_BODY
 from cerememory.stores.records import BODY_FIELDS
+from cerememory.transport import grpc_convert
 
 unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 moments = st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC))
@@ -111,3 +116,46 @@ def test_raw_record_round_trips_through_the_codec(record: RawJournalRecord):
 @given(st.uuids(), moments)
 def test_codec_keeps_uuids_and_times_exact(value: uuid.UUID, moment: datetime):
     assert codec.unpack(codec.pack({"id": value, "at": moment})) == {"id": value, "at": moment}
+
+
+@settings(max_examples=80, deadline=None)
+@given(metadata=st.dictionaries(st.text(max_size=8), json_values, max_size=4),
+       spatial=st.none() | json_values)
+def test_what_a_request_may_carry_is_stored_and_answered(metadata: dict, spatial: object):
+    """Anything the request limits accept packs, unpacks and goes out as JSON and protobuf."""
+    req = m.EncodeStoreRequest.model_validate({"content": {"blocks": [{"text": "x"}]}, "metadata": metadata,
+                                             "context": {"spatial": spatial}})
+    stored = {**(req.metadata or {}), "_context": req.context.model_dump(mode="json", exclude_none=True)}
+    record = MemoryRecord(store=StoreType.EPISODIC, content=req.content, metadata=stored)
+    back = codec.unpack_model(MemoryRecord, codec.pack_model(record, include=BODY_FIELDS),
+                              **record.model_dump(exclude=BODY_FIELDS))
+    assert back == record
+    message = grpc_convert.to_proto_response("introspect.record", back.model_dump(mode="json"))
+    assert type(message).FromString(message.SerializeToString()) == message
+
+
+def deep(levels: int) -> dict:
+    value: dict = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+def test_stored_json_up_to_the_answer_depth_fits_every_transport():
+    """ANSWER_MAX_DEPTH is what a protobuf parser (100 nested messages) still reads back inside
+    the deepest answer; one level more is refused when a stored record is decoded."""
+    record = MemoryRecord(store=StoreType.EPISODIC, content=MemoryContent.of_text("x"),
+                          metadata=deep(ANSWER_MAX_DEPTH))
+    recalled = m.RecalledMemory(record=record, relevance_score=1.0, rendered_content=record.content)
+    answer = m.RecallTimelineResponse(buckets=[m.TimelineBucket(
+        start=record.created_at, end=record.created_at, memories=[recalled], count=1)])
+    message = grpc_convert.to_proto_response("recall.timeline", answer.model_dump(mode="json"))
+    assert type(message).FromString(message.SerializeToString()) == message
+    with pytest.raises(ValidationError, match="nested more than"):
+        MemoryRecord.model_validate({**record.model_dump(), "metadata": deep(ANSWER_MAX_DEPTH + 1)})
+
+
+def test_bytes_that_are_not_a_stored_body_raise_one_codec_error():
+    for data in (b"\xc1 not msgpack", b"\x92\x01", b"\xd7\x01\x00\x00\x00\x00\x00\x00\x00\x00"):
+        with pytest.raises(codec.CodecError, match="not a stored body"):
+            codec.unpack(data)

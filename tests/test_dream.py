@@ -11,12 +11,15 @@ import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
 import cerememory
 from cerememory import CMPError, ErrorCode
+from cerememory.transport.client import Client
 
-from .conftest import ServerThread
+from .conftest import ServeProcess, ServerThread
+from .crashpoint import kill_at
 
 T0 = datetime(2025, 3, 4, 9, 0, tzinfo=UTC)
 CANARY = "ZEBRA-CANARY-7731"
@@ -372,23 +375,24 @@ CRASH_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _run(script: Path, data: Path, mode: str, fault: str | None = None) -> subprocess.CompletedProcess:
+def _env(data: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
     env["CEREMEMORY_CONFIG"] = str(data.parent / "none.toml")
-    if fault:
-        env["CEREMEMORY_DREAM_FAULT"] = fault
-    return subprocess.run([sys.executable, str(script), str(data), mode], capture_output=True, env=env,
+    return env
+
+
+def _run(script: Path, data: Path, mode: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(script), str(data), mode], capture_output=True, env=_env(data),
                           timeout=120, text=True)
 
 
-@pytest.mark.parametrize("fault,committed", [("in_group:2", 1), ("after_group:2", 2)])
-def test_a_crash_mid_dream_leaves_no_half_group_and_a_rerun_finishes(tmp_path, fault, committed):
+@pytest.mark.parametrize("point,committed", [("dream.group_writing:2", 1), ("dream.group_committed:2", 2)])
+def test_a_crash_mid_dream_leaves_no_half_group_and_a_rerun_finishes(tmp_path, point, committed):
     script = tmp_path / "dream_child.py"
     script.write_text(CRASH_SCRIPT)
     data = tmp_path / "data"
     assert _run(script, data, "fill").returncode == 0
-    crashed = _run(script, data, "dream", fault)
-    assert crashed.returncode == 86, crashed.stderr
+    kill_at(point, [sys.executable, str(script), str(data), "dream"], _env(data))
     with cerememory.open(data, semantic="off") as mem:
         stats = mem.stats()
         assert stats.records_by_store["episodic"] == committed == stats.dream_episodic_summaries
@@ -405,6 +409,57 @@ def test_a_crash_mid_dream_leaves_no_half_group_and_a_rerun_finishes(tmp_path, f
         assert (stats.dream_episodic_summaries, stats.raw_journal_pending_dream) == (4, 0)
         assert stats.records_by_store["episodic"] == 4
         assert all(len(r.derived_memory_ids) == 2 for r in mem.raw_recall(limit=100).records)
+
+
+# ---------------------------------------------------------------- a group that fails
+
+
+def _write_older_data(data_dir: Path, sql: str, params: list) -> None:
+    """Change rows as an older Cerememory could have written them (no process owns the dir)."""
+    import duckdb
+
+    with duckdb.connect(str(data_dir / "cerememory.duckdb")) as db:
+        db.execute(sql, params)
+
+
+def test_a_failing_group_is_recorded_and_skipped_and_every_other_group_is_dreamed(data_dir, tmp_path, cli):
+    with cerememory.open(data_dir, semantic="off") as mem:
+        raw(mem, "Alice: the heron survey starts at dawn on Monday", T0, session="early")
+        poison = [raw(mem, f"Bob: falcon launch step {i} is ready", T0 + timedelta(minutes=10 + i),
+                      session="poison", topic_id="launch") for i in range(2)]
+        raw(mem, "Carol: the owl count is on Friday evening", T0 + timedelta(minutes=30), session="late")
+    # ids are bounded at encode time now; a topic id of two million characters is older data
+    _write_older_data(data_dir, "UPDATE raw_journal SET topic_id = ? WHERE session_id = 'poison'",
+                      ["t" * 2_000_000])
+
+    first = cli("dream-tick", "--json")  # a group at a time, embedded
+    assert first.code == 0, first.stderr
+    body = first.json()
+    assert [g["session_id"] for g in body["groups"]] == ["early", "late"]  # the group after it too
+    [failed] = body["groups_failed"]
+    assert (failed["session_id"], failed["raw_record_count"], failed["code"]) == ("poison", 2, "CONTENT_TOO_LARGE")
+    assert "limit" in failed["reason"] and failed["first_raw_record_id"] == str(poison[0])
+    assert len(failed["topic_hint"]) == 200
+
+    def tick(url: str) -> dict:
+        response = httpx.post(f"{url}/v1/lifecycle/dream-tick", json={"max_groups": 10}, timeout=120)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    server = ServeProcess.serve(data_dir, tmp_path)  # the failure was persisted
+    try:
+        again = tick(server.url)  # not retried: its raw records did not change
+        assert (again["groups_processed"], again["groups_failed"], again["groups_skipped"]) == (0, [], 1)
+        shown = cli("dream-tick", "--server-url", server.url, env={"COLUMNS": "200"})
+        assert "1 groups skipped: they failed before" in shown.stdout
+        with Client(server.url) as client:
+            client.update_raw(poison[1], suppressed=True)  # the group changed: it is tried again
+            retried = tick(server.url)
+            assert retried["groups_skipped"] == 0
+            assert [(f["raw_record_count"], f["code"]) for f in retried["groups_failed"]] == [(1, "CONTENT_TOO_LARGE")]
+            assert client.stats().raw_journal_pending_dream == 1  # a failed group's records stay pending
+    finally:
+        assert server.stop() == 0
 
 
 # ---------------------------------------------------------------- CLI and server
@@ -434,8 +489,6 @@ def test_cli_and_http_client_against_a_real_server(cli, mem):
     ids = [raw(mem, text, T0 + timedelta(minutes=i)) for i, text in enumerate(CONVERSATION)]
     server = ServerThread(mem.engine)
     try:
-        from cerememory.transport.client import Client
-
         with Client(server.url) as client:
             client.update_raw(ids[1], suppressed=True)
             assert client.dream_tick(dry_run=True).groups[0].raw_record_count == 5
@@ -454,7 +507,7 @@ def test_background_dream_runs_in_the_scheduler(tmp_path):
     from cerememory.dynamics.scheduler import Scheduler
 
     with cerememory.open(tmp_path / "d", semantic="off", dream__background_interval_secs=0.05) as mem:
-        raw(mem, "Alice: Falcon ships Monday", T0)
+        raw_id = raw(mem, "Alice: Falcon ships Monday", T0)
         scheduler = Scheduler(mem.engine, decay_interval=0)
         scheduler.start()
         try:
@@ -468,6 +521,10 @@ def test_background_dream_runs_in_the_scheduler(tmp_path):
             scheduler.stop()
         assert mem.stats().raw_journal_pending_dream == 0
         assert not mem.stats().background_dream_enabled
+    audit = [json.loads(line) for line in (tmp_path / "d" / "audit.jsonl").read_text().splitlines()]
+    background = [e for e in audit if e["op"] == "lifecycle.dream_tick" and e["transport"] == "scheduler"]
+    assert [e["phase"] for e in background][:2] == ["intent", "done"]  # background work is audited too
+    assert str(raw_id) in background[0]["record_ids"]
     with cerememory.open(tmp_path / "e", semantic="off", dream__background_enabled=False) as mem:
         scheduler = Scheduler(mem.engine, decay_interval=0)
         scheduler.start()

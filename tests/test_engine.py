@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 import cerememory
@@ -347,6 +349,51 @@ def test_forget_unknown_id_deletes_nothing(mem):
         mem.forget([rid, uuid.uuid4()], confirm=True)
     assert err.value.code is ErrorCode.RECORD_NOT_FOUND
     assert mem.inspect(rid)
+
+
+class BlockingEmbedder:
+    """An embedder that embeds only once released, and tells when an embedding has begun."""
+
+    name = "blocking-stub"
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.started.set()
+        self.release.wait()
+        return np.full((len(texts), 4), 0.5, dtype=np.float32)
+
+
+def _finishes(work) -> object:
+    """Run `work` in a thread; its result, or a failure if it is still waiting after a minute
+    (a deadlock guard: any wait on the blocked embedding would never end)."""
+    out: list = []
+    thread = threading.Thread(target=lambda: out.append(work()), daemon=True)
+    thread.start()
+    thread.join(60)
+    assert out, "blocked behind another request's embedding"
+    return out[0]
+
+
+def test_forget_and_store_do_not_wait_for_another_requests_embedding(mem):
+    doomed = mem.store("forget me soon").record_id
+    embedder = mem.engine.embedder = BlockingEmbedder()
+    stored: list = []
+    slow = threading.Thread(target=lambda: stored.append(mem.store("a text that takes long to embed")))
+    slow.start()
+    try:
+        assert embedder.started.wait(60)  # the store is now inside its embedding
+        assert _finishes(lambda: mem.forget([doomed], confirm=True)).records_deleted == 1
+        given = _finishes(lambda: mem.store("brings its own vector", embedding=[1.0, 0.0, 0.0, 0.0]))
+        assert _finishes(lambda: mem.update(given.record_id, metadata={"checked": True}))
+        assert not stored  # the slow store is still embedding
+    finally:
+        embedder.release.set()
+        slow.join()
+    assert mem.inspect(stored[0].record_id).content.plain_text() == "a text that takes long to embed"
+    assert mem.stats().vector_index_records == 2
 
 
 # ---------------------------------------------------------------- working memory

@@ -176,9 +176,14 @@ T0_DAY = T0.strftime("%Y-%m-%d")
 def canonical(value: Any, ids: dict[str, str] | None = None) -> Any:
     """Ids become labels in order of appearance (references must still line up); times of
     'now' and the data directory, which legitimately differ, are blanked; floats are rounded
-    because fidelity (and so relevance) moves with the instant a record is read."""
+    because fidelity (and so relevance) moves with the instant a record is read. The raw BM25
+    score is blanked (its rank stays): it moves with how the background committer happened to
+    split the writes into index segments, since a replaced document counts in its segment's
+    statistics until a merge."""
     ids = {} if ids is None else ids
     if isinstance(value, dict):
+        if "text_rank" in value and value.get("text") is not None:
+            value = {**value, "text": "<bm25>"}
         return {k: canonical(v, ids) for k, v in sorted(value.items()) if k != "data_dir"}
     if isinstance(value, list):
         return [canonical(v, ids) for v in value]
@@ -331,6 +336,113 @@ def test_import_streams_chunks_and_caps_the_archive(stub, monkeypatch):
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     envelope = json.loads(dict(err.value.trailing_metadata())["cmp-error"])
     assert (envelope["code"], envelope["request_id"]) == ("CONTENT_TOO_LARGE", "imp-1")
+
+
+# ---------------------------------------------------------------- malformed protobuf
+
+SERVICE = pb.DESCRIPTOR.services_by_name["CerememoryService"]
+GARBAGE = [
+    b"\xff" * 11,  # a tag whose varint never ends
+    b"\x0a\x7f",  # a length-delimited field 127 bytes long, with no bytes
+    b"\x00",  # field number 0
+    b"\x0f",  # wire type 7
+]
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field on the wire."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _nested_value(levels: int) -> bytes:
+    """A google.protobuf.Value holding `levels` Structs, each inside the one before
+    (built on the wire: protobuf itself refuses to build what it cannot parse)."""
+    value = _field(3, b"x")  # string_value
+    for _ in range(levels):
+        value = _field(5, _field(1, _field(1, b"a") + _field(2, value)))  # struct_value {fields {a: value}}
+    return value
+
+
+def _json_field_paths(message: Any, depth: int = 3) -> list[tuple[list[int], str]]:
+    """The field-number paths from `message` to every Struct or Value field, within `depth`."""
+    paths: list[tuple[list[int], str]] = []
+    for f in message.fields:
+        kind = f.message_type.full_name if f.message_type else None
+        if kind in ("google.protobuf.Struct", "google.protobuf.Value"):
+            paths.append(([f.number], kind))
+        elif kind and kind.startswith("cerememory.") and depth > 1:
+            paths += [([f.number, *path], k) for path, k in _json_field_paths(f.message_type, depth - 1)]
+    return paths
+
+
+def _call_raw(channel: grpc.Channel, method: Any, data: bytes, metadata: tuple = ()) -> Any:
+    """Send `data` as the request bytes of `method`, unchanged, and return the answer."""
+    path = f"/{SERVICE.full_name}/{method.name}"
+    if method.client_streaming:
+        return channel.stream_unary(path)(iter([data]), metadata=metadata, timeout=30)
+    if method.server_streaming:
+        return list(channel.unary_stream(path)(data, metadata=metadata, timeout=30))
+    return channel.unary_unary(path)(data, metadata=metadata, timeout=30)
+
+
+def _refusal(channel: grpc.Channel, method: Any, data: bytes) -> dict[str, Any]:
+    """The CMP envelope of the INVALID_ARGUMENT that `data` gets from `method`."""
+    with pytest.raises(grpc.RpcError) as err:
+        _call_raw(channel, method, data, (("x-request-id", "bad-bytes"),))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (method.name, data, err.value.details())
+    envelope = json.loads(dict(err.value.trailing_metadata())["cmp-error"])
+    assert (envelope["code"], envelope["request_id"]) == ("VALIDATION_ERROR", "bad-bytes")
+    assert envelope["message"] == err.value.details()
+    return envelope
+
+
+def test_malformed_protobuf_is_a_validation_error_on_every_method(served: Served, channel, stub):
+    kept = stub.EncodeStore(pb.EncodeStoreRequest(content=pb.MemoryContent(blocks=[pb.ContentBlock(
+        text="kept through the garbage")])), timeout=30).record_id
+    before = served.mem.engine.audit.head
+    for method in SERVICE.methods:
+        for data in GARBAGE:
+            envelope = _refusal(channel, method, data)
+            assert "the wire format is corrupt" in envelope["message"]
+            assert envelope["details"]["message_type"] == method.input_type.full_name
+            assert envelope["details"]["hint"]
+    good_first_chunk = pb.ImportChunk(request=pb.ImportRequest(archive_id="a1"), data=b"CMA").SerializeToString()
+    with pytest.raises(grpc.RpcError) as err:  # a bad chunk after a good one
+        channel.stream_unary(f"/{SERVICE.full_name}/Import")(iter([good_first_chunk, GARBAGE[1]]), timeout=30)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert served.mem.engine.audit.head == before
+    assert served.mem.stats().total_records == 1
+    assert served.mem.inspect(uuid.UUID(kept)).content.blocks[0].text == "kept through the garbage"
+
+
+def test_too_deeply_nested_json_fields_are_a_validation_error(served: Served, channel):
+    paths = {method: _json_field_paths(method.input_type) for method in SERVICE.methods}
+    assert sum(map(len, paths.values())) >= 8  # metadata, spatial, temporal, semantic, ...
+    for method, fields in paths.items():
+        for numbers, kind in fields:
+            payload = _nested_value(200)
+            if kind == "google.protobuf.Struct":
+                payload = _field(1, _field(1, b"a") + _field(2, payload))  # fields {a: value}
+            for number in reversed(numbers):
+                payload = _field(number, payload)
+            envelope = _refusal(channel, method, payload)
+            assert "nests deeper than protobuf parses" in envelope["message"], (method.name, numbers)
+    shallow = pb.EncodeStoreRequest(content=pb.MemoryContent(blocks=[pb.ContentBlock(text="shallow")]))
+    shallow_bytes = shallow.SerializeToString() + _field(
+        pb.EncodeStoreRequest.DESCRIPTOR.fields_by_name["metadata"].number,
+        _field(1, _field(1, b"a") + _field(2, _nested_value(5))))
+    record_id = _call_raw(channel, SERVICE.methods_by_name["EncodeStore"], shallow_bytes)
+    stored = served.mem.inspect(uuid.UUID(pb.EncodeStoreResponse.FromString(record_id).record_id))
+    assert stored.metadata == {"a": {"a": {"a": {"a": {"a": {"a": "x"}}}}}}
+    assert served.mem.stats().total_records == 1
 
 
 class Archiver:

@@ -68,12 +68,16 @@ def test_request_id_is_echoed_or_generated(http_server):
     ("GET", "/v1/introspect/stats?header=x", b"", 400, "VALIDATION_ERROR"),
     ("POST", "/v1/recall/query", b'{"header": {"protocol": "cmp", "version": "9.0"}}', 400, "VERSION_MISMATCH"),
     ("POST", "/v1/recall/associate/not-a-uuid", b"{}", 400, "VALIDATION_ERROR"),
-    ("GET", "/v1/nowhere", b"", 404, "VALIDATION_ERROR"),
-    ("GET", "/v1/encode", b"", 405, "VALIDATION_ERROR"),
+    ("GET", "/v1/nowhere", b"", 404, "ROUTE_NOT_FOUND"),
+    ("GET", "/v1/encode", b"", 405, "METHOD_NOT_ALLOWED"),
+    ("PATCH", "/v1/encode/batch", b"{}", 405, "METHOD_NOT_ALLOWED"),
 ])
 def test_errors_map_to_statuses(http_server, method, path, body, status, code):
     with httpx.Client(base_url=http_server.url) as h:
-        assert_envelope(h.request(method, path, content=body), status, code)
+        response = h.request(method, path, content=body, headers={"content-type": "application/json"})
+        assert_envelope(response, status, code)
+        if status == 405:
+            assert response.headers["allow"] in ("POST", "GET")
         assert h.get("/v1/introspect/stats").json()["total_records"] == 0
 
 

@@ -4,8 +4,10 @@ to a real `cerememory serve`, and over streamable HTTP against /mcp on a real uv
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
 import sys
+import threading
 import typing
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 import cerememory
 from cerememory.cmp.messages import ConsolidationStrategy, TimelineGranularity
@@ -44,14 +47,20 @@ def _env(tmp: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real `cerememory serve` process; yields its URL."""
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A real `cerememory serve` process (GET /mcp streams bounded to half a second); yields its
+    URL and data directory."""
     tmp = tmp_path_factory.mktemp("mcp-serve")
-    served = ServeProcess.serve(tmp / "data", tmp)
+    process = ServeProcess.serve(tmp / "data", tmp, CEREMEMORY_MCP__STREAM_MAX_SECONDS="0.5")
     try:
-        yield served.url
+        yield process.url, tmp / "data"
     finally:
-        served.stop()
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def server(served: tuple[str, Path]) -> str:
+    return served[0]
 
 
 def _stdio(url: str, tmp_path: Path, body: Callable[[ClientSession], Awaitable[None]]) -> str:
@@ -69,6 +78,18 @@ def _stdio(url: str, tmp_path: Path, body: Callable[[ClientSession], Awaitable[N
 
     anyio.run(main)
     return errlog.read_text()
+
+
+def _http(url: str, body: Callable[[ClientSession], Awaitable[None]]) -> None:
+    """Run `body` in an MCP session with the SDK's streamable HTTP client at `url`/mcp."""
+
+    async def main() -> None:
+        async with streamable_http_client(f"{url}/mcp") as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            with anyio.fail_after(60):
+                await body(session)
+
+    anyio.run(main)
 
 
 async def call(session: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
@@ -184,7 +205,8 @@ def test_stdio_journal_batches_timeline_and_associations(server: str, tmp_path: 
     _stdio(server, tmp_path, body)
 
 
-def test_streamable_http_on_the_main_app(mem: cerememory.Memory) -> None:
+def test_streamable_http_on_the_main_app(tmp_path: Path) -> None:
+    mem = cerememory.open(tmp_path / "data", semantic="off", archive__export_dir=str(tmp_path / "shared"))
     app = create_app(mem.engine, extra_routes=lambda a: mount_streamable_http(a, mem.engine))
     thread = ServerThread(app=app)  # lifespan="off", as `cerememory serve` runs it
 
@@ -201,6 +223,8 @@ def test_streamable_http_on_the_main_app(mem: cerememory.Memory) -> None:
             found = await call(session, "recall", query="where is the staging database")
             assert found["memories"][0]["record_id"] == stored["record_id"]
             assert "RECORD_NOT_FOUND" in await fail(session, "inspect", record_id=MISSING_ID)
+            exported = await call(session, "export", output_path="backup.cma")  # into archive.export_dir
+            assert exported["output_path"] == str((tmp_path / "shared" / "backup.cma").resolve())
 
     try:
         anyio.run(main)
@@ -211,6 +235,7 @@ def test_streamable_http_on_the_main_app(mem: cerememory.Memory) -> None:
         assert forged.status_code in (400, 421)  # DNS-rebinding protection
     finally:
         thread.stop()
+        mem.close()
     assert not thread.thread.is_alive()
 
 
@@ -265,20 +290,121 @@ def test_docs_list_every_tool_and_parameter() -> None:
         assert all(f"`{name}`" in row for name in tool.input_schema.get("properties", {})), tool.name
 
 
-def test_export_files_are_new_private_and_never_through_a_symlink(tmp_path: Path) -> None:
-    (tmp_path / "elsewhere").write_text("precious")
-    (tmp_path / "link.cma").symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(cerememory.CMPError, match="symbolic link"):
-        mcp_server.export_target(str(tmp_path / "link.cma"))
-    (tmp_path / "dir.cma").mkdir()
-    with pytest.raises(cerememory.CMPError, match="already exists"):
-        mcp_server.export_target(str(tmp_path / "dir.cma"))
-    with pytest.raises(cerememory.CMPError, match="'..'"):
-        mcp_server.export_target(str(tmp_path / "sub" / ".." / "x.cma"))
+# ---------------------------------------------------------------- hostile input
 
-    target = mcp_server.export_target(str(tmp_path / "memory.cma"))
-    mcp_server._write_new(target, b"archive")
-    assert target.read_bytes() == b"archive" and target.stat().st_mode & 0o777 == 0o600
-    with pytest.raises(cerememory.CMPError, match="already exists"):
-        mcp_server._write_new(target, b"again")
-    assert target.read_bytes() == b"archive" and (tmp_path / "elsewhere").read_text() == "precious"
+
+def test_server_side_export_stays_inside_the_export_directory(served: tuple[str, Path], tmp_path: Path) -> None:
+    """Over the server's /mcp the archive is written on the server's disk: only under
+    data_dir/exports, never through `..`, an absolute path elsewhere or a symbolic link."""
+    url, data = served
+    exports = data / "exports"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    exports.mkdir(exist_ok=True)
+    (exports / "link").symlink_to(outside)
+
+    async def body(session: ClientSession) -> None:
+        await call(session, "store", content="exported over /mcp", store="semantic")
+        refused = {str(outside / "x.cma"): "outside the export directory", "/etc/cron.d/x": "outside the export",
+                   "../x.cma": "'..'", "sub/../../x.cma": "'..'", "link/x.cma": "symbolic link",
+                   "link": "symbolic link", "missing/x.cma": "does not exist"}
+        for path, message in refused.items():
+            text = await fail(session, "export", output_path=path)
+            assert "VALIDATION_ERROR: output_path" in text and message in text and "field: output_path" in text, text
+        named = await call(session, "export", output_path="memory.cma")
+        assert named["output_path"] == str((exports / "memory.cma").resolve()) and named["record_count"] >= 1
+        (exports / "sub").mkdir()
+        absolute = await call(session, "export", output_path=str(exports / "sub" / "inside.cma"))
+        assert absolute["output_path"] == str((exports / "sub" / "inside.cma").resolve())
+        assert "already exists" in await fail(session, "export", output_path="memory.cma")
+
+    _http(url, body)
+    assert list(outside.iterdir()) == []
+    assert (exports / "memory.cma").read_bytes().startswith(b'{"kind":"header","format":"cma"')
+    assert (exports / "memory.cma").stat().st_mode & 0o777 == 0o600
+
+
+def test_get_mcp_event_stream_is_ended_by_the_server(server: str) -> None:
+    """The stateless endpoint sends nothing on a GET stream; the server ends it after
+    mcp.stream_max_seconds (0.5 here) instead of holding it open for ever."""
+    with httpx.Client(timeout=30) as client:  # a stream the server never ends fails on the read timeout
+        for _ in range(2):
+            with client.stream("GET", f"{server}/mcp", headers={"accept": "text/event-stream"}) as response:
+                assert response.status_code == 200
+                assert response.headers["content-type"].startswith("text/event-stream")
+                for _chunk in response.iter_bytes():  # returns once the server ends the stream cleanly
+                    pass
+        assert client.get(f"{server}/v1/introspect/stats").status_code == 200
+
+
+class _RawStdio:
+    """`cerememory mcp` spoken to line by line, for requests the SDK's client would not send."""
+
+    def __init__(self, url: str, tmp_path: Path) -> None:
+        self._err = (tmp_path / "mcp-stderr.log").open("wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "cerememory", "mcp", "--server-url", url],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
+                                     env=_env(tmp_path), cwd=str(tmp_path))
+        self._answers: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self._answers.put(json.loads(line))
+
+    def send(self, line: str) -> None:
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def ask(self, line: str) -> dict[str, Any]:
+        """Send one request and wait for its answer (an unanswered request fails the test)."""
+        self.send(line)
+        while "id" not in (message := self._answers.get(timeout=60)):  # skip notifications
+            pass
+        return message
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        self._reader.join(timeout=60)
+        self.proc.stdout.close()
+        self._err.close()
+
+
+def _nested(depth: int) -> str:
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+def _store_call(request_id: str, metadata: str, *, id_last: bool = False) -> str:
+    """A tools/call line of `store` with the JSON text `metadata` (built as text: nothing recurses)."""
+    call_ = '"method":"tools/call","params":{"name":"store","arguments":{"content":"deep","metadata":' + metadata + "}}"
+    return "{" + (f'{call_},"id":{request_id}' if id_last else f'"id":{request_id},{call_}') + ',"jsonrpc":"2.0"}'
+
+
+def test_stdio_proxy_answers_calls_nested_too_deep_to_parse(server: str, tmp_path: Path) -> None:
+    """The SDK's parser stops at 200 levels and used to drop such a line, leaving the call
+    unanswered; now every request with an id gets an answer, and the session goes on."""
+    stdio = _RawStdio(server, tmp_path)
+    try:
+        hello = stdio.ask(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION, "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}))
+        assert hello["id"] == 1 and "result" in hello
+        stdio.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        for request_id, depth in ((2, 250), (3, 100_000)):
+            answer = stdio.ask(_store_call(str(request_id), _nested(depth)))
+            assert answer["id"] == request_id, answer
+            assert "VALIDATION_ERROR" in answer["error"]["message"] and "nests deeper" in answer["error"]["message"]
+        last = stdio.ask(_store_call('"after the depth"', _nested(300), id_last=True))
+        assert last["id"] == "after the depth" and "nests deeper" in last["error"]["message"]
+        shallow = stdio.ask(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "store", "arguments": {"content": "shallow enough", "metadata": json.loads(_nested(150))}}}))
+        assert shallow["id"] == 4 and "result" in shallow  # parsed: stored, or refused by CMP as a tool error
+        assert stdio.ask('{"jsonrpc":"2.0","id":5}')["error"]["message"].startswith("VALIDATION_ERROR")
+        stats = stdio.ask(json.dumps({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                                      "params": {"name": "stats", "arguments": {}}}))
+        assert stats["id"] == 6 and not stats["result"].get("isError")
+    finally:
+        stdio.close()
+    assert b"Traceback" not in (tmp_path / "mcp-stderr.log").read_bytes()

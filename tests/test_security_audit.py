@@ -33,18 +33,26 @@ def test_every_mutating_operation_is_logged_with_its_records(mem, data_dir):
     mem.recall("boiler", reconsolidate=False)  # pure reads are not
     mem.stats()
     mem.forget(store="episodic", confirm=True)  # ids the response does not name
-    log = entries(data_dir)
-    assert [e["op"] for e in log] == ["encode.store", "encode.batch", "encode.store_raw", "encode.update",
-                                      "lifecycle.set_mode", "lifecycle.decay_tick", "recall.reconsolidate",
-                                      "lifecycle.forget"]
+    everything = entries(data_dir)
+    # each change committed has its intent, written inside its transaction, before the outcome
+    assert [(e["op"], e["phase"]) for e in everything] == [
+        *((op, phase) for op in ("encode.store", "encode.batch", "encode.store_raw", "encode.update",
+                                 "lifecycle.set_mode", "lifecycle.decay_tick") for phase in ("intent", "done")),
+        ("recall.reconsolidate", "done"), ("lifecycle.forget", "intent"), ("lifecycle.forget", "done")]
+    intents = [e for e in everything if e["phase"] == "intent"]
+    log = [e for e in everything if e["phase"] == "done"]
     assert log[6]["record_ids"] == [str(i) for i in recalled]
-    assert log[0]["record_ids"] == [str(stored.record_id)]
-    assert log[1]["record_ids"] == [str(r.record_id) for r in batch.results]
-    assert log[2]["record_ids"] == [str(raw.record_id)]
+    assert log[0]["record_ids"] == intents[0]["record_ids"] == [str(stored.record_id)]
+    assert log[1]["record_ids"] == intents[1]["record_ids"] == [str(r.record_id) for r in batch.results]
+    assert log[2]["record_ids"] == intents[2]["record_ids"] == [str(raw.record_id)]
+    assert intents[3]["record_ids"] == [str(stored.record_id)]
     assert log[4]["summary"] == {"mode": "perfect"}
-    assert set(log[7]["record_ids"]) == {str(stored.record_id), *(str(r.record_id) for r in batch.results)}
+    deleted = {str(stored.record_id), *(str(r.record_id) for r in batch.results)}
+    assert set(log[7]["record_ids"]) == set(intents[6]["record_ids"]) == deleted
     assert log[7]["summary"]["records_deleted"] == 3
-    assert [e["seq"] for e in log] == list(range(1, 9))
+    assert intents[6]["summary"] == {"step": "delete", "records": 3}
+    log = everything
+    assert [e["seq"] for e in log] == list(range(1, 16))
     assert log[0]["prev"] == GENESIS and all(b["prev"] == a["hash"] for a, b in zip(log, log[1:], strict=False))
     assert all(e["transport"] == "embedded" and e["key_id"] is None for e in log)
     # content never reaches the log
@@ -108,7 +116,7 @@ def test_concurrent_appends_keep_one_chain(mem, data_dir):
     for t in threads:
         t.join()
     report = verify(data_dir / AUDIT_FILE)
-    assert report.ok and report.entries == 60
+    assert report.ok and report.entries == 120  # an intent and an outcome per store
 
 
 def test_two_writers_in_two_processes_share_the_chain(tmp_path):
@@ -126,8 +134,8 @@ def _tamper(path: Path, how: str) -> int:
     """Damage the log; returns the line number audit-verify must name."""
     lines = path.read_bytes().splitlines(keepends=True)
     if how == "edit":
-        lines[2] = lines[2].replace(b'"lifecycle.set_mode"', b'"lifecycle.set_mod3"')
-        bad = 3
+        lines[4] = lines[4].replace(b'"lifecycle.set_mode"', b'"lifecycle.set_mod3"')
+        bad = 5
     elif how == "delete":
         del lines[1]
         bad = 2
@@ -204,8 +212,8 @@ def test_serve_refuses_a_broken_chain_unless_allowed(data_dir, tmp_path, cli):
             assert h.post("/v1/encode", json={"content": {"blocks": [{"text": "x"}]}}).status_code == 200
     finally:
         assert served.stop() == 0
-    ops = [e["op"] for e in entries(data_dir)]
-    assert ops == ["audit.allow_broken", "encode.store"]
+    ops = [(e["op"], e.get("phase")) for e in entries(data_dir)]
+    assert ops == [("audit.allow_broken", "done"), ("encode.store", "intent"), ("encode.store", "done")]
 
 
 def test_audit_can_be_turned_off(data_dir):

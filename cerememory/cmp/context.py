@@ -9,6 +9,7 @@ calls running at the same time.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -27,6 +28,18 @@ class CallContext:
 EMBEDDED = CallContext()
 _current: ContextVar[CallContext] = ContextVar("cerememory_call", default=EMBEDDED)
 _touched: ContextVar[list[uuid.UUID] | None] = ContextVar("cerememory_touched", default=None)
+
+
+REQUEST_ID_PATTERN = re.compile(r"[A-Za-z0-9._:\-]{1,64}")
+
+
+def client_request_id(given: str | None) -> str | None:
+    """A client's request id as logged and audited, or None when it is unfit: ids are written in
+    clear to the audit log and the server log (even in an encrypted data directory), so only a
+    short token of letters, digits and `._:-` is kept; the transport then makes its own."""
+    if given and REQUEST_ID_PATTERN.fullmatch(given):
+        return given
+    return None
 
 
 def current() -> CallContext:

@@ -13,6 +13,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..model import MemoryRecord
+from ..security.audit import running
+from ..storage.full import is_disk_full, storage_full
 from . import messages as m
 from .context import collecting
 from .errors import CMPError, ErrorCode, from_validation_error
@@ -129,7 +131,9 @@ def call(handler: Any, name: str, request: dict[str, Any] | BaseModel | None) ->
     """Validate and run one operation, returning the response model.
 
     The one place every transport and the embedded API pass through, so the handler's optional
-    `audit` log (mutating operations) and `op_metrics` (every call) are fed here.
+    `audit` log (mutating operations) and `op_metrics` (every call) are fed here. The engine
+    writes an intent entry before each change it commits; here the operation gets its outcome:
+    `done` when it returned, `failed` when it raised after an intent.
     """
     started = time.perf_counter()
     code = "OK"
@@ -143,17 +147,25 @@ def call(handler: Any, name: str, request: dict[str, Any] | BaseModel | None) ->
                 hint="see `cerememory --help` for the operations available",
                 details={"operation": name},
             )
-        with collecting() as touched:
-            result = method(parsed)
-        result = result if result is not None else m.Empty()
         audit = getattr(handler, "audit", None)
+        with collecting() as touched, running(name) as run:
+            try:
+                result = method(parsed)
+            except Exception as exc:
+                if audit is not None and run.intents:
+                    audit.record_failure(name, parsed, exc, touched)
+                raise
+        result = result if result is not None else m.Empty()
         if audit is not None:
             audit.record(name, parsed, result, touched)
         return result
     except CMPError as exc:
         code = exc.code.value
         raise
-    except Exception:
+    except Exception as exc:
+        if is_disk_full(exc):  # wherever a full disk surfaced (a key file, an index): one code
+            code = ErrorCode.STORAGE_FULL.value
+            raise storage_full(getattr(handler, "data_dir", "the data directory")) from exc
         code = ErrorCode.INTERNAL_ERROR.value
         raise
     finally:

@@ -29,8 +29,14 @@ class ErrorCode(StrEnum):
     VERSION_MISMATCH = "VERSION_MISMATCH"
     UNAUTHORIZED = "UNAUTHORIZED"
     RATE_LIMITED = "RATE_LIMITED"
+    HOST_NOT_ALLOWED = "HOST_NOT_ALLOWED"
+    ORIGIN_NOT_ALLOWED = "ORIGIN_NOT_ALLOWED"
+    UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
+    METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
+    ROUTE_NOT_FOUND = "ROUTE_NOT_FOUND"
     DATA_DIR_LOCKED = "DATA_DIR_LOCKED"
     AUDIT_BROKEN = "AUDIT_BROKEN"
+    STORAGE_FULL = "STORAGE_FULL"
     NOT_IMPLEMENTED = "NOT_IMPLEMENTED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
@@ -50,8 +56,14 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.VERSION_MISMATCH: 400,
     ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.RATE_LIMITED: 429,
+    ErrorCode.HOST_NOT_ALLOWED: 421,
+    ErrorCode.ORIGIN_NOT_ALLOWED: 403,
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
+    ErrorCode.METHOD_NOT_ALLOWED: 405,
+    ErrorCode.ROUTE_NOT_FOUND: 404,
     ErrorCode.DATA_DIR_LOCKED: 409,
     ErrorCode.AUDIT_BROKEN: 500,
+    ErrorCode.STORAGE_FULL: 507,
     ErrorCode.NOT_IMPLEMENTED: 501,
     ErrorCode.INTERNAL_ERROR: 500,
 }
@@ -71,8 +83,15 @@ WHEN: dict[ErrorCode, str] = {
     ErrorCode.VERSION_MISMATCH: "the request header names a CMP major version this server does not speak",
     ErrorCode.UNAUTHORIZED: "a bearer key is missing or wrong",
     ErrorCode.RATE_LIMITED: "a client exceeded its request rate (retry_after is set)",
+    ErrorCode.HOST_NOT_ALLOWED: "an HTTP request names a host this server does not answer to (DNS rebinding)",
+    ErrorCode.ORIGIN_NOT_ALLOWED: "a browser sent a request from a web origin that is not allowed (cross-site)",
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: "an HTTP request body is not declared `Content-Type: application/json`",
+    ErrorCode.METHOD_NOT_ALLOWED: "an HTTP route does not take this method (`Allow` lists the ones it takes)",
+    ErrorCode.ROUTE_NOT_FOUND: "an HTTP path names no route (`/docs` lists them)",
     ErrorCode.DATA_DIR_LOCKED: "another process owns the data directory; the details name its pid and URL",
     ErrorCode.AUDIT_BROKEN: "the audit log's hash chain is broken (start-up refuses; details name the first bad line)",
+    ErrorCode.STORAGE_FULL: "the disk of the data directory is full or over quota; reads go on, and writes work "
+                            "again once space is freed, without a restart",
     ErrorCode.NOT_IMPLEMENTED: "the operation exists in CMP but this server does not offer it yet",
     ErrorCode.INTERNAL_ERROR: "a bug or an I/O failure; the server log has the details",
 }
@@ -93,8 +112,14 @@ GRPC_STATUS: dict[ErrorCode, str] = {
     ErrorCode.VERSION_MISMATCH: "FAILED_PRECONDITION",
     ErrorCode.UNAUTHORIZED: "UNAUTHENTICATED",
     ErrorCode.RATE_LIMITED: "RESOURCE_EXHAUSTED",
+    ErrorCode.HOST_NOT_ALLOWED: "PERMISSION_DENIED",
+    ErrorCode.ORIGIN_NOT_ALLOWED: "PERMISSION_DENIED",
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: "INVALID_ARGUMENT",
+    ErrorCode.METHOD_NOT_ALLOWED: "UNIMPLEMENTED",
+    ErrorCode.ROUTE_NOT_FOUND: "UNIMPLEMENTED",
     ErrorCode.DATA_DIR_LOCKED: "FAILED_PRECONDITION",
     ErrorCode.AUDIT_BROKEN: "DATA_LOSS",
+    ErrorCode.STORAGE_FULL: "RESOURCE_EXHAUSTED",
     ErrorCode.NOT_IMPLEMENTED: "UNIMPLEMENTED",
     ErrorCode.INTERNAL_ERROR: "INTERNAL",
 }
@@ -185,7 +210,8 @@ def _location(loc: tuple[Any, ...]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         elif not str(part).startswith(("function-", "union[")) and part not in ("str", "bytes"):
-            out += f".{part}" if out else str(part)
+            text = str(part).encode("utf-8", "backslashreplace").decode("utf-8")  # a key may be the bad text
+            out += f".{text}" if out else text
     return out or "request"
 
 

@@ -7,12 +7,23 @@ import uuid
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
+from ..limits import MAX_ID_CHARS, RequestJson, RequestJsonValue, StoredJson
 from ..model import (
     AssociationType,
     Bytes,
     EmotionVector,
+    Instant,
     MemoryContent,
     MemoryRecord,
     MetaEdge,
@@ -27,7 +38,8 @@ from ..model import (
     SecrecyLevel,
     StoreType,
     UtcDatetime,
-    _finite_vector,
+    check_request_meta,
+    finite_vector,
 )
 
 PROTOCOL_VERSION = "1.0"
@@ -39,11 +51,21 @@ MAX_LIST_LIMIT = 5000
 MAX_SIMILAR_CHARS = 20_000
 
 
+# What a client sends is held to the limits of `cerememory.limits`; integers and booleans are
+# strict (`"confirm": "yes"` and `"limit": true` are errors, not true and 1).
+RequestMeta = Annotated[MetaMemory, AfterValidator(check_request_meta)]
+Id = Annotated[str, Field(max_length=MAX_ID_CHARS)]
+
+
+UNDECODABLE = ("records this answer left out because they cannot be decoded (damaged, or stored nested "
+               "too deep to answer); the server log says why")
+
+
 class CMPHeader(Model):
     protocol: str = "cmp"
     version: str = PROTOCOL_VERSION
     request_id: str | None = None
-    timestamp: UtcDatetime | None = None
+    timestamp: Instant | None = None
 
 
 class Request(Model):
@@ -55,8 +77,8 @@ class Empty(Model):
 
 
 class TemporalRange(Model):
-    start: UtcDatetime
-    end: UtcDatetime
+    start: Instant
+    end: Instant
 
     @model_validator(mode="after")
     def _ordered(self) -> TemporalRange:
@@ -69,10 +91,10 @@ class TemporalRange(Model):
 
 
 class EncodeContext(Model):
-    source: str | None = None
-    session_id: str | None = None
-    spatial: Any = None
-    temporal: Any = None
+    source: Id | None = None
+    session_id: Id | None = None
+    spatial: RequestJsonValue = None
+    temporal: RequestJsonValue = None
 
 
 class ManualAssociation(Model):
@@ -86,10 +108,10 @@ class EncodeStoreRequest(Request):
     store: StoreType | None = None
     emotion: EmotionVector | None = None
     context: EncodeContext | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: RequestJson | None = None
     associations: list[ManualAssociation] | None = None
-    meta: MetaMemory | None = None
-    created_at: UtcDatetime | None = Field(
+    meta: RequestMeta | None = None
+    created_at: Instant | None = Field(
         default=None, description="when the remembered event happened (default: now)"
     )
 
@@ -103,7 +125,7 @@ class EncodeStoreResponse(Model):
 
 class EncodeBatchRequest(Request):
     records: list[EncodeStoreRequest] = Field(min_length=1, max_length=MAX_BATCH)
-    infer_associations: bool = False
+    infer_associations: StrictBool = False
 
 
 class EncodeBatchResponse(Model):
@@ -115,22 +137,22 @@ class EncodeUpdateRequest(Request):
     record_id: uuid.UUID
     content: MemoryContent | None = None
     emotion: EmotionVector | None = None
-    metadata: dict[str, Any] | None = None
-    meta: MetaMemory | None = None
+    metadata: RequestJson | None = None
+    meta: RequestMeta | None = None
 
 
 class EncodeStoreRawRequest(Request):
-    session_id: str
-    turn_id: str | None = None
-    topic_id: str | None = None
+    session_id: Id
+    turn_id: Id | None = None
+    topic_id: Id | None = None
     source: RawSource = RawSource.CONVERSATION
     speaker: RawSpeaker = RawSpeaker.USER
     visibility: RawVisibility = RawVisibility.NORMAL
     secrecy_level: SecrecyLevel = SecrecyLevel.PUBLIC
     content: MemoryContent
-    metadata: dict[str, Any] | None = None
-    meta: MetaMemory | None = None
-    created_at: UtcDatetime | None = None
+    metadata: RequestJson | None = None
+    meta: RequestMeta | None = None
+    created_at: Instant | None = None
 
     @field_validator("session_id")
     @classmethod
@@ -142,7 +164,7 @@ class EncodeStoreRawRequest(Request):
 
 class EncodeUpdateRawRequest(Request):
     record_id: uuid.UUID
-    suppressed: bool | None = Field(default=None, description="a suppressed record is hidden from raw "
+    suppressed: StrictBool | None = Field(default=None, description="a suppressed record is hidden from raw "
                                                               "recall and never dreamed")
     visibility: RawVisibility | None = None
     secrecy_level: SecrecyLevel | None = None
@@ -172,24 +194,24 @@ class RecallCue(Model):
     audio: Bytes | None = None
     emotion: EmotionVector | None = None
     temporal: TemporalRange | None = None
-    spatial: Any = None
-    semantic: Any = None
-    embedding: list[float] | None = None
+    spatial: RequestJsonValue = None
+    semantic: RequestJsonValue = None
+    embedding: list[StrictFloat] | None = None
 
     @field_validator("embedding")
     @classmethod
     def _finite(cls, value: list[float] | None) -> list[float] | None:
-        return _finite_vector(value)
+        return finite_vector(value)
 
 
 class RecallQueryRequest(Request):
     cue: RecallCue = Field(default_factory=RecallCue)
     stores: list[StoreType] | None = None
-    limit: int = Field(default=10, ge=1, le=MAX_RECALL_LIMIT)
+    limit: StrictInt = Field(default=10, ge=1, le=MAX_RECALL_LIMIT)
     min_fidelity: Score | None = None
-    include_decayed: bool = False
-    reconsolidate: bool = True
-    activation_depth: int = Field(default=2, ge=0, le=MAX_DEPTH)
+    include_decayed: StrictBool = False
+    reconsolidate: StrictBool = True
+    activation_depth: StrictInt = Field(default=2, ge=0, le=MAX_DEPTH)
     recall_mode: RecallMode = RecallMode.HUMAN
 
 
@@ -231,19 +253,21 @@ class RecallQueryResponse(Model):
     activation_trace: dict[str, Any] | None = None
     total_candidates: int = 0
     query_metadata: QueryMetadata | None = None
+    undecodable_ids: list[uuid.UUID] = Field(default_factory=list, description=UNDECODABLE)
 
 
 class RecallAssociateRequest(Request):
     record_id: uuid.UUID
     association_types: list[AssociationType] | None = None
-    depth: int = Field(default=2, ge=0, le=MAX_DEPTH)
+    depth: StrictInt = Field(default=2, ge=0, le=MAX_DEPTH)
     min_weight: Score = 0.1
-    limit: int = Field(default=10, ge=1, le=MAX_ASSOCIATE_LIMIT)
+    limit: StrictInt = Field(default=10, ge=1, le=MAX_ASSOCIATE_LIMIT)
 
 
 class RecallAssociateResponse(Model):
     memories: list[RecalledMemory]
     total_candidates: int = 0
+    undecodable_ids: list[uuid.UUID] = Field(default_factory=list, description=UNDECODABLE)
 
 
 class TimelineGranularity(StrEnum):
@@ -260,7 +284,7 @@ class RecallTimelineRequest(Request):
     min_fidelity: Score | None = None
     emotion_filter: EmotionVector | None = None
     stores: list[StoreType] | None = None
-    limit_per_bucket: int = Field(default=50, ge=1, le=MAX_RECALL_LIMIT)
+    limit_per_bucket: StrictInt = Field(default=50, ge=1, le=MAX_RECALL_LIMIT)
 
 
 class TimelineBucket(Model):
@@ -272,14 +296,15 @@ class TimelineBucket(Model):
 
 class RecallTimelineResponse(Model):
     buckets: list[TimelineBucket]
+    undecodable_ids: list[uuid.UUID] = Field(default_factory=list, description=UNDECODABLE)
 
 
 class RecallGraphRequest(Request):
     center_id: uuid.UUID | None = None
-    depth: int = Field(default=2, ge=0, le=MAX_DEPTH)
+    depth: StrictInt = Field(default=2, ge=0, le=MAX_DEPTH)
     edge_types: list[AssociationType] | None = None
-    limit_nodes: int = Field(default=10, ge=1, le=MAX_RECALL_LIMIT)
-    include_meta: bool = False
+    limit_nodes: StrictInt = Field(default=10, ge=1, le=MAX_RECALL_LIMIT)
+    include_meta: StrictBool = False
 
 
 class GraphNode(Model):
@@ -302,24 +327,26 @@ class RecallGraphResponse(Model):
     edges: list[GraphEdge]
     total_nodes: int
     meta_edges: list[MetaEdge] = Field(default_factory=list)
+    undecodable_ids: list[uuid.UUID] = Field(default_factory=list, description=UNDECODABLE)
 
 
 class RecallRawQueryRequest(Request):
-    session_id: str | None = None
+    session_id: Id | None = None
     query: str | None = None
     record_ids: list[uuid.UUID] | None = Field(default=None, description="only these records (empty: no filter)")
     derived_memory_id: uuid.UUID | None = Field(
         default=None, description="only the raw records this memory (a dream summary or fact) was made from")
     temporal: TemporalRange | None = None
-    limit: int = Field(default=10, ge=1, le=MAX_RECALL_LIMIT)
-    include_private_scratch: bool = False
-    include_sealed: bool = False
+    limit: StrictInt = Field(default=10, ge=1, le=MAX_RECALL_LIMIT)
+    include_private_scratch: StrictBool = False
+    include_sealed: StrictBool = False
     secrecy_levels: list[SecrecyLevel] | None = None
 
 
 class RecallRawQueryResponse(Model):
     records: list[RawJournalRecord]
     total_candidates: int = 0
+    undecodable_ids: list[uuid.UUID] = Field(default_factory=list, description=UNDECODABLE)
 
 
 class ListField(StrEnum):
@@ -335,11 +362,11 @@ class ListField(StrEnum):
 
 class RecallListRequest(Request):
     store: StoreType
-    metadata: dict[str, Any] | None = Field(
+    metadata: RequestJson | None = Field(
         default=None, description="only records whose metadata has each of these keys with exactly this value")
     fields: list[ListField] | None = Field(default=None, description="empty or absent: text and metadata")
     cursor: str | None = Field(default=None, description="next_cursor of the previous page")
-    limit: int = Field(default=1000, ge=1, le=MAX_LIST_LIMIT)
+    limit: StrictInt = Field(default=1000, ge=1, le=MAX_LIST_LIMIT)
     similar_to: str | None = Field(
         default=None, max_length=MAX_SIMILAR_CHARS,
         description="also give each listed record's cosine to this text, when the store searches by meaning")
@@ -367,7 +394,7 @@ class ListedRecord(Model):
     updated_at: UtcDatetime
     text: str | None = None
     content: MemoryContent | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: StoredJson | None = None
     meta: MetaMemory | None = None
     emotion: EmotionVector | None = None
     fidelity: float | None = None
@@ -383,6 +410,7 @@ class RecallListResponse(Model):
         default=None, description="record id -> cosine to similar_to, for the listed records that have a vector")
     semantic_search: bool = False
     semantic_off_reason: str | None = None
+    undecodable_ids: tuple[uuid.UUID, ...] = Field(default=(), description=UNDECODABLE)
 
 
 # ---------------------------------------------------------------- lifecycle
@@ -396,9 +424,9 @@ class ConsolidationStrategy(StrEnum):
 
 class ConsolidateRequest(Request):
     strategy: ConsolidationStrategy = ConsolidationStrategy.INCREMENTAL
-    min_age_hours: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0
-    min_access_count: int = Field(default=0, ge=0)
-    dry_run: bool = False
+    min_age_hours: Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)] = 0
+    min_access_count: StrictInt = Field(default=0, ge=0)
+    dry_run: StrictBool = False
 
 
 class ConsolidationMerge(Model):
@@ -428,12 +456,12 @@ class ConsolidateResponse(Model):
 
 
 class DreamTickRequest(Request):
-    session_id: str | None = None
-    dry_run: bool = False
-    max_groups: int = Field(default=10, ge=1, le=10_000)
-    include_private_scratch: bool = False
-    include_sealed: bool = False
-    promote_semantic: bool = True
+    session_id: Id | None = None
+    dry_run: StrictBool = False
+    max_groups: StrictInt = Field(default=10, ge=1, le=10_000)
+    include_private_scratch: StrictBool = False
+    include_sealed: StrictBool = False
+    promote_semantic: StrictBool = True
     secrecy_levels: list[SecrecyLevel] | None = None
 
 
@@ -459,6 +487,19 @@ class DreamGroupReport(Model):
     semantic_id: uuid.UUID | None = None
 
 
+class DreamGroupFailure(Model):
+    """A topic group this tick could not dream: its raw records stay pending, and later ticks
+    skip it until they change (see docs/dream.md)."""
+
+    session_id: str = Field(description="the group's session, cut to 200 characters")
+    topic_hint: str = Field(description="the group's topic, cut to 200 characters")
+    first_raw_record_id: uuid.UUID
+    raw_record_count: int
+    code: str = Field(description="a CMP error code")
+    reason: str
+    failed_at: UtcDatetime
+
+
 class DreamTickResponse(Model):
     groups_processed: int = 0
     raw_records_processed: int = 0
@@ -468,10 +509,14 @@ class DreamTickResponse(Model):
     groups_pending: int = Field(default=0, description="groups left for a later tick")
     llm_fallbacks: int = Field(default=0, description="groups summarised extractively after an LLM failure")
     groups: list[DreamGroupReport] = Field(default_factory=list)
+    groups_failed: list[DreamGroupFailure] = Field(
+        default_factory=list, description="groups that failed in this tick, each with its code and reason")
+    groups_skipped: int = Field(
+        default=0, description="groups that failed at an earlier tick and whose raw records have not changed")
 
 
 class DecayTickRequest(Request):
-    tick_duration_seconds: int | None = Field(
+    tick_duration_seconds: StrictInt | None = Field(
         default=None, ge=0,
         description="accepted for compatibility; fidelity is a closed-form function of time, so a tick "
                     "always evaluates the curve at the current instant")
@@ -494,8 +539,8 @@ class ForgetRequest(Request):
     record_ids: list[uuid.UUID] | None = None
     store: StoreType | None = None
     temporal_range: TemporalRange | None = None
-    cascade: bool = False
-    confirm: bool = False
+    cascade: StrictBool = False
+    confirm: StrictBool = False
 
     @model_validator(mode="after")
     def _one_target(self) -> ForgetRequest:
@@ -511,8 +556,8 @@ class ForgetResponse(Model):
 class ExportRequest(Request):
     format: str = "cma"
     stores: list[StoreType] | None = None
-    include_raw_journal: bool = False
-    encrypt: bool = False
+    include_raw_journal: StrictBool = False
+    encrypt: StrictBool = False
     encryption_key: str | None = None
 
 
@@ -523,6 +568,9 @@ class ExportResponse(Model):
     raw_record_count: int = Field(default=0, description="raw journal records in the archive")
     checksum: str = Field(description="SHA-256 (hex) of the archive file as written")
     archive_data: Bytes | None = None
+    undecodable_ids: list[uuid.UUID] = Field(
+        default_factory=list, description="records (curated or raw) left out of the archive because they "
+                                          "cannot be decoded; the server log says why")
 
 
 class ImportStrategy(StrEnum):
@@ -598,18 +646,21 @@ class StatsResponse(Model):
     background_decay_enabled: bool = False
     background_dream_enabled: bool = False
     data_dir: str | None = None
+    undecodable_records: int = Field(
+        default=0, description="stored records found undecodable since the data directory was opened "
+                               "(reads skip them; the server log names each once)")
 
 
 class IntrospectRecordRequest(Request):
     record_id: uuid.UUID
-    include_history: bool = False
-    include_associations: bool = False
-    include_versions: bool = False
+    include_history: StrictBool = False
+    include_associations: StrictBool = False
+    include_versions: StrictBool = False
 
 
 class DecayForecastRequest(Request):
     record_ids: list[uuid.UUID] = Field(min_length=1, max_length=MAX_BATCH)
-    forecast_at: UtcDatetime
+    forecast_at: Instant
 
 
 class DecayForecast(Model):

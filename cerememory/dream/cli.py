@@ -37,15 +37,16 @@ def run(mem: Any, args: argparse.Namespace, out: Any) -> dict:
     if args.dry_run or plan["groups_processed"] == 0:
         return plan if args.dry_run else mem.dispatch("lifecycle.dream_tick", base)
     result: dict[str, Any] = {**{k: 0 for k in SUMS}, "dry_run": False, "groups_pending": plan["groups_pending"],
-                              "groups": []}
+                              "groups": [], "groups_failed": [], "groups_skipped": plan["groups_skipped"]}
     with out.progress("dreaming", plan["groups_processed"]) as advance:
         for _ in range(plan["groups_processed"]):
             step = mem.dispatch("lifecycle.dream_tick", {**base, "max_groups": 1})
             for key in SUMS:
                 result[key] += step[key]
             result["groups"].extend(step["groups"])
+            result["groups_failed"].extend(step["groups_failed"])
             result["groups_pending"] = step["groups_pending"]
-            if not step["groups_processed"]:
+            if not step["groups_processed"] and not step["groups_failed"]:
                 break
             advance(1)
     return result
@@ -72,3 +73,10 @@ def render(console: Any, result: dict) -> None:
                   f"{result['semantic_nodes_created']} semantic facts"
                   f"{' would be' if result['dry_run'] else ''} created; "
                   f"{result['groups_pending']} groups left for a later tick")
+    for f in result.get("groups_failed", []):
+        console.print(f"failed, skipped until its raw records change: session {f['session_id']}, topic "
+                      f"{f['topic_hint']} ({f['raw_record_count']} raw records): {f['code']}: {f['reason']}",
+                      markup=False)
+    if result.get("groups_skipped"):
+        console.print(f"{result['groups_skipped']} groups skipped: they failed before and their raw records "
+                      "have not changed")

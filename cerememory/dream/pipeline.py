@@ -3,19 +3,22 @@ commit it — summary, optional semantic facts, backlinks both ways — in one t
 
 A group is all-or-nothing: a crash before its commit leaves its raw records pending, so the
 next tick redoes exactly that group; after the commit its raw records are marked processed,
-so no tick processes them twice. Summaries (possibly an LLM call) are made outside the write
-lock; just before committing, the group's raw records are re-read under the lock and the group
-is skipped if any of them changed meanwhile (processed, suppressed or reclassified).
+so no tick processes them twice. Summaries (possibly an LLM call) and embeddings are made
+outside the write lock; just before committing, the group's raw records are re-read under the
+lock and the group is skipped if any of them changed meanwhile (processed, suppressed or
+reclassified). A group that fails is recorded and skipped, and the tick goes on with the rest
+(see failures.py).
 """
 
 from __future__ import annotations
 
-import os
+import logging
 import uuid
 import weakref
 from datetime import UTC, datetime
 from typing import Any
 
+from .. import crashpoints
 from ..cmp import messages as m
 from ..cmp.context import note_records
 from ..index.graph import Edge
@@ -33,15 +36,14 @@ from ..model import (
 from ..security.sanitize import Sanitizer
 from ..storage.db import Database
 from ..stores.journal import DEFAULT_SECRECY, allowed_visibility
+from . import failures
 from .grouping import Group, group_records
 from .settings import DreamSettings
 from .summarise import Summariser, Summary
 
+log = logging.getLogger("cerememory.dream")
 OP = "lifecycle.dream_tick"
-# Fault injection for crash-recovery checks: "in_group:N" exits the process inside the N-th
-# group's transaction (before it commits), "after_group:N" right after the N-th group commits.
-FAULT_ENV = "CEREMEMORY_DREAM_FAULT"
-FAULT_EXIT_CODE = 86
+REPORT_CHARS = 200  # of a failed group's session and topic in a response
 
 STATE_SUMMARIES = "dream_episodic_summaries"
 STATE_SEMANTIC = "dream_semantic_nodes"
@@ -92,32 +94,50 @@ def report(group: Group, summary: Summary | None = None, episodic_id: uuid.UUID 
     )
 
 
-def _fault() -> tuple[str, int] | None:
-    value = os.environ.get(FAULT_ENV, "")
-    where, _, n = value.partition(":")
-    return (where, int(n)) if where in ("in_group", "after_group") and n.isdigit() else None
+def _cut(text: str) -> str:
+    return text if len(text) <= REPORT_CHARS else text[: REPORT_CHARS - 1] + "…"
+
+
+def _failed(engine: Any, group: Group, exc: Exception, now: datetime) -> m.DreamGroupFailure:
+    """Record the failure of `group`, so later ticks skip it, and report it."""
+    log.warning("dream: the group of raw record %s failed; skipped until its raw records change",
+                group.records[0].id, exc_info=exc)
+    with engine._write, engine.db.transaction() as tx:
+        failure = failures.record(tx, group, exc, now.timestamp())
+    return m.DreamGroupFailure(session_id=_cut(group.session_id), topic_hint=_cut(group.topic_hint),
+                               first_raw_record_id=failure.first_raw_id, raw_record_count=failure.raw_record_count,
+                               code=failure.code, reason=failure.reason, failed_at=now)
 
 
 def run(engine: Any, req: m.DreamTickRequest) -> m.DreamTickResponse:
     """The whole tick; see the module docstring."""
     now = engine._now()
     groups = group_records(select(engine, req))
-    chosen = groups[: req.max_groups]
-    pending = len(groups) - len(chosen)
+    known = failures.load(engine.db)
+    fresh = [g for g in groups if not ((f := known.get(g.records[0].id)) and f.holds_for(g))]
+    chosen = fresh[: req.max_groups]
+    skipped = len(groups) - len(fresh)
     if req.dry_run:
-        reports = [report(g) for g in chosen]
         return m.DreamTickResponse(
             groups_processed=len(chosen), raw_records_processed=sum(len(g.records) for g in chosen),
             episodic_summaries_created=len(chosen),
             semantic_nodes_created=sum(_would_promote(g, req.promote_semantic) for g in chosen),
-            dry_run=True, groups_pending=pending, groups=reports)
+            dry_run=True, groups_pending=len(fresh) - len(chosen), groups_skipped=skipped,
+            groups=[report(g) for g in chosen])
+    out = m.DreamTickResponse(groups_pending=len(fresh) - len(chosen), groups_skipped=skipped)
     summariser = summariser_for(engine)
-    fault = _fault()
-    out = m.DreamTickResponse(groups_pending=pending)
-    for group in chosen:
-        summary = summariser.summarise(group)
-        done = commit_group(engine, group, summary, promote=req.promote_semantic, now=now,
-                            fault=fault if fault and fault[1] == out.groups_processed + 1 else None)
+    for n, group in enumerate(chosen):
+        if engine.closing:  # shutting down: the rest waits for the next tick
+            out.groups_pending += len(chosen) - n
+            return out
+        try:
+            summary = summariser.summarise(group)
+            done = commit_group(engine, group, summary, promote=req.promote_semantic, now=now)
+        except Exception as exc:
+            if engine.closing or failures.is_machine_failure(exc):
+                raise  # not the group's fault: the next tick retries it
+            out.groups_failed.append(_failed(engine, group, exc, now))
+            continue
         if done is None:
             out.groups_pending += 1
             continue
@@ -128,11 +148,10 @@ def run(engine: Any, req: m.DreamTickRequest) -> m.DreamTickResponse:
         out.semantic_nodes_created += semantic_id is not None
         out.llm_fallbacks += summary.llm_fallback_reason is not None
         out.groups.append(report(group, summary, episodic_id, semantic_id))
-        if fault == ("after_group", out.groups_processed):
-            os._exit(FAULT_EXIT_CODE)
-    if not chosen:
-        with engine._write, engine.db.transaction() as tx:
-            Database.set_state(tx, STATE_LAST_TICK, str(now.timestamp()))
+        crashpoints.reached("dream.group_committed")
+    with engine._write, engine.db.transaction() as tx:
+        failures.prune(tx)
+        Database.set_state(tx, STATE_LAST_TICK, str(now.timestamp()))
     return out
 
 
@@ -164,8 +183,8 @@ def _unchanged(engine: Any, group: Group) -> bool:
     return True
 
 
-def commit_group(engine: Any, group: Group, summary: Summary, *, promote: bool, now: datetime,
-                 fault: tuple[str, int] | None = None) -> tuple[uuid.UUID, uuid.UUID | None] | None:
+def commit_group(engine: Any, group: Group, summary: Summary, *, promote: bool,
+                 now: datetime) -> tuple[uuid.UUID, uuid.UUID | None] | None:
     """Write one group in one transaction; None when the group changed under us (retried later)."""
     counts = group.redaction()
     origin = _origin(group, now)
@@ -206,13 +225,13 @@ def commit_group(engine: Any, group: Group, summary: Summary, *, promote: bool, 
         if semantic is not None:
             engine.db.bump(tx, STATE_SEMANTIC)
         Database.set_state(tx, STATE_LAST_TICK, str(now.timestamp()))
-        if fault is not None and fault[0] == "in_group":
-            os._exit(FAULT_EXIT_CODE)
+        crashpoints.reached("dream.group_writing")
 
+    vectors = engine._vectors_for(records)
     with engine._write:
         if not _unchanged(engine, group):
             return None
-        engine._persist(records, edges, also)
+        engine._persist(records, edges, vectors, also, touched=[r.id for r in group.records])
     note_records([*derived, *(r.id for r in group.records)])
     engine.text.mark_pending()
     return derived[0], (derived[1] if semantic else None)

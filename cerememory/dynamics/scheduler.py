@@ -11,6 +11,8 @@ import logging
 import threading
 from typing import Any
 
+from ..shutdown import close_at_exit
+
 log = logging.getLogger("cerememory.scheduler")
 
 
@@ -36,6 +38,7 @@ class Scheduler:
             return call(self.engine, op, request)
 
     def start(self) -> None:
+        close_at_exit(self)  # a process that exits without stop() still joins the ticks first
         self._start_dream()
         if self.decay_interval <= 0 or self.running:
             return
@@ -71,9 +74,15 @@ class Scheduler:
             except Exception:
                 log.exception("background dream tick failed; retrying in %ss", settings.background_interval_secs)
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float | None = 10.0) -> None:
+        """Stop both loops, waiting up to `timeout` seconds for a tick in progress (a dream tick
+        stops after its current group once the engine closes)."""
         self._stop.set()
         for thread in (self._thread, self._dream_thread):
             if thread is not None:
                 thread.join(timeout)
         self.engine.background_dream = False
+
+    def close(self) -> None:
+        """At interpreter exit: stop, and wait for the ticks however long they take."""
+        self.stop(timeout=None)

@@ -8,6 +8,10 @@ which a plain-words query never asks for anyway.
 
 The index is derived data. A stamp file records the database mutation counter the index was
 last committed at; an index whose stamp disagrees with the database is rebuilt on open.
+
+A full disk kills tantivy's writer and loses what it held uncommitted, so everything staged
+since the last commit is also kept here: after a failure a new writer is made (once the disk has
+room) and given all of it again. Searches meanwhile answer from the last commit.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tantivy
+
+from ..storage.full import is_disk_full
 
 log = logging.getLogger("cerememory.index")
 ANALYZER = "cm_en"
@@ -98,7 +104,8 @@ class TextIndex:
             self.index = tantivy.Index(self.schema, path=str(self.path), reuse=False)
         self.index.register_tokenizer(ANALYZER, _analyzer())
         self.index.register_tokenizer(HASHED, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
-        self.writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=1)
+        self.writer: tantivy.IndexWriter | None = self.index.writer(heap_size=WRITER_HEAP, num_threads=1)
+        self._unsaved: list[TextDoc | str] = []  # staged since the last commit: a doc, or an id deleted
         self._lock = threading.RLock()  # tantivy's writer takes one caller at a time
         self._staged = self._visible = self.stamp() or 0
         self._pending = threading.Event()
@@ -134,15 +141,42 @@ class TextIndex:
     # returned before it.
 
     def stage(self, seq: int, *, add: Iterable[TextDoc] = (), delete: Iterable[str] = ()) -> None:
+        """Never raises for the writer's sake: the database has the change, so a writer that
+        fails here is replaced at the next commit and given everything staged again."""
         with self._lock:
-            for record_id in delete:
-                self.writer.delete_documents_by_term("id", record_id)
-            for doc in add:
-                self.writer.add_document(
-                    tantivy.Document(id=doc.id, group=doc.group, body=self._hashed(doc.body),
-                                     summary=self._hashed(doc.summary), why=self._hashed(doc.why))
-                )
+            changes: list[TextDoc | str] = [*delete, *add]
+            self._unsaved.extend(changes)
             self._staged = max(self._staged, seq)
+            if self.writer is not None:
+                try:
+                    for change in changes:
+                        self._apply(change)
+                except ValueError as exc:
+                    self._drop_writer(exc)
+
+    def _apply(self, change: TextDoc | str, *, replay: bool = False) -> None:
+        if isinstance(change, str):
+            self.writer.delete_documents_by_term("id", change)
+            return
+        if replay:  # a failed commit may have kept it after all: never index a record twice
+            self.writer.delete_documents_by_term("id", change.id)
+        self.writer.add_document(
+            tantivy.Document(id=change.id, group=change.group, body=self._hashed(change.body),
+                             summary=self._hashed(change.summary), why=self._hashed(change.why))
+        )
+
+    def _drop_writer(self, exc: Exception) -> None:
+        """Forget a failed writer (dropping it releases tantivy's directory lock)."""
+        log.warning("%s: the index writer failed and is replaced at the next commit: %s", self.path, exc)
+        self.writer = None
+
+    def _writer(self) -> tantivy.IndexWriter:
+        """The live writer, or a new one given everything staged since the last commit."""
+        if self.writer is None:
+            self.writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=1)
+            for change in self._unsaved:
+                self._apply(change, replay=True)
+        return self.writer
 
     def mark_pending(self) -> None:
         """Ask the background committer to make staged changes searchable soon."""
@@ -167,7 +201,12 @@ class TextIndex:
             if self._visible >= seq:
                 return
             target = self._staged
-            self.writer.commit()
+            try:
+                self._writer().commit()
+            except ValueError as exc:
+                self._drop_writer(exc)
+                raise
+            self._unsaved.clear()
             self.index.reload()
             self.write_stamp(target)
             self._visible = target
@@ -175,17 +214,23 @@ class TextIndex:
     def purge_group(self, group: str) -> None:
         """Drop a whole group now, keeping the stamp (used for volatile working memory)."""
         with self._lock:
-            self.writer.delete_documents_by_term("group", group)
-            self.writer.commit()
+            writer = self._writer()
+            writer.delete_documents_by_term("group", group)
+            writer.commit()
+            self._unsaved.clear()
             self.index.reload()
 
     def rebuild(self, docs: Iterable[TextDoc], seq: int) -> int:
+        """Replace everything with `docs`. Not kept for a replay: a rebuild that fails leaves the
+        stamp behind, so the next open rebuilds again from the database."""
         with self._lock:
-            self.writer.delete_all_documents()
+            self._unsaved.clear()
+            self._writer().delete_all_documents()
             count = 0
             for doc in docs:
-                self.stage(seq, add=[doc])
+                self._apply(doc)
                 count += 1
+            self._staged = max(self._staged, seq)
             self._visible = -1
             self.commit_through(seq)
             return count
@@ -200,7 +245,12 @@ class TextIndex:
         if not terms or limit <= 0:
             return []
         if self._staged > self._visible:
-            self.commit_through(self._staged)  # read your writes
+            try:
+                self.commit_through(self._staged)  # read your writes
+            except ValueError as exc:
+                if not is_disk_full(exc):
+                    raise
+                log.warning("%s: searching without the latest writes until the disk has room: %s", self.path, exc)
         query, _errors = self.index.parse_query_lenient(
             " ".join(terms), ["body", "summary", "why"], field_boosts=self.FIELD_BOOSTS
         )
@@ -217,7 +267,9 @@ class TextIndex:
         self._closing = True
         self._pending.set()
         self._committer.join(timeout=10)
-        self.commit_through(self._staged)
-        # dropping the writer releases tantivy's directory lock
-        self.writer = None
-        self.index = None
+        try:
+            self.commit_through(self._staged)
+        finally:
+            # dropping the writer releases tantivy's directory lock
+            self.writer = None
+            self.index = None

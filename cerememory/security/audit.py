@@ -1,6 +1,12 @@
-"""The tamper-evident audit log: one hash-chained JSON line per mutating operation.
+"""The tamper-evident audit log: hash-chained JSON lines for every mutating operation.
 
-Each entry is `{seq, time, op, record_ids, key_id, request_id, transport, summary, prev, hash}`.
+Each entry is `{seq, time, op, phase, record_ids, key_id, request_id, transport, summary, prev,
+hash}`. An operation writes an `intent` entry just before each change it commits (inside the
+database transaction, naming the records it is about to change), then one outcome: `done` when
+it returned, `failed` when it raised after an intent. So every committed change has an entry even
+when the process is killed between the commit and the outcome: an intent with no outcome after
+it names records that may or may not have changed. Entries written before phases existed have
+none and are outcomes.
 `hash` is the SHA-256 of the entry's canonical JSON without `hash` (keys sorted, no spaces,
 UTF-8), and `prev` is the hash of the entry before it (64 zeros for the first). The line on
 disk is that canonical JSON with `"hash"` appended last, so a verifier checks a line by hashing
@@ -11,19 +17,24 @@ never content.
 Appends are cheap: one `write(2)` of the line on an `O_APPEND` descriptor under a thread lock and
 an `flock` (the `keys` CLI appends while a server owns the data dir), and `fsync` at most once
 per `fsync_interval` seconds (0: after every append) and on close. A crash loses nothing the OS
-has; a power cut can lose the entries of the last interval.
+has; a power cut can lose the entries of the last interval. A write cut short (a full disk) is
+truncated away again, so the chain stays whole.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from enum import Enum
@@ -34,10 +45,14 @@ from pydantic import BaseModel
 
 from ..cmp import context
 from ..cmp.errors import CMPError, ErrorCode
+from ..storage.full import is_disk_full, storage_full
 
+log = logging.getLogger("cerememory.audit")
 AUDIT_FILE = "audit.jsonl"
 GENESIS = "0" * 64
 _HASH_SUFFIX = len(',"hash":""}') + 64  # bytes after the body's closing brace is removed
+INTENT, DONE, FAILED = "intent", "done", "failed"
+UNATTRIBUTED = "engine.write"  # the op of an intent written outside any dispatched operation
 
 
 def is_audited(op: str) -> bool:
@@ -177,12 +192,34 @@ def _ids_in(value: Any, out: list[uuid.UUID], depth: int = 0) -> list[uuid.UUID]
     return out
 
 
-def record_ids(request: BaseModel, response: BaseModel, touched: Iterable[uuid.UUID] = ()) -> list[str]:
+def record_ids(request: BaseModel, response: BaseModel | None, touched: Iterable[uuid.UUID] = ()) -> list[str]:
     """The records an operation named or changed: `record_id(s)` of the request and response
     (and of `results[]`), plus what the engine reported through `context.note_records`."""
     ids = _ids_in(response, _ids_in(request, []))
     ids.extend(touched)
     return [str(i) for i in dict.fromkeys(ids)]
+
+
+@dataclass
+class Running:
+    """The audited operation running in this thread or task, and how many intents it wrote."""
+
+    op: str
+    intents: int = 0
+
+
+_running: ContextVar[Running | None] = ContextVar("cerememory_audited_op", default=None)
+
+
+@contextmanager
+def running(op: str) -> Iterator[Running]:
+    """Run the body as operation `op`: the intents it writes are named after it, and the
+    dispatcher learns whether a failed call had begun changing anything."""
+    token = _running.set(Running(op))
+    try:
+        yield _running.get()
+    finally:
+        _running.reset(token)
 
 
 class AuditLog:
@@ -254,7 +291,7 @@ class AuditLog:
 
     def append(self, op: str, *, record_ids: Iterable[str] = (), summary: dict[str, Any] | None = None,
                key_id: str | None = None, request_id: str | None = None,
-               transport: str | None = None) -> dict[str, Any]:
+               transport: str | None = None, phase: str = DONE) -> dict[str, Any]:
         """Append one entry and return it (with its hash)."""
         with self._lock:
             if self._closed:
@@ -262,24 +299,58 @@ class AuditLog:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
                 self._catch_up()
-                entry = {"seq": self._seq + 1, "time": _now_iso(), "op": op, "record_ids": list(record_ids),
-                         "key_id": key_id, "request_id": request_id, "transport": transport,
-                         "summary": summary or {}, "prev": self._head}
+                entry = {"seq": self._seq + 1, "time": _now_iso(), "op": op, "phase": phase,
+                         "record_ids": list(record_ids), "key_id": key_id, "request_id": request_id,
+                         "transport": transport, "summary": summary or {}, "prev": self._head}
                 line, digest = _line(entry)
-                os.write(self._fd, line)
+                self._write(line)
                 self._seq, self._head = entry["seq"], digest
-                self._size = os.fstat(self._fd).st_size
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
             self._schedule_sync()
         entry["hash"] = digest
         return entry
 
+    def _write(self, line: bytes) -> None:
+        """Write the whole line or nothing: a write cut short is truncated away (the caller holds
+        the flock, and `_size` is the file's size before it)."""
+        try:
+            written = os.write(self._fd, line)
+            if written != len(line):
+                raise OSError(errno.ENOSPC, f"only {written} of {len(line)} bytes were written")
+        except OSError:
+            try:
+                os.ftruncate(self._fd, self._size)
+            except OSError:
+                log.exception("could not cut a partial entry off %s", self.path)
+                self._size = -1
+            raise
+        self._size += len(line)
+
+    def intend(self, record_ids: Iterable[uuid.UUID], summary: dict[str, Any] | None = None) -> None:
+        """The intent entry of a change about to be committed, written inside its transaction: if
+        this fails, the change is rolled back, so no change goes unlogged."""
+        current = _running.get()
+        caller = context.current()
+        try:
+            self.append(current.op if current else UNATTRIBUTED, phase=INTENT,
+                        record_ids=[str(i) for i in record_ids], summary=summary, key_id=caller.key_id,
+                        request_id=caller.request_id, transport=caller.transport)
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise storage_full(self.path) from exc
+            raise CMPError(ErrorCode.INTERNAL_ERROR,
+                           f"nothing was changed: its audit entry could not be written: {exc.strerror}",
+                           hint=f"check the disk and the permissions of {self.path}") from exc
+        if current is not None:
+            current.intents += 1
+
     def record(self, op: str, request: BaseModel, response: BaseModel,
                touched: Iterable[uuid.UUID] = ()) -> dict[str, Any] | None:
-        """The entry of one successful CMP operation (None when `op` is not audited), with the
-        caller taken from the call context. The change is already committed, so a failed append
-        is reported as such rather than hidden."""
+        """The `done` entry of one successful CMP operation (None when `op` is not audited, or
+        when it cannot be written), with the caller taken from the call context. The change is
+        committed and its intent entry names it, so a failure here (a full disk) is left to the
+        server log rather than turned into an error that would make the client repeat the change."""
         if not is_audited(op):
             return None
         caller = context.current()
@@ -287,10 +358,23 @@ class AuditLog:
             return self.append(op, record_ids=record_ids(request, response, touched),
                                summary=summarize(request, response), key_id=caller.key_id,
                                request_id=caller.request_id, transport=caller.transport)
-        except OSError as exc:
-            raise CMPError(ErrorCode.INTERNAL_ERROR,
-                           f"{op} was applied, but its audit entry could not be written: {exc.strerror}",
-                           hint=f"check the disk and the permissions of {self.path}") from exc
+        except OSError:
+            log.exception("%s was applied, but its audit outcome could not be written to %s", op, self.path)
+            return None
+
+    def record_failure(self, op: str, request: BaseModel, error: BaseException,
+                       touched: Iterable[uuid.UUID] = ()) -> None:
+        """The `failed` entry of an operation that raised after writing an intent (what it had
+        changed by then); best effort, since the caller is already reporting an error."""
+        caller = context.current()
+        code = error.code.value if isinstance(error, CMPError) else ErrorCode.INTERNAL_ERROR.value
+        try:
+            self.append(op, phase=FAILED, record_ids=record_ids(request, None, touched),
+                        summary={**summarize(request), "error": code}, key_id=caller.key_id,
+                        request_id=caller.request_id, transport=caller.transport)
+        except (OSError, CMPError):
+            log.exception("the failure of %s could not be audited", op)
+
 
     def _schedule_sync(self) -> None:
         if self.fsync_interval <= 0:
@@ -307,7 +391,10 @@ class AuditLog:
                 self._sync_timer = None
                 if self._closed:
                     return
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError:  # the timer's thread has no caller to tell; the next sync retries
+                log.exception("fsync of %s failed", self.path)
 
     def close(self) -> None:
         with self._sync_lock, self._lock:

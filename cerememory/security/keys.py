@@ -27,6 +27,7 @@ from typing import Any
 
 from ..cmp.errors import CMPError, ErrorCode
 from ..storage.files import write_atomic
+from ..storage.full import is_disk_full, storage_full
 from .auth import KeyRing, bearer_token, digest, identify_in
 
 KEYS_FILE = "api_keys.json"
@@ -81,7 +82,12 @@ class KeyStore:
 
     def _save(self, keys: list[StoredKey]) -> None:
         body = json.dumps({"version": 1, "keys": [asdict(k) for k in keys]}, indent=2) + "\n"
-        write_atomic(self.path, body)
+        try:
+            write_atomic(self.path, body)
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise storage_full(self.path) from exc
+            raise
 
     @contextmanager
     def _locked(self) -> Iterator[list[StoredKey]]:

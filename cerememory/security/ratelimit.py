@@ -138,3 +138,39 @@ class RateLimit:
 
     def check(self, key_id: str | None, address: str) -> None:
         self.limiter.check(client_key(key_id, address))
+
+
+class FailedAuthLimit:
+    """A budget of failed authentications per client address: past it, a missing or wrong key is
+    answered 429 (with Retry-After) instead of 401.
+
+    A right key is never refused by it: every agent on one machine shares 127.0.0.1, so a
+    misbehaving neighbour must not lock a good client out. Keys are 256-bit random, so what the
+    limit stops is a flood of failures (log lines, audit noise, CPU), not a guess.
+    """
+
+    def __init__(self, limiter: TokenBucketLimiter, trusted: tuple[Network, ...] = ()) -> None:
+        self.limiter = limiter
+        self.trusted = trusted
+
+    @classmethod
+    def from_config(cls, config: Any) -> FailedAuthLimit:
+        return cls(TokenBucketLimiter(config["auth.failure_rate"], config["auth.failure_burst"]),
+                   parse_networks(config["ratelimit.trusted_proxies"]))
+
+    def address(self, peer: str | None, forwarded_for: str | None) -> str:
+        return client_address(peer, forwarded_for, self.trusted)
+
+    def refuse(self, address: str) -> CMPError:
+        """The error for one failed authentication from `address`."""
+        wait = self.limiter.acquire(address)
+        if wait > 0:
+            return CMPError(ErrorCode.RATE_LIMITED, f"too many failed authentications from {address}",
+                            hint="check the API key; a right key is still accepted",
+                            retry_after=max(1, math.ceil(wait)))
+        return unauthorized()
+
+
+def unauthorized() -> CMPError:
+    return CMPError(ErrorCode.UNAUTHORIZED, "missing or wrong API key",
+                    hint="send `Authorization: Bearer <key>` (an HTTP header, or gRPC metadata)")

@@ -6,7 +6,8 @@ authenticates, checks the checksum, the counts and every record — and only the
 one DuckDB transaction, before mirroring the result into the RAM indexes (heads, vectors,
 graph, working memory) and staging the full-text changes. A bad archive imports nothing, and
 `replace` is all or nothing. The format is in `archive_format`, the cryptography in
-`archive_crypto`, the file rules in `archive_paths`; docs/archives.md is the user's view.
+`archive_crypto`, the file rules in `archive_paths`, what an import may cost in
+`archive_settings` and `archive_gate`; docs/archives.md is the user's view.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from ..stores.records import Head, dt, ts
 from ..version import __version__
 from . import archive_crypto as crypto
 from . import archive_format as fmt
+from .archive_gate import IMPORTS
+from .archive_settings import ArchiveSettings
 from .crypto import VECTOR
 from .db import Database
 
@@ -87,8 +90,10 @@ def _check_export(req: m.ExportRequest) -> list[StoreType]:
     return list(dict.fromkeys(req.stores)) if req.stores else list(StoreType)
 
 
-def _durable_lines(engine: Engine, stores: Sequence[StoreType]) -> Iterable[fmt.ArchivedRecord]:
-    """Curated records on disk with their stored vectors, in id order, in one scan."""
+def _durable_lines(engine: Engine, stores: Sequence[StoreType],
+                   skip: set[uuid.UUID]) -> Iterable[fmt.ArchivedRecord]:
+    """Curated records on disk with their stored vectors, in id order, in one scan; `skip` are
+    the undecodable ones."""
     cursor = engine.db.fresh_reader()
     try:
         cursor.execute("SELECT r.id, r.body, v.model, v.vec FROM records r "
@@ -97,7 +102,7 @@ def _durable_lines(engine: Engine, stores: Sequence[StoreType]) -> Iterable[fmt.
         while rows := cursor.fetchmany(2000):
             for record_id, body, model, vec in rows:
                 head = engine.records.heads.get(record_id)
-                if head is None:
+                if head is None or record_id in skip:
                     continue
                 body = engine.sealer.open(record_id, body)
                 record = engine.records.assemble(record_id, body, engine._associations(record_id))
@@ -127,14 +132,17 @@ def export_archive(engine: Engine, req: m.ExportRequest, sink: BinaryIO | None =
                        else (None, b""))
     with engine._write:  # one consistent snapshot: writers wait, readers go on
         durable = [s for s in stores if s is not StoreType.WORKING]
+        # the header announces the counts, so records no read can use are found first and left out
+        skipped = engine.records.undecodable_among(durable) if durable else set()
+        raw_skipped = engine.journal.undecodable_ids() if req.include_raw_journal else []
         by_store = {s.value: 0 for s in stores}
-        for head in engine.records.heads.values():
-            if head.store.value in by_store:
+        for record_id, head in engine.records.heads.items():
+            if head.store.value in by_store and record_id not in skipped:
                 by_store[head.store.value] += 1
         working = StoreType.WORKING in stores
         if working:
             by_store[StoreType.WORKING.value] = len(engine.working)
-        raw_total = engine.journal.counts()[0] if req.include_raw_journal else 0
+        raw_total = engine.journal.counts()[0] - len(raw_skipped) if req.include_raw_journal else 0
         total = sum(by_store.values()) + raw_total
         counts = {"records": sum(by_store.values()), "by_store": by_store, "raw_journal": raw_total}
 
@@ -149,7 +157,7 @@ def export_archive(engine: Engine, req: m.ExportRequest, sink: BinaryIO | None =
             generator=f"cerememory {__version__}", stores=stores,
             include_raw_journal=req.include_raw_journal, counts=counts, encryption=encryption)), counted=False)
         done = associations = vectors = 0
-        records: Iterable[fmt.ArchivedRecord] = _durable_lines(engine, durable) if durable else ()
+        records: Iterable[fmt.ArchivedRecord] = _durable_lines(engine, durable, skipped) if durable else ()
         for item in _chain(records, _working_lines(engine) if working else ()):
             writer.write(fmt.record_line(item))
             associations += len(item.record.associations)
@@ -173,7 +181,8 @@ def export_archive(engine: Engine, req: m.ExportRequest, sink: BinaryIO | None =
         progress(done, total)
     return m.ExportResponse(archive_id=archive_id, size_bytes=out.size, record_count=counts["records"],
                             raw_record_count=raw_total, checksum=out.sha.hexdigest(),
-                            archive_data=buffer.getvalue() if buffer is not None else None)
+                            archive_data=buffer.getvalue() if buffer is not None else None,
+                            undecodable_ids=sorted(skipped, key=str) + raw_skipped)
 
 
 def _chain(*parts: Iterable[fmt.ArchivedRecord]) -> Iterable[fmt.ArchivedRecord]:
@@ -190,8 +199,10 @@ def is_encrypted(data: bytes) -> bool:
     return head.get("kind") == "encrypted"
 
 
-def read_archive(data: bytes, passphrase: str | None, *, progress: Progress | None = None) -> fmt.ParsedArchive:
-    """Decrypt (when sealed), authenticate and parse a whole archive; raises on any problem."""
+def read_archive(data: bytes, passphrase: str | None, *, progress: Progress | None = None,
+                 limits: crypto.KdfLimits = crypto.DEFAULT_LIMITS) -> fmt.ParsedArchive:
+    """Decrypt (when sealed), authenticate and parse a whole archive; raises on any problem,
+    and on a key-derivation cost above `limits` before deriving anything."""
     if len(data) > MAX_ARCHIVE_BYTES:
         raise _too_large("archive_data")
     head, start = fmt.first_line(data)
@@ -200,7 +211,7 @@ def read_archive(data: bytes, passphrase: str | None, *, progress: Progress | No
     if not passphrase:
         raise _bad("lifecycle.import: decryption_key: this archive is encrypted", "decryption_key",
                    hint="give its passphrase (CLI: CEREMEMORY_ARCHIVE_PASSPHRASE or the prompt)")
-    salt, params, chunk, check = crypto.read_params(head.get("encryption") or {})
+    salt, params, chunk, check = crypto.read_params(head.get("encryption") or {}, limits)
     key = crypto.derive_key(passphrase, salt, params)
     if not hmac.compare_digest(crypto.key_check(key), check):
         raise fmt.damaged("wrong passphrase for this encrypted archive", "wrong_key",
@@ -312,10 +323,19 @@ def _head(item: fmt.ArchivedRecord) -> Head:
 
 
 def import_archive(engine: Engine, req: m.ImportRequest, *, progress: Progress | None = None) -> m.ImportResponse:
-    """Validate the whole archive, then apply it in one transaction; see the module docstring."""
+    """Validate the whole archive, then apply it in one transaction; see the module docstring.
+    One import runs at a time (`archive_gate`), within the data directory's `ArchiveSettings`."""
+    settings: ArchiveSettings = engine.options.archive
+    with IMPORTS.slot(settings.import_wait_seconds):
+        archive = read_archive(req.archive_data, req.decryption_key, progress=progress,
+                               limits=settings.kdf_limits)
+        return _apply(engine, archive, req, progress)
+
+
+def _apply(engine: Engine, archive: fmt.ParsedArchive, req: m.ImportRequest,
+           progress: Progress | None) -> m.ImportResponse:
     from ..engine import raw_text_doc, record_text_doc
 
-    archive = read_archive(req.archive_data, req.decryption_key, progress=progress)
     with engine._write:
         plan = _plan(engine, archive, req)
         existing = set(engine.records.heads) | {r.id for r in engine.working.records()}
@@ -346,6 +366,8 @@ def import_archive(engine: Engine, req: m.ImportRequest, *, progress: Progress |
             engine._flush_in(tx)
             seq = engine.db.bump(tx, "records_seq")
             journal_seq = engine.db.bump(tx, "journal_seq") if plan.raw or plan.raw_removed else None
+            engine._intend("import", [*gone, *plan.raw_removed, *(item.record.id for item in plan.records),
+                                      *(r.id for r in plan.raw)])
         note_records([*gone, *plan.raw_removed, *(item.record.id for item in plan.records),
                       *(r.id for r in plan.raw)])
         # committed: erase the keys of what is gone for good, mirror into RAM

@@ -2,10 +2,11 @@
 
 The key comes from Argon2id with a random 16-byte salt per archive; the salt and the cost
 parameters travel in the archive's plaintext preamble, so any archive can be opened later with
-only its passphrase. The payload is cut into chunks sealed with ChaCha20-Poly1305; each chunk's
-associated data binds the preamble, the chunk's index and whether it is the last one, so a
-dropped, reordered, truncated or appended chunk fails authentication instead of importing
-part of an archive. One key per archive makes the counter nonce safe.
+only its passphrase (a reader refuses a cost above its `KdfLimits` before deriving anything).
+The payload is cut into chunks sealed with ChaCha20-Poly1305; each chunk's associated data
+binds the preamble, the chunk's index and whether it is the last one, so a dropped, reordered,
+truncated or appended chunk fails authentication instead of importing part of an archive. One
+key per archive makes the counter nonce safe.
 """
 
 from __future__ import annotations
@@ -29,11 +30,7 @@ CHUNK_BYTES = 1024 * 1024  # plaintext per chunk: large enough to be fast, small
 _FRAME = struct.Struct(">I")
 _KEY_CHECK_LABEL = b"cerememory archive key check v3"
 
-# What a reader accepts from an archive's preamble: enough for any archive we write, bounded so
-# that a hostile archive cannot make the importer allocate gigabytes or spin for minutes.
-MAX_MEMORY_KIB = 1024 * 1024
-MAX_TIME_COST = 16
-MAX_CHUNK_BYTES = 16 * 1024 * 1024
+MAX_CHUNK_BYTES = 16 * 1024 * 1024  # the largest chunk a reader buffers
 
 
 def _damaged(message: str, reason: str, hint: str | None = None) -> CMPError:
@@ -51,6 +48,51 @@ class KdfParams:
 
 
 DEFAULT_KDF = KdfParams()
+
+
+@dataclass(frozen=True)
+class KdfLimits:
+    """The most Argon2id cost a reader accepts. The cost is chosen by whoever wrote the archive, so
+    without a cap a few hundred bytes could make the importer allocate a gigabyte and spin for
+    half a minute. The defaults admit four times the memory and about three times the passes of
+    what `DEFAULT_KDF` writes."""
+
+    memory_cost_kib: int = 256 * 1024
+    time_cost: int = 8
+    parallelism: int = 4
+
+
+DEFAULT_LIMITS = KdfLimits()
+# The widest cost any configuration may admit (and the bounds of a data directory's key file).
+CEILING = KdfLimits(memory_cost_kib=1024 * 1024, time_cost=16, parallelism=16)
+
+# The setting that raises each limit, named in the error that refuses an archive.
+LIMIT_SETTINGS = {"memory_cost_kib": "archive.import_max_kdf_memory_kib",
+                  "time_cost": "archive.import_max_kdf_time_cost",
+                  "parallelism": "archive.import_max_kdf_parallelism"}
+
+
+def over_limit(params: KdfParams, limits: KdfLimits) -> tuple[str, int, int] | None:
+    """(parameter, value, limit) of the first cost above `limits`, or None when all are within."""
+    for name in ("memory_cost_kib", "time_cost", "parallelism"):
+        value, limit = getattr(params, name), getattr(limits, name)
+        if value > limit:
+            return name, value, limit
+    return None
+
+
+def _too_costly(name: str, value: int, limit: int) -> CMPError:
+    from ..config import BY_NAME
+
+    setting = LIMIT_SETTINGS[name]
+    env = BY_NAME[setting].env
+    return CMPError(ErrorCode.IMPORT_CONFLICT,
+                    f"encryption.{name}: the archive asks for an Argon2id {name} of {value}; this server "
+                    f"accepts at most {limit}",
+                    hint=f"if you trust this archive, raise {setting} (env {env}); or export it again "
+                         "with the default cost",
+                    details={"reason": "kdf_cost", "field": f"encryption.{name}", "value": value,
+                             "limit": limit, "setting": setting})
 
 
 def derive_key(passphrase: str, salt: bytes, params: KdfParams) -> bytes:
@@ -119,8 +161,9 @@ class SealingWriter:
             self.closed = True
 
 
-def read_params(info: Any) -> tuple[bytes, KdfParams, int, str]:
-    """(salt, KDF parameters, chunk size, key check) from a preamble, within sane bounds."""
+def read_params(info: Any, limits: KdfLimits = DEFAULT_LIMITS) -> tuple[bytes, KdfParams, int, str]:
+    """(salt, KDF parameters, chunk size, key check) from a preamble; refuses a cost above `limits`
+    before anything is derived."""
     try:
         if info.get("cipher") != CIPHER or info.get("kdf") != KDF:
             raise _damaged(f"unsupported archive encryption {info.get('kdf')}/{info.get('cipher')}",
@@ -132,11 +175,17 @@ def read_params(info: Any) -> tuple[bytes, KdfParams, int, str]:
         raise
     except (AttributeError, KeyError, TypeError, ValueError):
         raise _damaged("the archive's encryption parameters are damaged", "preamble") from None
-    if (len(salt) != SALT_BYTES or not 1 <= params.time_cost <= MAX_TIME_COST
-            or not 8 <= params.memory_cost_kib <= MAX_MEMORY_KIB or not 1 <= params.parallelism <= 16
-            or not 1 <= chunk <= MAX_CHUNK_BYTES):
+    if (len(salt) != SALT_BYTES or not 1 <= chunk <= MAX_CHUNK_BYTES or not valid_cost(params)):
         raise _damaged("the archive's encryption parameters are out of range", "preamble")
+    refused = over_limit(params, limits)
+    if refused is not None:
+        raise _too_costly(*refused)
     return salt, params, chunk, check
+
+
+def valid_cost(params: KdfParams) -> bool:
+    """Whether Argon2id can run with `params` at all (at least one pass, one lane, 8 KiB a lane)."""
+    return params.time_cost >= 1 and params.parallelism >= 1 and params.memory_cost_kib >= 8 * params.parallelism
 
 
 def open_sealed(body: memoryview, key: bytes, preamble: bytes, chunk_bytes: int) -> bytes:

@@ -40,8 +40,16 @@ def pack(value: Any) -> bytes:
     return msgpack.packb(value, default=_default, use_bin_type=True)
 
 
+class CodecError(ValueError):
+    """Bytes that are not a body this codec wrote (damaged or altered)."""
+
+
 def unpack(data: bytes) -> Any:
-    return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False)
+    try:
+        return msgpack.unpackb(data, ext_hook=_ext_hook, raw=False, strict_map_key=False)
+    except (ValueError, TypeError, struct.error, msgpack.UnpackException) as exc:
+        detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise CodecError(f"not a stored body ({detail})") from exc
 
 
 def pack_model(model: BaseModel, *, include: set[str] | None = None, exclude: Any = None) -> bytes:

@@ -35,7 +35,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from ..cmp.errors import CMPError, ErrorCode
-from .archive_crypto import DEFAULT_KDF, KdfParams, derive_key
+from .archive_crypto import CEILING, DEFAULT_KDF, KdfParams, derive_key, over_limit, valid_cost
 from .files import write_atomic
 from .lock import LOCK_NAME
 
@@ -131,6 +131,9 @@ class Vault:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CMPError(ErrorCode.INTERNAL_ERROR, f"the key file {data_dir / KEYFILE} is damaged: {exc}",
                            hint="restore keys.json from a backup; without it the data cannot be read") from None
+        if not valid_cost(params) or over_limit(params, CEILING) is not None:  # never derive an absurd cost
+            raise CMPError(ErrorCode.INTERNAL_ERROR, f"the key file {data_dir / KEYFILE} is damaged: its Argon2id "
+                           f"cost {params} is out of range", hint="restore keys.json from a backup")
         try:
             return ChaCha20Poly1305(derive_key(passphrase, salt, params)).decrypt(
                 nonce, wrapped, b"cerememory master key")

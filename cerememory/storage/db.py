@@ -3,23 +3,33 @@
 DuckDB is slow at single-row writes and fast at columnar ones, so every write path hands
 whole batches over as Arrow tables. Times are stored as epoch seconds (DOUBLE) and record
 bodies as codec blobs.
+
+A full disk is STORAGE_FULL, and it never needs a restart: a write that cannot reach the
+write-ahead log is rolled back, and when a checkpoint fails DuckDB invalidates the whole
+database instance, which is then reopened (at once, and again before the next use if that
+failed). A commit that DuckDB reports durable although its checkpoint failed stands.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import duckdb
 import pyarrow as pa
 
 from ..cmp.errors import CMPError, ErrorCode
+from .full import is_disk_full, storage_full
 
+log = logging.getLogger("cerememory.storage")
 DB_NAME = "cerememory.duckdb"
+_INVALIDATED = "database has been invalidated"
+_DURABLE = "commit succeeded and is durable"
 
 # Append-only: an applied migration is never edited (its hash is checked on every open).
 MIGRATIONS: list[tuple[int, str, str]] = [
@@ -106,6 +116,21 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         );
         """,
     ),
+    (
+        4,
+        "dream failures: a topic group that failed, skipped until its raw records change",
+        """
+        CREATE TABLE dream_failures (
+            first_raw_id UUID PRIMARY KEY,
+            fingerprint VARCHAR NOT NULL,
+            raw_record_count INTEGER NOT NULL,
+            code VARCHAR NOT NULL,
+            reason VARCHAR NOT NULL,
+            version VARCHAR NOT NULL,
+            failed_at DOUBLE NOT NULL
+        );
+        """,
+    ),
 ]
 
 
@@ -113,22 +138,37 @@ def _sha(sql: str) -> str:
     return hashlib.sha256(sql.encode()).hexdigest()
 
 
+def is_io_failure(exc: BaseException) -> bool:
+    """A failure of the database's files or connection, as opposed to one of a statement's data."""
+    return isinstance(exc, duckdb.IOException | duckdb.FatalException | duckdb.ConnectionException)
+
+
+def _invalidates(exc: duckdb.Error) -> bool:
+    return isinstance(exc, duckdb.FatalException) or _INVALIDATED in str(exc)
+
+
 class Database:
     """One DuckDB file; one writer connection plus a cursor per reading thread."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._local = threading.local()  # the thread's cursor and the connection it belongs to
+        self._write_lock = threading.RLock()
+        self._invalid: str | None = None  # why the instance must be reopened before the next use
+        self._conn = self._connect()
+        self._migrate()
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
         try:
-            self._conn = duckdb.connect(str(path))
+            return duckdb.connect(str(self.path))
         except duckdb.Error as exc:
+            if is_disk_full(exc):
+                raise storage_full(self.path) from exc
             raise CMPError(
                 ErrorCode.INTERNAL_ERROR,
-                f"cannot open the database {path}: {exc}",
+                f"cannot open the database {self.path}: {exc}",
                 hint="the file may be damaged or held by another program",
             ) from exc
-        self._local = threading.local()
-        self._write_lock = threading.RLock()
-        self._migrate()
 
     # ------------------------------------------------------------ schema
 
@@ -164,29 +204,90 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The single writer: serialised, all-or-nothing."""
+        """The single writer: serialised, all-or-nothing. Storage failures come out as
+        STORAGE_FULL (a full disk) or as DuckDB's own error."""
         with self._write_lock:
-            self._conn.execute("BEGIN TRANSACTION")
+            conn = self._usable()
             try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
+                conn.execute("BEGIN TRANSACTION")
+            except duckdb.Error as exc:
+                self._raise(exc)
+            try:
+                yield conn
+            except BaseException as exc:
+                self._rollback(conn)
+                if isinstance(exc, duckdb.Error):
+                    self._raise(exc)
                 raise
-            self._conn.execute("COMMIT")
+            try:
+                conn.execute("COMMIT")
+            except duckdb.Error as exc:
+                if _DURABLE in str(exc).lower():  # committed; only the checkpoint after it failed
+                    self._invalidate(exc)
+                    return
+                self._rollback(conn)
+                self._raise(exc)
+
+    def _rollback(self, conn: duckdb.DuckDBPyConnection) -> None:
+        try:
+            conn.execute("ROLLBACK")
+        except duckdb.Error:  # no transaction left to roll back, or the instance was invalidated
+            pass
+
+    def _raise(self, exc: duckdb.Error) -> NoReturn:
+        """Re-raise a DuckDB failure: reopen an invalidated instance, and name a full disk."""
+        if _invalidates(exc):
+            self._invalidate(exc)
+        if is_disk_full(exc):
+            raise storage_full(self.path) from exc
+        raise exc
+
+    def _invalidate(self, exc: duckdb.Error) -> None:
+        log.warning("the database %s must be reopened: %s", self.path, exc)
+        with self._write_lock:
+            self._invalid = str(exc)
+            try:
+                self._usable()
+            except CMPError:  # still full, say: the next use tries again
+                log.warning("reopening %s failed; retrying at the next use", self.path, exc_info=True)
+
+    def _usable(self) -> duckdb.DuckDBPyConnection:
+        """The connection, reopened first if DuckDB invalidated the instance. Cursors of the old
+        one are dropped by their threads at their next use (see `reader`)."""
+        if self._invalid is None:
+            return self._conn
+        with self._write_lock:
+            if self._invalid is not None:
+                try:
+                    self._conn.close()
+                except duckdb.Error:
+                    pass
+                self._conn = self._connect()
+                log.warning("reopened the database %s", self.path)
+                self._invalid = None
+            return self._conn
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A cursor for the calling thread, so reads run beside the writer."""
+        conn = self._usable()
         cursor = getattr(self._local, "cursor", None)
-        if cursor is None:
-            cursor = self._conn.cursor()
-            self._local.cursor = cursor
+        if cursor is None or self._local.conn is not conn:
+            cursor = conn.cursor()
+            self._local.cursor, self._local.conn = cursor, conn
         return cursor
 
     def fresh_reader(self) -> duckdb.DuckDBPyConnection:
         """A cursor of its own, for long scans that must not disturb the thread's cursor."""
-        return self._conn.cursor()
+        return self._usable().cursor()
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
+        """Rows of one read; a read that finds the instance invalidated reopens it and runs again."""
+        try:
+            return self.reader().execute(sql, params or []).fetchall()
+        except duckdb.Error as exc:
+            if not _invalidates(exc):
+                raise
+            self._invalidate(exc)
         return self.reader().execute(sql, params or []).fetchall()
 
     def close(self) -> None:
@@ -228,8 +329,8 @@ class Database:
     # ------------------------------------------------------------ small key/value state
 
     def get_state(self, key: str, default: str | None = None) -> str | None:
-        row = self.reader().execute("SELECT value FROM state WHERE key = ?", [key]).fetchone()
-        return row[0] if row else default
+        rows = self.query("SELECT value FROM state WHERE key = ?", [key])
+        return rows[0][0] if rows else default
 
     @staticmethod
     def set_state(tx: duckdb.DuckDBPyConnection, key: str, value: str) -> None:

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from ..cmp.errors import CMPError, ErrorCode
+from .full import is_disk_full, storage_full
 
 LOCK_NAME = "cerememory.lock"
 
@@ -42,9 +43,15 @@ class DataDirLock:
                 hint=hint,
                 details={"pid": pid, "server_url": url, "data_dir": str(self.path.parent)},
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "server_url": server_url}).encode())
-        os.fsync(fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps({"pid": os.getpid(), "server_url": server_url}).encode())
+            os.fsync(fd)
+        except OSError as exc:
+            os.close(fd)
+            if is_disk_full(exc):
+                raise storage_full(self.path) from exc
+            raise
         self._fd = fd
 
     @staticmethod

@@ -15,6 +15,7 @@ from ..storage import codec
 from ..storage.crypto import PLAINTEXT, Sealer
 from ..storage.db import Database
 from .records import dt, ts
+from .undecodable import UndecodableLog, UndecodableRecord
 
 BODY_FIELDS = {"content", "metadata", "derived_memory_ids", "meta"}
 COLUMNS = ["id", "session_id", "turn_id", "topic_id", "source", "speaker", "visibility",
@@ -32,9 +33,10 @@ def allowed_visibility(include_private_scratch: bool, include_sealed: bool) -> l
 
 
 class JournalStore:
-    def __init__(self, db: Database, sealer: Sealer = PLAINTEXT) -> None:
+    def __init__(self, db: Database, sealer: Sealer = PLAINTEXT, undecodable: UndecodableLog | None = None) -> None:
         self.db = db
         self.sealer = sealer
+        self.undecodable = undecodable or UndecodableLog()  # records no read can use: skipped, reported
 
     def insert(self, tx: duckdb.DuckDBPyConnection, records: Sequence[RawJournalRecord], *,
                replace: bool = False) -> None:
@@ -85,16 +87,30 @@ class JournalStore:
             params.append(session_id)
         sql = (f"SELECT {', '.join(COLUMNS)} FROM raw_journal WHERE {' AND '.join(where)} "
                "ORDER BY created_at, id")
-        return [self._row_to_record(r) for r in self.db.query(sql, params)]
+        return self._records(self.db.query(sql, params))
 
     def _row_to_record(self, row: tuple) -> RawJournalRecord:
+        """One record; raises `UndecodableRecord` (noted) when its row cannot make one."""
         values = dict(zip(COLUMNS, row, strict=True))
-        body = codec.unpack(self.sealer.open(values["id"], values.pop("body")))
-        values.pop("dream_processed_at")
-        values["created_at"] = dt(values["created_at"])
-        values["updated_at"] = dt(values["updated_at"])
-        values.update(body)
-        return RawJournalRecord.model_validate(values)
+        try:
+            body = codec.unpack(self.sealer.open(values["id"], values.pop("body")))
+            values.pop("dream_processed_at")
+            values["created_at"] = dt(values["created_at"])
+            values["updated_at"] = dt(values["updated_at"])
+            values.update(body)
+            return RawJournalRecord.model_validate(values)
+        except Exception as exc:
+            raise self.undecodable.note(values["id"], exc) from exc
+
+    def _records(self, rows: Iterable[tuple]) -> list[RawJournalRecord]:
+        """The records of `rows` that decode; the others are skipped (and noted)."""
+        out = []
+        for row in rows:
+            try:
+                out.append(self._row_to_record(row))
+            except UndecodableRecord:
+                continue
+        return out
 
     def get(self, ids: Sequence[uuid.UUID]) -> list[RawJournalRecord]:
         if not ids:
@@ -103,7 +119,7 @@ class JournalStore:
             f"SELECT {', '.join(COLUMNS)} FROM raw_journal WHERE id IN (SELECT unnest(?::UUID[]))",
             [[str(i) for i in ids]],
         )
-        return [self._row_to_record(r) for r in rows]
+        return self._records(rows)
 
     def query(
         self,
@@ -126,7 +142,7 @@ class JournalStore:
         sql = f"SELECT {', '.join(COLUMNS)} FROM raw_journal WHERE {clause} ORDER BY created_at {order}, id"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [self._row_to_record(r) for r in self.db.query(sql, params)], total
+        return self._records(self.db.query(sql, params)), total
 
     def passing(self, ids: Sequence[uuid.UUID], *, visibility: Sequence[str], secrecy: Sequence[str],
                 session_id: str | None = None, start: float | None = None,
@@ -147,11 +163,25 @@ class JournalStore:
         )[0]
         return int(row[0]), int(row[1])
 
-    def iter_all(self, batch: int = 5000) -> Iterable[RawJournalRecord]:
+    def scan(self, batch: int = 5000) -> Iterable[tuple[uuid.UUID, str, RawJournalRecord | None]]:
+        """Every record as (id, session_id, record) in id order, the record None when it cannot
+        be decoded (noted): an index rebuild still counts it, an export leaves it out."""
         cursor = self.db.fresh_reader().execute(f"SELECT {', '.join(COLUMNS)} FROM raw_journal ORDER BY id")
         while rows := cursor.fetchmany(batch):
             for row in rows:
-                yield self._row_to_record(row)
+                try:
+                    record = self._row_to_record(row)
+                except UndecodableRecord:
+                    record = None
+                yield row[0], row[1], record
+
+    def iter_all(self, batch: int = 5000) -> Iterable[RawJournalRecord]:
+        """Every record that decodes, in id order."""
+        return (record for _, _, record in self.scan(batch) if record is not None)
+
+    def undecodable_ids(self) -> list[uuid.UUID]:
+        """The records no read can use: a full pass, for an export that announces its counts first."""
+        return [record_id for record_id, _, record in self.scan() if record is None]
 
 
 def _where(visibility: Sequence[str], secrecy: Sequence[str], session_id: str | None,

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -22,6 +23,7 @@ from ..model import FidelityState, MemoryRecord, StoreType, uuid_from_text
 from ..storage import codec
 from ..storage.crypto import PLAINTEXT, Sealer
 from ..storage.db import Database
+from .undecodable import UndecodableLog, UndecodableRecord
 
 BODY_FIELDS = {"content", "emotion", "metadata", "meta"}
 # A block's embedding is the record's vector: it lives once, in the vectors table (and the RAM
@@ -167,9 +169,11 @@ class BodyCache:
 class RecordStore:
     """Persistence and RAM heads for the curated records that live on disk."""
 
-    def __init__(self, db: Database, *, cache_bytes: int = 256 * 1024 * 1024, sealer: Sealer = PLAINTEXT) -> None:
+    def __init__(self, db: Database, *, cache_bytes: int = 256 * 1024 * 1024, sealer: Sealer = PLAINTEXT,
+                 undecodable: UndecodableLog | None = None) -> None:
         self.db = db
         self.sealer = sealer  # bodies are sealed on the way to DuckDB and opened on the way back
+        self.undecodable = undecodable or UndecodableLog()  # bodies no read can use: skipped, reported
         self.heads: dict[uuid.UUID, Head] = {}
         self.dirty: set[uuid.UUID] = set()
         self.cache = BodyCache(cache_bytes)
@@ -276,36 +280,64 @@ class RecordStore:
     # ------------------------------------------------------------ reads
 
     def bodies(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, bytes]:
-        """Bodies of `ids`: from the cache, the misses in one query."""
+        """Bodies of `ids`: from the cache, the misses in one query. A body that fails to open
+        (altered ciphertext) is left out and noted as undecodable."""
         found = self.cache.get_many(ids)
         missing = [i for i in ids if i not in found]
         if missing:
-            rows = self.sealer.open_rows(self.db.query(
-                "SELECT id, body FROM records WHERE id IN (SELECT unnest(?::UUID[]))",
-                [[str(i) for i in missing]],
-            ))
-            self.cache.put_many(rows)
-            found.update(rows)
+            opened = self._open_rows(self.db.query(
+                "SELECT id, body FROM records WHERE id IN (SELECT unnest(?::UUID[]))", [[str(i) for i in missing]]))
+            self.cache.put_many(opened)
+            found.update(opened)
         return found
 
-    def assemble(self, record_id: uuid.UUID, body: bytes, associations: list,
-                 fidelity: FidelityState | None = None) -> MemoryRecord:
-        head = self.heads[record_id]
+    def _open_rows(self, rows: Iterable[tuple[uuid.UUID, bytes]]) -> list[tuple[uuid.UUID, bytes]]:
+        """Open sealed bodies one by one, so one altered row costs only itself (noted)."""
+        opened = []
+        for record_id, sealed in rows:
+            try:
+                opened.append((record_id, self.sealer.open(record_id, sealed)))
+            except Exception as exc:
+                self.undecodable.note(record_id, exc)
+        return opened
+
+    def body_values(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+        """The decoded body fields of each of `ids` still stored; undecodable ones are left out."""
+        out = {}
+        for record_id, body in self.bodies(ids).items():
+            try:
+                out[record_id] = self._values(body)
+            except Exception as exc:
+                self.undecodable.note(record_id, exc)
+        return out
+
+    @staticmethod
+    def _values(body: bytes) -> dict[str, Any]:
         values = codec.unpack(body)
         for block in values["content"]["blocks"]:
             block.pop("embedding", None)  # bodies written before vectors moved out of them
-        values.update(
-            id=record_id,
-            store=head.store,
-            created_at=dt(head.created_at),
-            updated_at=dt(head.updated_at),
-            last_accessed_at=dt(head.last_accessed_at),
-            access_count=head.access_count,
-            fidelity=fidelity or head.fidelity(head.fidelity_score, head.noise_level),
-            version=head.version,
-            associations=associations,
-        )
-        return MemoryRecord.model_validate(values)
+        return values
+
+    def assemble(self, record_id: uuid.UUID, body: bytes, associations: list,
+                 fidelity: FidelityState | None = None) -> MemoryRecord:
+        """The whole record; raises `UndecodableRecord` (noted) when its body cannot make one."""
+        head = self.heads[record_id]
+        try:
+            values = self._values(body)
+            values.update(
+                id=record_id,
+                store=head.store,
+                created_at=dt(head.created_at),
+                updated_at=dt(head.updated_at),
+                last_accessed_at=dt(head.last_accessed_at),
+                access_count=head.access_count,
+                fidelity=fidelity or head.fidelity(head.fidelity_score, head.noise_level),
+                version=head.version,
+                associations=associations,
+            )
+            return MemoryRecord.model_validate(values)
+        except Exception as exc:
+            raise self.undecodable.note(record_id, exc) from exc
 
     def warm(self, stop: threading.Event, batch: int = 1000) -> None:
         """Fill the body cache with the newest records, so first queries need not hit DuckDB.
@@ -320,15 +352,39 @@ class RecordStore:
                 ids = [str(i) for i, _ in newest[start:start + batch]]
                 rows = cursor.execute("SELECT id, body FROM records WHERE id IN (SELECT unnest(?::UUID[]))",
                                       [ids]).fetchall()
-                if not self.cache.add_missing(self.sealer.open_rows(rows)):
+                if not self.cache.add_missing(self._open_rows(rows)):
                     return
         except Exception:  # the database closed under us: warming is best effort
             pass
         finally:
             cursor.close()
 
-    def iter_bodies(self, batch: int = 5000) -> Iterable[tuple[uuid.UUID, bytes]]:
-        """Every stored body, in batches, for rebuilding derived indexes."""
-        cursor = self.db.fresh_reader().execute("SELECT id, body FROM records ORDER BY id")
+    def iter_bodies(self, batch: int = 5000, *,
+                    stores: Sequence[StoreType] | None = None) -> Iterable[tuple[uuid.UUID, bytes | None]]:
+        """Every stored body (of `stores`, else all), in id order and in batches, for rebuilding
+        derived indexes and for exports; None for a body that fails to open (noted)."""
+        sql, params = "SELECT id, body FROM records ORDER BY id", []
+        if stores is not None:
+            sql = "SELECT id, body FROM records WHERE store IN (SELECT unnest(?)) ORDER BY id"
+            params = [[s.value for s in stores]]
+        cursor = self.db.fresh_reader().execute(sql, params)
         while rows := cursor.fetchmany(batch):
-            yield from self.sealer.open_rows(rows)
+            opened = dict(self._open_rows(rows))
+            for record_id, _ in rows:
+                yield record_id, opened.get(record_id)
+
+    def undecodable_among(self, stores: Sequence[StoreType]) -> set[uuid.UUID]:
+        """Which stored records of `stores` no read can use: a full pass, for an export that
+        announces its counts before its first record."""
+        bad = set()
+        for record_id, body in self.iter_bodies(stores=stores):
+            if record_id not in self.heads:
+                continue
+            if body is None:  # noted when it failed to open
+                bad.add(record_id)
+                continue
+            try:
+                self.assemble(record_id, body, [])
+            except UndecodableRecord:
+                bad.add(record_id)
+        return bad

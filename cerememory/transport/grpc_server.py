@@ -3,6 +3,10 @@
 Each RPC converts its proto request to CMP JSON, runs `dispatch` and converts the answer
 back, so gRPC clients get exactly what the embedded API and HTTP get. A CMPError becomes the
 gRPC status of `GRPC_STATUS` with the CMP envelope as JSON in trailing metadata `cmp-error`.
+
+The methods take their requests as bytes and parse them in the handler: grpcio answers a
+request its deserializer rejects with a bare INTERNAL, so a malformed or too deeply nested
+message would get neither INVALID_ARGUMENT nor the envelope.
 """
 
 from __future__ import annotations
@@ -15,18 +19,17 @@ from concurrent import futures
 from typing import Any
 
 import grpc
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from ..cmp.context import bound
+from ..cmp.context import bound, client_request_id
 from ..cmp.dispatch import OPERATIONS, dispatch
 from ..cmp.errors import CMPError, ErrorCode
 from ..security.auth import KeyRing
 from ..security.keys import ServerKeys
-from ..security.ratelimit import RateLimit
+from ..security.ratelimit import FailedAuthLimit, RateLimit, unauthorized
 from ..v1 import cerememory_pb2 as pb
-from ..v1 import cerememory_pb2_grpc as pb_grpc
 from . import grpc_convert as convert
 from .grpc_convert import CHUNK_BYTES, ERROR_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KEY
 from .metrics import attach_op_metrics
@@ -36,18 +39,22 @@ log = logging.getLogger(__name__)
 
 MAX_IMPORT_BYTES = 256 * 1024 * 1024  # the largest archive Import reassembles
 MAX_ENVELOPE_CHARS = 7000  # gRPC clients refuse metadata over 8 KiB by default
+MAX_PROTO_DEPTH = 100  # protobuf's own parse limit on message nesting
+_SERVICE = pb.DESCRIPTOR.services_by_name["CerememoryService"]
 
 
 # ---------------------------------------------------------------- errors and metadata
 
 
 def _request_id(context: grpc.ServicerContext, request: dict[str, Any] | None = None) -> str | None:
-    """`x-request-id` from the call's metadata, else the request's header.request_id."""
+    """`x-request-id` from the call's metadata, else the request's header.request_id, when it is
+    fit to be logged (`client_request_id`)."""
     for key, value in context.invocation_metadata() or ():
         if key == REQUEST_ID_KEY and value:
-            return str(value)
+            return client_request_id(str(value))
     header = (request or {}).get("header") or {}
-    return header.get("request_id")
+    given = header.get("request_id")
+    return client_request_id(given) if isinstance(given, str) else None
 
 
 def _envelope_json(error: CMPError) -> str:
@@ -83,8 +90,14 @@ class _Gate:
     ServerKeys) and the rate limit; `denied` counts the refusals."""
 
     def __init__(self, keys: Any = None, rate_limit: RateLimit | None = None,
-                 denied: Callable[[str, str], None] | None = None) -> None:
-        self.keys, self.rate_limit, self.denied = keys, rate_limit, denied
+                 denied: Callable[[str, str], None] | None = None,
+                 auth_failures: FailedAuthLimit | None = None) -> None:
+        self.keys, self.rate_limit, self.denied, self.auth_failures = keys, rate_limit, denied, auth_failures
+
+    def auth_failure(self, peer: str | None, forwarded_for: str | None) -> CMPError:
+        if self.auth_failures is None:
+            return unauthorized()
+        return self.auth_failures.refuse(self.auth_failures.address(peer, forwarded_for))
 
 
 def _metadata(context: grpc.ServicerContext, name: str) -> str | None:
@@ -117,8 +130,7 @@ class _Guard:
         if gate.keys is not None:
             self.key_id = gate.keys.identify_authorization(_metadata(context, "authorization"))
             if self.key_id is None:
-                self.refuse(CMPError(ErrorCode.UNAUTHORIZED, "missing or wrong API key",
-                                     hint="send metadata `authorization: Bearer <key>`"))
+                self.refuse(gate.auth_failure(self.address, _metadata(context, "x-forwarded-for")))
         if gate.rate_limit is not None:
             self.address = gate.rate_limit.address(self.address, _metadata(context, "x-forwarded-for"))
             try:
@@ -147,36 +159,54 @@ class _Guard:
                 "key_id": self.key_id, "client": self.address})
 
 
-# ---------------------------------------------------------------- the servicer
+# ---------------------------------------------------------------- the service
 
 
-def _unary(handler: Any, op: str, gate: _Gate) -> Callable[[Any, Message, Any], Message]:
-    def rpc(self: Any, request: Message, context: grpc.ServicerContext) -> Message:
+def _parse_request(message: type[Message], data: bytes, op: str) -> Message:
+    """`data` as a `message`; bytes protobuf cannot parse are the client's VALIDATION_ERROR."""
+    try:
+        return message.FromString(data)
+    except (DecodeError, RecursionError) as exc:
+        name = message.DESCRIPTOR.full_name
+        if isinstance(exc, RecursionError) or "MaxDepth" in str(exc):
+            reason = f"it nests deeper than protobuf parses ({MAX_PROTO_DEPTH} levels)"
+            hint = "flatten the free-form JSON fields (metadata, spatial, ...)"
+        else:
+            reason = "the wire format is corrupt"
+            hint = f"send a serialized {name}, as the generated stubs do"
+        raise CMPError(ErrorCode.VALIDATION_ERROR, f"{op}: the request is not a valid {name}: {reason}",
+                       hint=hint, details={"message_type": name}) from None
+
+
+def _unary(handler: Any, op: str, gate: _Gate) -> Callable[[bytes, grpc.ServicerContext], Message]:
+    message = convert.request_class(op)
+
+    def rpc(data: bytes, context: grpc.ServicerContext) -> Message:
         guard = _Guard(context, op, gate)
         try:
-            data = convert.from_proto_request(op, request)
+            request = convert.from_proto_request(op, _parse_request(message, data, op))
             if guard.request_id is None:
-                guard.request_id = _request_id(context, data)
+                guard.request_id = _request_id(context, request)
             with guard.bound():
-                response = convert.to_proto_response(op, dispatch(handler, op, data))
+                response = convert.to_proto_response(op, dispatch(handler, op, request))
             guard.log()
             return response
         except Exception as exc:  # every failure leaves as a CMP envelope
             guard.fail(exc)
             raise  # unreachable: abort raises
 
-    rpc.__name__ = convert.RPC_NAMES[op]
     return rpc
 
 
-def _export(handler: Any, gate: _Gate) -> Callable[[Any, pb.ExportRequest, Any], Iterator[pb.ExportChunk]]:
+def _export(handler: Any, gate: _Gate) -> Callable[[bytes, grpc.ServicerContext], Iterator[pb.ExportChunk]]:
     op = "lifecycle.export"
 
-    def rpc(self: Any, request: pb.ExportRequest, context: grpc.ServicerContext) -> Iterator[pb.ExportChunk]:
+    def rpc(data: bytes, context: grpc.ServicerContext) -> Iterator[pb.ExportChunk]:
         guard = _Guard(context, op, gate)
         try:
+            request = convert.from_proto_request(op, _parse_request(pb.ExportRequest, data, op))
             with guard.bound():
-                response = dispatch(handler, op, convert.from_proto_request(op, request))
+                response = dispatch(handler, op, request)
             archive = convert.to_proto_response(op, response)
             guard.log()
         except Exception as exc:
@@ -191,10 +221,10 @@ def _export(handler: Any, gate: _Gate) -> Callable[[Any, pb.ExportRequest, Any],
     return rpc
 
 
-def _import(handler: Any, gate: _Gate) -> Callable[[Any, Iterator[pb.ImportChunk], Any], Message]:
+def _import(handler: Any, gate: _Gate) -> Callable[[Iterator[bytes], grpc.ServicerContext], Message]:
     op = "lifecycle.import"
 
-    def rpc(self: Any, chunks: Iterator[pb.ImportChunk], context: grpc.ServicerContext) -> Message:
+    def rpc(chunks: Iterator[bytes], context: grpc.ServicerContext) -> Message:
         guard = _Guard(context, op, gate)
         try:
             request, archive = _reassemble(chunks)
@@ -221,11 +251,12 @@ class _TooLarge(Exception):
         self.error = error
 
 
-def _reassemble(chunks: Iterator[pb.ImportChunk]) -> tuple[pb.ImportRequest, bytes]:
+def _reassemble(chunks: Iterator[bytes]) -> tuple[pb.ImportRequest, bytes]:
     """The ImportRequest of the first chunk and the archive of all chunks, within the cap."""
     request: pb.ImportRequest | None = None
     archive = bytearray()
-    for chunk in chunks:
+    for data in chunks:
+        chunk = _parse_request(pb.ImportChunk, data, "lifecycle.import")
         if chunk.HasField("request"):
             if request is not None:
                 raise CMPError(ErrorCode.VALIDATION_ERROR, "lifecycle.import: request: sent twice",
@@ -244,18 +275,24 @@ def _reassemble(chunks: Iterator[pb.ImportChunk]) -> tuple[pb.ImportRequest, byt
     return request, bytes(archive)
 
 
-def _servicer(handler: Any, gate: _Gate) -> pb_grpc.CerememoryServiceServicer:
-    """A servicer whose every RPC runs the matching CMP operation on `handler`."""
-    methods: dict[str, Any] = {}
+def _method_handlers(handler: Any, gate: _Gate) -> dict[str, grpc.RpcMethodHandler]:
+    """CerememoryService's methods, each running the matching CMP operation on `handler`."""
+    methods: dict[str, grpc.RpcMethodHandler] = {}
     for op in OPERATIONS:
         name = convert.RPC_NAMES[op]
-        if not hasattr(pb_grpc.CerememoryServiceServicer, name):
-            raise RuntimeError(f"CerememoryService has no RPC {name} for {op}")
-        methods[name] = _unary(handler, op, gate)
-    methods["Export"] = _export(handler, gate)
-    methods["Import"] = _import(handler, gate)
-    cls = type("CerememoryServicer", (pb_grpc.CerememoryServiceServicer,), methods)
-    return cls()
+        if op == "lifecycle.export":
+            methods[name] = grpc.unary_stream_rpc_method_handler(
+                _export(handler, gate), response_serializer=pb.ExportChunk.SerializeToString)
+        elif op == "lifecycle.import":
+            methods[name] = grpc.stream_unary_rpc_method_handler(
+                _import(handler, gate), response_serializer=convert.response_class(op).SerializeToString)
+        else:
+            methods[name] = grpc.unary_unary_rpc_method_handler(
+                _unary(handler, op, gate), response_serializer=convert.response_class(op).SerializeToString)
+    declared = {method.name for method in _SERVICE.methods}
+    if set(methods) != declared:
+        raise RuntimeError(f"CerememoryService and the CMP operations differ: {sorted(declared ^ set(methods))}")
+    return methods
 
 
 # ---------------------------------------------------------------- the server
@@ -268,7 +305,8 @@ def _address(host: str, port: int) -> str:
 def build_grpc_server(handler: Any, *, host: str = "127.0.0.1", port: int = 0, max_workers: int = 16,
                       tls: tuple[bytes, bytes] | None = None,
                       keys: KeyRing | ServerKeys | None = None,
-                      rate_limit: RateLimit | None = None) -> tuple[grpc.Server, int]:
+                      rate_limit: RateLimit | None = None,
+                      auth_failures: FailedAuthLimit | None = None) -> tuple[grpc.Server, int]:
     """A ready (not yet started) server for `handler` (the Engine), and the port it bound.
 
     `tls` is (certificate chain PEM, private key PEM); without it the port is plaintext.
@@ -281,8 +319,10 @@ def build_grpc_server(handler: Any, *, host: str = "127.0.0.1", port: int = 0, m
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.so_reuseport", 0)],  # a second server on the same port must fail
     )
-    gate = _Gate(keys, rate_limit, attach_op_metrics(handler).denied)
-    pb_grpc.add_CerememoryServiceServicer_to_server(_servicer(handler, gate), server)
+    gate = _Gate(keys, rate_limit, attach_op_metrics(handler).denied, auth_failures)
+    methods = _method_handlers(handler, gate)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(convert.SERVICE_NAME, methods),))
+    server.add_registered_method_handlers(convert.SERVICE_NAME, methods)
 
     health_servicer = health.HealthServicer()
     for service in ("", convert.SERVICE_NAME):

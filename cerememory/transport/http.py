@@ -14,20 +14,24 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..cmp.dispatch import OPERATIONS, call, dispatch
 from ..cmp.errors import CMPError, ErrorCode
 from ..security.auth import KeyRing
 from ..security.keys import ServerKeys
-from ..security.ratelimit import RateLimit
+from ..security.ratelimit import FailedAuthLimit, RateLimit
 from ..version import __version__
+from . import openapi
+from .guard import LOOPBACK, HostPolicy
 from .metrics import HttpMetrics
 from .middleware import REQUEST_ID, RequestMiddleware
-from .routes import ROUTES, Route
+from .routes import LITERAL_SEGMENTS, ROUTES, Route
 
 log = logging.getLogger("cerememory.http")
 DEFAULT_BODY_LIMIT = 64 * 1024 * 1024
+ROUTING_CODES = {404: ErrorCode.ROUTE_NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
 
 
 def _reject_constant(name: str) -> Any:
@@ -44,9 +48,28 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     except ValueError as exc:
         raise CMPError(ErrorCode.VALIDATION_ERROR, f"request body is not valid JSON: {exc}",
                        hint="send a JSON object with Content-Type: application/json") from None
+    except RecursionError:
+        raise CMPError(ErrorCode.VALIDATION_ERROR, "request body is nested too deeply to parse",
+                       hint="JSON values may nest at most a few dozen levels") from None
     if not isinstance(body, dict):
         raise CMPError(ErrorCode.VALIDATION_ERROR, "request body must be a JSON object")
     return body
+
+
+class _ParamConvertor(StringConvertor):
+    """A path parameter: any segment but the routes' fixed ones (see LITERAL_SEGMENTS)."""
+
+    regex = "(?!(?:" + "|".join(sorted(LITERAL_SEGMENTS)) + ")(?:/|$))[^/]+"
+
+
+register_url_convertor("param", _ParamConvertor())
+
+
+def _served_path(route: Route) -> str:
+    path = route.path
+    for name in route.path_params:
+        path = path.replace("{" + name + "}", "{" + name + ":param}")
+    return path
 
 
 def _query_value(value: str) -> Any:
@@ -87,20 +110,15 @@ def _endpoint(route: Route, handler: Any, body_limit: int) -> Callable[[Request]
     return endpoint
 
 
-def _openapi_extra(route: Route) -> dict[str, Any]:
-    op = OPERATIONS[route.op]
-    if route.method == "GET":
-        return {}
-    return {"requestBody": {"required": route.op not in ("introspect.stats",),
-                            "content": {"application/json": {"schema": op.request.model_json_schema()}}}}
-
-
 def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyRing | ServerKeys | None = None,
                extra_routes: Callable[[FastAPI], None] | None = None,
-               rate_limit: RateLimit | None = None) -> FastAPI:
+               rate_limit: RateLimit | None = None, host_policy: HostPolicy = LOOPBACK,
+               auth_failures: FailedAuthLimit | None = None) -> FastAPI:
     """The HTTP application over `handler` (the Engine): routes, request ids, error envelopes,
-    with `keys` a bearer key on everything but the health probes and the API docs, and with
-    `rate_limit` a token bucket per key (or client address) on everything but the probes."""
+    the cross-site checks of `host_policy` on every route (by default: a loopback server's),
+    with `keys` a bearer key on everything but the health probes and the API docs (failures
+    budgeted per address by `auth_failures`), and with `rate_limit` a token bucket per key (or
+    client address) on everything but the probes."""
     app = FastAPI(title="Cerememory", version=__version__,
                   description="CMP over HTTP. Every error is `{code, message, details, retry_after, request_id}`.")
 
@@ -110,10 +128,11 @@ def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyR
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        error = CMPError(ErrorCode.VALIDATION_ERROR, f"{request.method} {request.url.path}: {exc.detail}",
-                         hint="see /docs for the routes")
+        code = ROUTING_CODES.get(exc.status_code, ErrorCode.VALIDATION_ERROR)
+        error = CMPError(code, f"{request.method} {request.url.path}: {exc.detail}", hint="see /docs for the routes")
         response = error_response(error, getattr(request.state, "request_id", None))
         response.status_code = exc.status_code
+        response.headers.update(exc.headers or {})  # `Allow` on a 405
         return response
 
     @app.exception_handler(Exception)
@@ -122,20 +141,23 @@ def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyR
         error = CMPError(ErrorCode.INTERNAL_ERROR, "internal error", hint="the server log has the details")
         return error_response(error, getattr(request.state, "request_id", None))
 
+    refs, components = openapi.request_schemas([OPERATIONS[route.op].request for route in ROUTES])
+    errors = openapi.error_responses()
     for route in ROUTES:
         op = OPERATIONS[route.op]
         app.add_api_route(
-            route.path, _endpoint(route, handler, body_limit), methods=[route.method],
+            _served_path(route), _endpoint(route, handler, body_limit), methods=[route.method],
             summary=op.summary, tags=[route.op.split(".")[0]], operation_id=route.op.replace(".", "_"),
-            status_code=204 if route.no_content else 200, openapi_extra=_openapi_extra(route),
+            status_code=204 if route.no_content else 200, responses=errors,
+            openapi_extra=openapi.request_body(route, refs[op.request], components),
             response_model=None if route.no_content else op.response,
         )
 
-    @app.get("/health", tags=["health"])
+    @app.get("/health", tags=["health"], responses=errors)
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readiness", tags=["health"])
+    @app.get("/readiness", tags=["health"], responses=errors)
     async def readiness() -> JSONResponse:
         try:
             await run_in_threadpool(dispatch, handler, "introspect.stats", {})
@@ -143,7 +165,7 @@ def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyR
             return JSONResponse({"status": "not_ready", "reason": str(exc)}, status_code=503)
         return JSONResponse({"status": "ready"})
 
-    @app.post("/v1/admin/reindex", tags=["admin"], summary="Rebuild the full-text indexes.")
+    @app.post("/v1/admin/reindex", tags=["admin"], summary="Rebuild the full-text indexes.", responses=errors)
     async def reindex() -> dict[str, int]:
         return {"records": await run_in_threadpool(handler.reindex_records),
                 "journal": await run_in_threadpool(handler.reindex_journal)}
@@ -152,6 +174,8 @@ def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyR
     metrics.mount(app)
     if extra_routes is not None:
         extra_routes(app)
+    openapi.install(app, components)
     app.add_middleware(RequestMiddleware, keys=keys, observe=metrics.observe, render_error=error_response,
-                       rate_limit=rate_limit, denied=metrics.ops.denied)
+                       rate_limit=rate_limit, denied=metrics.ops.denied, host_policy=host_policy,
+                       auth_failures=auth_failures)
     return app

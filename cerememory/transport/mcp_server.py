@@ -6,7 +6,10 @@ A *backend* is anything with `dispatch(op, request) -> dict` that raises `CMPErr
 dispatches it and returns readable JSON; every `CMPError` becomes an MCP tool error
 (`is_error: true`) whose text starts with the CMP code, then the message and the hint.
 
-This is the only module that imports the `mcp` SDK.
+The `export` tool writes on the machine that runs this server: the stdio proxy is the user's own
+process and writes where its caller says; mounted on `cerememory serve` it writes only inside
+the data directory's export directory. This module and `mcp_stdio` are the only ones that
+import the `mcp` SDK.
 """
 
 from __future__ import annotations
@@ -15,17 +18,18 @@ import asyncio
 import base64
 import functools
 import logging
-import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 from urllib.parse import urlsplit
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
@@ -43,12 +47,18 @@ from ..model import (
     SecrecyLevel,
     StoreType,
 )
+from ..storage.archive_paths import export_target, write_new
 from ..version import __version__
+from .mcp_stdio import AnsweringMCPServer
+
+if TYPE_CHECKING:
+    from ..engine import Engine
 
 log = logging.getLogger("cerememory.mcp")
 
 MCP_PATH = "/mcp"
 MCP_BODY_LIMIT = 64 * 1024 * 1024  # as the HTTP routes
+STREAM_SECONDS = 60.0  # how long a GET event stream stays open (the mcp.stream_max_seconds default)
 
 # ---------------------------------------------------------------- parameter types
 # Choices and bounds are published in the tool schemas but checked by CMP, so that a wrong value
@@ -282,32 +292,6 @@ def _readable_record(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# ---------------------------------------------------------------- export
-
-
-def export_target(output_path: str) -> Path:
-    """The export file rules shared with the CLI: no `..`, no symbolic links, a new file."""
-    from ..storage.archive_paths import export_target as checked
-
-    return checked(output_path)
-
-
-def _write_new(path: Path, data: bytes) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(path, flags, 0o600)
-    except FileExistsError:
-        raise _bad(f"output_path: {path} already exists", hint="export never overwrites") from None
-    except OSError as exc:
-        raise CMPError(ErrorCode.EXPORT_FAILED, f"cannot create {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-    except OSError as exc:
-        path.unlink(missing_ok=True)
-        raise CMPError(ErrorCode.EXPORT_FAILED, f"cannot write {path}: {exc.strerror}") from None
-
-
 # ---------------------------------------------------------------- the server
 
 INSTRUCTIONS = """\
@@ -336,12 +320,16 @@ def _root_logging_untouched() -> Iterator[None]:
         root.handlers[:] = handlers
 
 
-def build_mcp_server(backend: Any) -> MCPServer:
-    """An MCP server with the fifteen Cerememory tools over `backend` (see the module docstring)."""
+def build_mcp_server(backend: Any, *, export_root: Path | None = None) -> MCPServer:
+    """An MCP server with the fifteen Cerememory tools over `backend` (see the module docstring).
+
+    `export_root` confines the `export` tool to one directory: give it whenever the server writes
+    on a disk that is not its caller's own. Without it the tool writes where the caller says.
+    """
     cmp = as_backend(backend)
     with _root_logging_untouched():
-        server = MCPServer("cerememory", version=__version__, instructions=INSTRUCTIONS,
-                           website_url="https://github.com/co-r-e/cerememory")
+        server = AnsweringMCPServer("cerememory", version=__version__, instructions=INSTRUCTIONS,
+                                    website_url="https://github.com/co-r-e/cerememory")
 
     def call(op: str, request: dict[str, Any]) -> dict[str, Any]:
         return cmp.dispatch(op, _drop_none(request))
@@ -567,7 +555,8 @@ def build_mcp_server(backend: Any) -> MCPServer:
     @_tool
     def export(
         output_path: Annotated[str, Field(description=(
-            "a new file to write (no '..', its directory must exist, never overwritten)"))],
+            "a new file to write (no '..', its directory must exist, never overwritten); on a shared "
+            "server, a name inside its export directory"))],
         format: ExportFormat = "cma",
         encrypt: bool = False,
         encryption_key: Annotated[str | None, Field(description="the passphrase when encrypt is true")] = None,
@@ -575,13 +564,14 @@ def build_mcp_server(backend: Any) -> MCPServer:
         """Write every store and the raw journal to an archive file."""
         if format not in ("cma", "jsonl"):
             raise _bad(f"format: {format!r} is not cma or jsonl")
-        path = export_target(output_path)
+        path = export_target(output_path, export_root)
         result = call("lifecycle.export", {"format": format, "include_raw_journal": True, "encrypt": encrypt,
                                            "encryption_key": encryption_key})
         data = result.get("archive_data")
         if not data:
             raise CMPError(ErrorCode.EXPORT_FAILED, "the server returned no archive data")
-        _write_new(path, base64.b64decode(data))
+        with write_new(path) as out:
+            out.write(base64.b64decode(data))
         return {"output_path": str(path), **{k: v for k, v in result.items() if k != "archive_data"}}
 
     # ------------------------------------------------------------ introspect
@@ -612,7 +602,7 @@ def _log_to_stderr() -> None:
 
 def check_server_url(url: str, api_key: str | None) -> None:
     """An http(s) URL, and never an API key in plaintext to another machine."""
-    from .server import is_loopback
+    from .guard import is_loopback
 
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -643,8 +633,9 @@ class _Endpoint:
     """The ASGI app at /mcp: the SDK's session manager, started by the app's lifespan when it
     runs, else lazily on the first request (the server runs uvicorn with lifespan="off")."""
 
-    def __init__(self, manager: Any) -> None:
+    def __init__(self, manager: Any, stream_seconds: float) -> None:
         self.manager = manager
+        self.stream_seconds = stream_seconds
         self._ready: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -669,20 +660,50 @@ class _Endpoint:
             self._ready = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._run_in_background(), name="mcp-sessions")
         await self._ready.wait()
-        await self.manager.handle_request(scope, receive, send)
+        if scope.get("method") == "GET":
+            await _ending_after(self.stream_seconds, self.manager.handle_request, scope, receive, send)
+        else:
+            await self.manager.handle_request(scope, receive, send)
 
 
-def mount_streamable_http(app: Any, backend: Any, *, path: str = MCP_PATH) -> None:
-    """Serve the same tools over streamable HTTP at `path` of the FastAPI `app`.
+async def _ending_after(seconds: float, app: Any, scope: Any, receive: Any, send: Any) -> None:
+    """Run `app`, and end a response it still streams after `seconds` with its final, empty chunk.
 
-    Stateless JSON mode: every tool call is one POST answered with JSON, so no session state or
-    long-lived stream outlives a request (and none holds up a graceful shutdown). Host and Origin
-    headers are checked against loopback names (DNS-rebinding protection).
+    A GET on the stateless endpoint opens an event stream on which nothing is ever sent (there is
+    no session to send for); unbounded, every such stream would hold a connection and a task.
     """
-    server = build_mcp_server(backend)
+    state = {"started": False, "ended": False}
+
+    async def tracked(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            state["started"] = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            state["ended"] = True
+        await send(message)
+
+    with anyio.move_on_after(seconds):
+        await app(scope, receive, tracked)
+    if state["started"] and not state["ended"]:
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def mount_streamable_http(app: Any, engine: Engine, *, path: str = MCP_PATH,
+                          stream_seconds: float = STREAM_SECONDS, export_root: Path | None = None) -> None:
+    """Serve the same tools over `engine` as streamable HTTP at `path` of the FastAPI `app`.
+
+    Stateless JSON mode: every tool call is one POST answered with JSON, so no session state
+    outlives a request; a GET event stream is ended after `stream_seconds`. Host, Origin and
+    Content-Type are checked by the app's middleware as on every route (transport/guard.py), so
+    the SDK's own loopback-only check is off: it would refuse a keyed server's own address. The
+    `export` tool writes only under `export_root` (default: the engine's `archive.export_dir`, else
+    data_dir/exports).
+    """
+    root = export_root or engine.options.archive.export_root(engine.data_dir)
+    server = build_mcp_server(engine, export_root=root)
     server.streamable_http_app(streamable_http_path=path, stateless_http=True, json_response=True,
-                               max_request_body_size=MCP_BODY_LIMIT, host="127.0.0.1")
-    endpoint = _Endpoint(server.session_manager)
+                               max_request_body_size=MCP_BODY_LIMIT,
+                               transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    endpoint = _Endpoint(server.session_manager, stream_seconds)
     app.router.add_route(path, endpoint, include_in_schema=False)
 
     previous = app.router.lifespan_context

@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.concurrency import run_in_threadpool
 
 from ..cmp.context import current
@@ -35,6 +35,9 @@ class _StoreCollector:
         yield GaugeMetricFamily("cerememory_raw_journal_pending_dream",
                                 "Raw journal records no dream tick has processed yet",
                                 value=stats.raw_journal_pending_dream)
+        yield CounterMetricFamily("cerememory_undecodable_records",
+                                  "Stored records found undecodable since the data directory was opened "
+                                  "(reads skip them)", value=stats.undecodable_records)
 
 
 class OpMetrics:

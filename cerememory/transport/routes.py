@@ -44,3 +44,7 @@ ROUTES: tuple[Route, ...] = (
 )
 
 ROUTE_OF = {r.op: r for r in ROUTES}
+
+# Every fixed path segment: a path parameter never takes one, so `PATCH /v1/encode/batch` is a
+# method `POST /v1/encode/batch` does not take (405), not an update of a record named "batch".
+LITERAL_SEGMENTS = frozenset(part for r in ROUTES for part in r.path.split("/") if part and not part.startswith("{"))

@@ -7,14 +7,13 @@ data directory.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import signal
 import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,9 @@ import uvicorn
 from ..cmp.errors import CMPError, ErrorCode
 from ..security.auth import KeyRing
 from ..security.keys import ServerKeys
-from ..security.ratelimit import RateLimit
+from ..security.ratelimit import FailedAuthLimit, RateLimit
 from . import logs
+from .guard import HostPolicy, is_loopback_address, is_wildcard
 
 log = logging.getLogger("cerememory.server")
 GRPC_GRACE_SECONDS = 8.0
@@ -42,22 +42,50 @@ class ServeOptions:
     tls_key: str | None = None
     rate_limit: RateLimit | None = None
     log_format: str = "text"
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    auth_failures: FailedAuthLimit | None = None
+    mcp_stream_seconds: float = 60.0  # how long a GET /mcp event stream stays open
+    _addresses: list[str] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def addresses(self) -> list[str]:
+        """What the listeners will actually bind (an empty host is every interface)."""
+        if self._addresses is None:
+            self._addresses = bind_addresses(self.host, self.port)
+        return self._addresses
+
+    @property
+    def loopback(self) -> bool:
+        return all(is_loopback_address(a) for a in self.addresses)
+
+    @property
+    def url(self) -> str:
+        """Where a client on this machine reaches the server (every interface: over loopback)."""
+        host = "127.0.0.1" if is_wildcard(self.host) else self.host
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
+    def host_policy(self) -> HostPolicy:
+        return HostPolicy.for_bind(self.host, self.port, self.addresses, allowed_hosts=self.allowed_hosts,
+                                   allowed_origins=self.allowed_origins)
 
     def check(self) -> None:
         """Secure by default: no anonymous access off loopback, no plaintext gRPC off loopback."""
-        if not is_loopback(self.host) and self.keys is None:
+        shown = self.host or "every interface"
+        if not self.loopback and self.keys is None:
             raise CMPError(ErrorCode.VALIDATION_ERROR,
-                           f"refusing to serve on {self.host} without API keys",
+                           f"refusing to serve on {shown} ({', '.join(self.addresses)}) without API keys",
                            hint="create one with `cerememory keys create`, or set CEREMEMORY_API_KEYS "
-                                "(or auth.api_keys), or bind 127.0.0.1")
+                                "(or auth.api_keys), or bind 127.0.0.1",
+                           details={"host": self.host, "addresses": self.addresses})
         if bool(self.tls_cert) != bool(self.tls_key):
             raise CMPError(ErrorCode.VALIDATION_ERROR, "give both --tls-cert and --tls-key")
-        if self.grpc_port is not None and not is_loopback(self.host) and not self.tls_cert:
-            raise CMPError(ErrorCode.VALIDATION_ERROR, f"refusing plaintext gRPC on {self.host}",
+        if self.grpc_port is not None and not self.loopback and not self.tls_cert:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"refusing plaintext gRPC on {shown}",
                            hint="give --tls-cert and --tls-key, or bind 127.0.0.1")
 
     def tls(self) -> tuple[bytes, bytes] | None:
-        if not self.tls_cert:
+        if not self.tls_cert or not self.tls_key:
             return None
         try:
             return Path(self.tls_cert).read_bytes(), Path(self.tls_key).read_bytes()
@@ -65,13 +93,15 @@ class ServeOptions:
             raise CMPError(ErrorCode.VALIDATION_ERROR, f"cannot read TLS file: {exc}") from None
 
 
-def is_loopback(host: str) -> bool:
-    if host in ("localhost", ""):
-        return True
+def bind_addresses(host: str, port: int) -> list[str]:
+    """The addresses a listener on `host` binds, resolved as the listener resolves them: an empty
+    host (or 0.0.0.0, ::) is every interface, and a name is every address it resolves to."""
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise CMPError(ErrorCode.VALIDATION_ERROR, f"cannot resolve the host {host!r}: {exc.strerror}",
+                       hint="bind an address such as 127.0.0.1") from None
+    return sorted({str(info[4][0]) for info in infos})
 
 
 def _check_port_free(host: str, port: int) -> None:
@@ -120,11 +150,14 @@ def serve(engine: Any, options: ServeOptions) -> None:
 
             grpc_server, bound = build_grpc_server(engine, host=options.host, port=options.grpc_port,
                                                    tls=options.tls(), keys=options.keys,
-                                                   rate_limit=options.rate_limit)
+                                                   rate_limit=options.rate_limit,
+                                                   auth_failures=options.auth_failures)
             grpc_server.start()
             log.info("gRPC listening on %s:%s", options.host, bound)
         app = create_app(engine, keys=options.keys, rate_limit=options.rate_limit,
-                         extra_routes=lambda app: mount_streamable_http(app, engine))
+                         host_policy=options.host_policy(), auth_failures=options.auth_failures,
+                         extra_routes=lambda app: mount_streamable_http(
+                             app, engine, stream_seconds=options.mcp_stream_seconds))
         config = uvicorn.Config(app, host=options.host, port=options.port, log_level=options.log_level,
                                 timeout_graceful_shutdown=30, lifespan="off", **uvicorn_logging,
                                 # uvicorn would believe X-Forwarded-For from 127.0.0.1 and rewrite the

@@ -724,16 +724,18 @@ class QueryMetadata(_message.Message):
     def __init__(self, total_records_scanned: _Optional[int] = ..., stores_searched: _Optional[_Iterable[_Union[StoreType, str]]] = ..., fidelity_filtered: _Optional[int] = ..., signals: _Optional[_Iterable[str]] = ..., fusion: _Optional[str] = ..., semantic_search: _Optional[bool] = ..., semantic_off_reason: _Optional[str] = ..., embedding_ms: _Optional[float] = ...) -> None: ...
 
 class RecallQueryResponse(_message.Message):
-    __slots__ = ("memories", "activation_trace", "total_candidates", "query_metadata")
+    __slots__ = ("memories", "activation_trace", "total_candidates", "query_metadata", "undecodable_ids")
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
     ACTIVATION_TRACE_FIELD_NUMBER: _ClassVar[int]
     TOTAL_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     QUERY_METADATA_FIELD_NUMBER: _ClassVar[int]
+    UNDECODABLE_IDS_FIELD_NUMBER: _ClassVar[int]
     memories: _containers.RepeatedCompositeFieldContainer[RecalledMemory]
     activation_trace: _struct_pb2.Struct
     total_candidates: int
     query_metadata: QueryMetadata
-    def __init__(self, memories: _Optional[_Iterable[_Union[RecalledMemory, _Mapping]]] = ..., activation_trace: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., total_candidates: _Optional[int] = ..., query_metadata: _Optional[_Union[QueryMetadata, _Mapping]] = ...) -> None: ...
+    undecodable_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, memories: _Optional[_Iterable[_Union[RecalledMemory, _Mapping]]] = ..., activation_trace: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., total_candidates: _Optional[int] = ..., query_metadata: _Optional[_Union[QueryMetadata, _Mapping]] = ..., undecodable_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RecallAssociateRequest(_message.Message):
     __slots__ = ("header", "record_id", "association_types", "depth", "min_weight", "limit")
@@ -752,12 +754,14 @@ class RecallAssociateRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., record_id: _Optional[str] = ..., association_types: _Optional[_Iterable[_Union[AssociationType, str]]] = ..., depth: _Optional[int] = ..., min_weight: _Optional[float] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class RecallAssociateResponse(_message.Message):
-    __slots__ = ("memories", "total_candidates")
+    __slots__ = ("memories", "total_candidates", "undecodable_ids")
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
     TOTAL_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    UNDECODABLE_IDS_FIELD_NUMBER: _ClassVar[int]
     memories: _containers.RepeatedCompositeFieldContainer[RecalledMemory]
     total_candidates: int
-    def __init__(self, memories: _Optional[_Iterable[_Union[RecalledMemory, _Mapping]]] = ..., total_candidates: _Optional[int] = ...) -> None: ...
+    undecodable_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, memories: _Optional[_Iterable[_Union[RecalledMemory, _Mapping]]] = ..., total_candidates: _Optional[int] = ..., undecodable_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RecallTimelineRequest(_message.Message):
     __slots__ = ("header", "range", "granularity", "min_fidelity", "emotion_filter", "stores", "limit_per_bucket")
@@ -790,10 +794,12 @@ class TimelineBucket(_message.Message):
     def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., memories: _Optional[_Iterable[_Union[RecalledMemory, _Mapping]]] = ..., count: _Optional[int] = ...) -> None: ...
 
 class RecallTimelineResponse(_message.Message):
-    __slots__ = ("buckets",)
+    __slots__ = ("buckets", "undecodable_ids")
     BUCKETS_FIELD_NUMBER: _ClassVar[int]
+    UNDECODABLE_IDS_FIELD_NUMBER: _ClassVar[int]
     buckets: _containers.RepeatedCompositeFieldContainer[TimelineBucket]
-    def __init__(self, buckets: _Optional[_Iterable[_Union[TimelineBucket, _Mapping]]] = ...) -> None: ...
+    undecodable_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, buckets: _Optional[_Iterable[_Union[TimelineBucket, _Mapping]]] = ..., undecodable_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RecallGraphRequest(_message.Message):
     __slots__ = ("header", "center_id", "depth", "edge_types", "limit_nodes", "include_meta")
@@ -838,16 +844,18 @@ class GraphEdge(_message.Message):
     def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., edge_type: _Optional[_Union[AssociationType, str]] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class RecallGraphResponse(_message.Message):
-    __slots__ = ("nodes", "edges", "total_nodes", "meta_edges")
+    __slots__ = ("nodes", "edges", "total_nodes", "meta_edges", "undecodable_ids")
     NODES_FIELD_NUMBER: _ClassVar[int]
     EDGES_FIELD_NUMBER: _ClassVar[int]
     TOTAL_NODES_FIELD_NUMBER: _ClassVar[int]
     META_EDGES_FIELD_NUMBER: _ClassVar[int]
+    UNDECODABLE_IDS_FIELD_NUMBER: _ClassVar[int]
     nodes: _containers.RepeatedCompositeFieldContainer[GraphNode]
     edges: _containers.RepeatedCompositeFieldContainer[GraphEdge]
     total_nodes: int
     meta_edges: _containers.RepeatedCompositeFieldContainer[MetaEdge]
-    def __init__(self, nodes: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[GraphEdge, _Mapping]]] = ..., total_nodes: _Optional[int] = ..., meta_edges: _Optional[_Iterable[_Union[MetaEdge, _Mapping]]] = ...) -> None: ...
+    undecodable_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[GraphNode, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[GraphEdge, _Mapping]]] = ..., total_nodes: _Optional[int] = ..., meta_edges: _Optional[_Iterable[_Union[MetaEdge, _Mapping]]] = ..., undecodable_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RecallRawQueryRequest(_message.Message):
     __slots__ = ("header", "session_id", "query", "record_ids", "temporal", "limit", "include_private_scratch", "include_sealed", "secrecy_levels", "derived_memory_id")
@@ -874,12 +882,14 @@ class RecallRawQueryRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., session_id: _Optional[str] = ..., query: _Optional[str] = ..., record_ids: _Optional[_Iterable[str]] = ..., temporal: _Optional[_Union[TemporalRange, _Mapping]] = ..., limit: _Optional[int] = ..., include_private_scratch: _Optional[bool] = ..., include_sealed: _Optional[bool] = ..., secrecy_levels: _Optional[_Iterable[_Union[SecrecyLevel, str]]] = ..., derived_memory_id: _Optional[str] = ...) -> None: ...
 
 class RecallRawQueryResponse(_message.Message):
-    __slots__ = ("records", "total_candidates")
+    __slots__ = ("records", "total_candidates", "undecodable_ids")
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     TOTAL_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    UNDECODABLE_IDS_FIELD_NUMBER: _ClassVar[int]
     records: _containers.RepeatedCompositeFieldContainer[RawJournalRecord]
     total_candidates: int
-    def __init__(self, records: _Optional[_Iterable[_Union[RawJournalRecord, _Mapping]]] = ..., total_candidates: _Optional[int] = ...) -> None: ...
+    undecodable_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, records: _Optional[_Iterable[_Union[RawJournalRecord, _Mapping]]] = ..., total_candidates: _Optional[int] = ..., undecodable_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RecallListRequest(_message.Message):
     __slots__ = ("header", "store", "metadata", "fields", "cursor", "limit", "similar_to")
@@ -924,7 +934,7 @@ class ListedRecord(_message.Message):
     def __init__(self, id: _Optional[str] = ..., store: _Optional[_Union[StoreType, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., text: _Optional[str] = ..., content: _Optional[_Union[MemoryContent, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., meta: _Optional[_Union[MetaMemory, _Mapping]] = ..., emotion: _Optional[_Union[EmotionVector, _Mapping]] = ..., fidelity: _Optional[float] = ...) -> None: ...
 
 class RecallListResponse(_message.Message):
-    __slots__ = ("records", "next_cursor", "total_scanned", "similarity", "semantic_search", "semantic_off_reason")
+    __slots__ = ("records", "next_cursor", "total_scanned", "similarity", "semantic_search", "semantic_off_reason", "undecodable_ids")
     class SimilarityEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -938,13 +948,15 @@ class RecallListResponse(_message.Message):
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     SEMANTIC_SEARCH_FIELD_NUMBER: _ClassVar[int]
     SEMANTIC_OFF_REASON_FIELD_NUMBER: _ClassVar[int]
+    UNDECODABLE_IDS_FIELD_NUMBER: _ClassVar[int]
     records: _containers.RepeatedCompositeFieldContainer[ListedRecord]
     next_cursor: str
     total_scanned: int
     similarity: _containers.ScalarMap[str, float]
     semantic_search: bool
     semantic_off_reason: str
-    def __init__(self, records: _Optional[_Iterable[_Union[ListedRecord, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., total_scanned: _Optional[int] = ..., similarity: _Optional[_Mapping[str, float]] = ..., semantic_search: _Optional[bool] = ..., semantic_off_reason: _Optional[str] = ...) -> None: ...
+    undecodable_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, records: _Optional[_Iterable[_Union[ListedRecord, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., total_scanned: _Optional[int] = ..., similarity: _Optional[_Mapping[str, float]] = ..., semantic_search: _Optional[bool] = ..., semantic_off_reason: _Optional[str] = ..., undecodable_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ConsolidateRequest(_message.Message):
     __slots__ = ("header", "strategy", "min_age_hours", "min_access_count", "dry_run")
@@ -1080,8 +1092,26 @@ class DreamGroupReport(_message.Message):
     semantic_id: str
     def __init__(self, session_id: _Optional[str] = ..., topic_id: _Optional[str] = ..., topic_hint: _Optional[str] = ..., topic_inferred: _Optional[bool] = ..., range_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., range_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., raw_record_count: _Optional[int] = ..., normal_records: _Optional[int] = ..., private_scratch_redacted: _Optional[int] = ..., sealed_redacted: _Optional[int] = ..., secret_redacted: _Optional[int] = ..., redacted_total: _Optional[int] = ..., summariser: _Optional[str] = ..., llm_fallback_reason: _Optional[str] = ..., headline: _Optional[str] = ..., episodic_summary_id: _Optional[str] = ..., semantic_id: _Optional[str] = ...) -> None: ...
 
+class DreamGroupFailure(_message.Message):
+    __slots__ = ("session_id", "topic_hint", "first_raw_record_id", "raw_record_count", "code", "reason", "failed_at")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_HINT_FIELD_NUMBER: _ClassVar[int]
+    FIRST_RAW_RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    RAW_RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    FAILED_AT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    topic_hint: str
+    first_raw_record_id: str
+    raw_record_count: int
+    code: str
+    reason: str
+    failed_at: _timestamp_pb2.Timestamp
+    def __init__(self, session_id: _Optional[str] = ..., topic_hint: _Optional[str] = ..., first_raw_record_id: _Optional[str] = ..., raw_record_count: _Optional[int] = ..., code: _Optional[str] = ..., reason: _Optional[str] = ..., failed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class DreamTickResponse(_message.Message):
-    __slots__ = ("groups_processed", "raw_records_processed", "episodic_summaries_created", "semantic_nodes_created", "dry_run", "groups_pending", "llm_fallbacks", "groups")
+    __slots__ = ("groups_processed", "raw_records_processed", "episodic_summaries_created", "semantic_nodes_created", "dry_run", "groups_pending", "llm_fallbacks", "groups", "groups_failed", "groups_skipped")
     GROUPS_PROCESSED_FIELD_NUMBER: _ClassVar[int]
     RAW_RECORDS_PROCESSED_FIELD_NUMBER: _ClassVar[int]
     EPISODIC_SUMMARIES_CREATED_FIELD_NUMBER: _ClassVar[int]
@@ -1090,6 +1120,8 @@ class DreamTickResponse(_message.Message):
     GROUPS_PENDING_FIELD_NUMBER: _ClassVar[int]
     LLM_FALLBACKS_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FAILED_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_SKIPPED_FIELD_NUMBER: _ClassVar[int]
     groups_processed: int
     raw_records_processed: int
     episodic_summaries_created: int
@@ -1098,7 +1130,9 @@ class DreamTickResponse(_message.Message):
     groups_pending: int
     llm_fallbacks: int
     groups: _containers.RepeatedCompositeFieldContainer[DreamGroupReport]
-    def __init__(self, groups_processed: _Optional[int] = ..., raw_records_processed: _Optional[int] = ..., episodic_summaries_created: _Optional[int] = ..., semantic_nodes_created: _Optional[int] = ..., dry_run: _Optional[bool] = ..., groups_pending: _Optional[int] = ..., llm_fallbacks: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[DreamGroupReport, _Mapping]]] = ...) -> None: ...
+    groups_failed: _containers.RepeatedCompositeFieldContainer[DreamGroupFailure]
+    groups_skipped: int
+    def __init__(self, groups_processed: _Optional[int] = ..., raw_records_processed: _Optional[int] = ..., episodic_summaries_created: _Optional[int] = ..., semantic_nodes_created: _Optional[int] = ..., dry_run: _Optional[bool] = ..., groups_pending: _Optional[int] = ..., llm_fallbacks: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[DreamGroupReport, _Mapping]]] = ..., groups_failed: _Optional[_Iterable[_Union[DreamGroupFailure, _Mapping]]] = ..., groups_skipped: _Optional[int] = ...) -> None: ...
 
 class SetModeRequest(_message.Message):
     __slots__ = ("header", "mode", "scope")
@@ -1149,20 +1183,22 @@ class ExportRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., format: _Optional[str] = ..., stores: _Optional[_Iterable[_Union[StoreType, str]]] = ..., include_raw_journal: _Optional[bool] = ..., encrypt: _Optional[bool] = ..., encryption_key: _Optional[str] = ...) -> None: ...
 
 class ExportResponse(_message.Message):
-    __slots__ = ("archive_id", "size_bytes", "record_count", "checksum", "archive_data", "raw_record_count")
+    __slots__ = ("archive_id", "size_bytes", "record_count", "checksum", "archive_data", "raw_record_count", "undecodable_ids")
     ARCHIVE_ID_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
     CHECKSUM_FIELD_NUMBER: _ClassVar[int]
     ARCHIVE_DATA_FIELD_NUMBER: _ClassVar[int]
     RAW_RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    UNDECODABLE_IDS_FIELD_NUMBER: _ClassVar[int]
     archive_id: str
     size_bytes: int
     record_count: int
     checksum: str
     archive_data: bytes
     raw_record_count: int
-    def __init__(self, archive_id: _Optional[str] = ..., size_bytes: _Optional[int] = ..., record_count: _Optional[int] = ..., checksum: _Optional[str] = ..., archive_data: _Optional[bytes] = ..., raw_record_count: _Optional[int] = ...) -> None: ...
+    undecodable_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, archive_id: _Optional[str] = ..., size_bytes: _Optional[int] = ..., record_count: _Optional[int] = ..., checksum: _Optional[str] = ..., archive_data: _Optional[bytes] = ..., raw_record_count: _Optional[int] = ..., undecodable_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ExportChunk(_message.Message):
     __slots__ = ("data", "is_last", "metadata")
@@ -1215,7 +1251,7 @@ class StatsRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("total_records", "records_by_store", "total_associations", "avg_fidelity", "avg_fidelity_by_store", "oldest_record", "newest_record", "total_recall_count", "raw_journal_records", "raw_journal_pending_dream", "vector_index_records", "vector_search_backend", "embedder", "semantic_search", "semantic_off_reason", "working_capacity", "recall_mode", "dream_episodic_summaries", "dream_semantic_nodes", "last_dream_tick_at", "evolution_metrics", "background_decay_enabled", "background_dream_enabled", "data_dir")
+    __slots__ = ("total_records", "records_by_store", "total_associations", "avg_fidelity", "avg_fidelity_by_store", "oldest_record", "newest_record", "total_recall_count", "raw_journal_records", "raw_journal_pending_dream", "vector_index_records", "vector_search_backend", "embedder", "semantic_search", "semantic_off_reason", "working_capacity", "recall_mode", "dream_episodic_summaries", "dream_semantic_nodes", "last_dream_tick_at", "evolution_metrics", "background_decay_enabled", "background_dream_enabled", "data_dir", "undecodable_records")
     class RecordsByStoreEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1254,6 +1290,7 @@ class StatsResponse(_message.Message):
     BACKGROUND_DECAY_ENABLED_FIELD_NUMBER: _ClassVar[int]
     BACKGROUND_DREAM_ENABLED_FIELD_NUMBER: _ClassVar[int]
     DATA_DIR_FIELD_NUMBER: _ClassVar[int]
+    UNDECODABLE_RECORDS_FIELD_NUMBER: _ClassVar[int]
     total_records: int
     records_by_store: _containers.ScalarMap[str, int]
     total_associations: int
@@ -1278,7 +1315,8 @@ class StatsResponse(_message.Message):
     background_decay_enabled: bool
     background_dream_enabled: bool
     data_dir: str
-    def __init__(self, total_records: _Optional[int] = ..., records_by_store: _Optional[_Mapping[str, int]] = ..., total_associations: _Optional[int] = ..., avg_fidelity: _Optional[float] = ..., avg_fidelity_by_store: _Optional[_Mapping[str, float]] = ..., oldest_record: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., newest_record: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., total_recall_count: _Optional[int] = ..., raw_journal_records: _Optional[int] = ..., raw_journal_pending_dream: _Optional[int] = ..., vector_index_records: _Optional[int] = ..., vector_search_backend: _Optional[str] = ..., embedder: _Optional[str] = ..., semantic_search: _Optional[bool] = ..., semantic_off_reason: _Optional[str] = ..., working_capacity: _Optional[int] = ..., recall_mode: _Optional[_Union[RecallMode, str]] = ..., dream_episodic_summaries: _Optional[int] = ..., dream_semantic_nodes: _Optional[int] = ..., last_dream_tick_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evolution_metrics: _Optional[_Union[EvolutionMetrics, _Mapping]] = ..., background_decay_enabled: _Optional[bool] = ..., background_dream_enabled: _Optional[bool] = ..., data_dir: _Optional[str] = ...) -> None: ...
+    undecodable_records: int
+    def __init__(self, total_records: _Optional[int] = ..., records_by_store: _Optional[_Mapping[str, int]] = ..., total_associations: _Optional[int] = ..., avg_fidelity: _Optional[float] = ..., avg_fidelity_by_store: _Optional[_Mapping[str, float]] = ..., oldest_record: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., newest_record: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., total_recall_count: _Optional[int] = ..., raw_journal_records: _Optional[int] = ..., raw_journal_pending_dream: _Optional[int] = ..., vector_index_records: _Optional[int] = ..., vector_search_backend: _Optional[str] = ..., embedder: _Optional[str] = ..., semantic_search: _Optional[bool] = ..., semantic_off_reason: _Optional[str] = ..., working_capacity: _Optional[int] = ..., recall_mode: _Optional[_Union[RecallMode, str]] = ..., dream_episodic_summaries: _Optional[int] = ..., dream_semantic_nodes: _Optional[int] = ..., last_dream_tick_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evolution_metrics: _Optional[_Union[EvolutionMetrics, _Mapping]] = ..., background_decay_enabled: _Optional[bool] = ..., background_dream_enabled: _Optional[bool] = ..., data_dir: _Optional[str] = ..., undecodable_records: _Optional[int] = ...) -> None: ...
 
 class StoreHistogram(_message.Message):
     __slots__ = ("store", "counts")
