@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .cmp.errors import CMPError, ErrorCode
+from .env_names import env_name
 
 DEFAULT_HOME = Path("~/.cerememory")
 
@@ -80,12 +81,7 @@ class Setting:
 
     @property
     def env(self) -> str:
-        return ENV_NAMES.get(self.name) or "CEREMEMORY_" + self.name.upper().replace(".", "__")
-
-
-# settings whose environment variable is shorter than the derived name
-ENV_NAMES = {"data_dir": "CEREMEMORY_DATA_DIR", "encryption.passphrase": "CEREMEMORY_PASSPHRASE",
-             "auth.api_keys": "CEREMEMORY_API_KEYS"}
+        return env_name(self.name)
 
 
 SETTINGS: tuple[Setting, ...] = (

@@ -165,7 +165,7 @@ class ConsolidationOperations:
                 source_record_ids=[r.id]),
         ) for r in sources]
         built = self._build_records(reqs, "lifecycle.consolidate", dt(now))
-        vectors = self._vectors_for(built)
+        vectors = self.vectors_for(built)
         with self._write:
             pairs = [(source, record) for source, record in zip(sources, built, strict=True)
                      if source.id in self.records.heads and source.id not in self.consolidated]

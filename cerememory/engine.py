@@ -427,7 +427,7 @@ class Engine(RecallOperations, ConsolidationOperations):
             raise CMPError(ErrorCode.INTERNAL_ERROR, f"the embedding backend failed: {exc}",
                            hint=exc.hint or "check the embed.* settings; nothing was stored") from exc
 
-    def _vectors_for(self, records: Sequence[MemoryRecord]) -> Vectors:
+    def vectors_for(self, records: Sequence[MemoryRecord]) -> Vectors:
         return self._vectors_of([(r.id, r.content) for r in records])
 
     def _vectors_of(self, items: Sequence[tuple[uuid.UUID, MemoryContent]]) -> Vectors:
@@ -448,7 +448,7 @@ class Engine(RecallOperations, ConsolidationOperations):
                 out[record_id] = (row.astype(np.float32), self.embedder.name)
         return out
 
-    def _intend(self, step: str, ids: Sequence[uuid.UUID], **counts: int) -> None:
+    def intend_audit(self, step: str, ids: Sequence[uuid.UUID], **counts: int) -> None:
         """The audit intent of a change, written inside its transaction just before the commit
         (a failure to write it rolls the change back): what it is about to change."""
         if self.audit is not None:
@@ -542,7 +542,7 @@ class Engine(RecallOperations, ConsolidationOperations):
         now_ts = ts(now)
         edges: list[Edge] = []
         manual_counts = []
-        vectors = self._vectors_for(records)
+        vectors = self.vectors_for(records)
         with self._write:
             for record, req in zip(records, reqs, strict=True):
                 for a in req.associations or []:
@@ -568,7 +568,7 @@ class Engine(RecallOperations, ConsolidationOperations):
 
     def _persist(self, records: Sequence[MemoryRecord], edges: Sequence[Edge], vectors: Vectors,
                  also: Callable[[Any], None] | None = None, touched: Sequence[uuid.UUID] = ()) -> None:
-        """Write new records with their edges and vectors (from `_vectors_for`, made before the
+        """Write new records with their edges and vectors (from `vectors_for`, made before the
         lock) in one transaction (plus `also`, the caller's own rows, which change the records
         `touched`), then mirror them into RAM and stage them for the text index.
         The caller holds the write lock and calls `text.mark_pending()` afterwards."""
@@ -583,7 +583,7 @@ class Engine(RecallOperations, ConsolidationOperations):
                 also(tx)
             self._flush_in(tx)
             seq = self.db.bump(tx, "records_seq")
-            self._intend("write", [*(r.id for r in records), *touched], edges=len(edges))
+            self.intend_audit("write", [*(r.id for r in records), *touched], edges=len(edges))
         self.records.commit_heads(written)
         for record in records:
             if record.store is StoreType.WORKING:
@@ -625,7 +625,7 @@ class Engine(RecallOperations, ConsolidationOperations):
                         Database.delete_ids(tx, "vectors", "record_id", [record.id])
                         self._insert_vectors(tx, vectors)
                 seq = self.db.bump(tx, "records_seq")
-                self._intend("update", [record.id])
+                self.intend_audit("update", [record.id])
             if durable:
                 self.records.commit_heads(written)
             else:
@@ -651,7 +651,7 @@ class Engine(RecallOperations, ConsolidationOperations):
             with self.db.transaction() as tx:
                 self.journal.insert(tx, records)
                 seq = self.db.bump(tx, "journal_seq")
-                self._intend("raw", [r.id for r in records])
+                self.intend_audit("raw", [r.id for r in records])
             self.raw_text.stage(seq, add=[raw_text_doc(r) for r in records])
         self.raw_text.mark_pending()
         return [m.EncodeStoreRawResponse(record_id=r.id, session_id=r.session_id,
@@ -674,7 +674,7 @@ class Engine(RecallOperations, ConsolidationOperations):
                                           visibility=req.visibility.value if req.visibility else None,
                                           secrecy_level=req.secrecy_level.value if req.secrecy_level else None):
                 raise not_found(req.record_id, "raw journal record")
-            self._intend("raw_flags", [req.record_id])
+            self.intend_audit("raw_flags", [req.record_id])
 
     def lifecycle_dream_tick(self, req: m.DreamTickRequest) -> m.DreamTickResponse:
         return dream.run(self, req)
@@ -691,7 +691,7 @@ class Engine(RecallOperations, ConsolidationOperations):
                 Database.set_state(tx, "recall_mode", req.mode.value)
                 tx.execute("DELETE FROM state WHERE key LIKE 'recall_mode:%'")
                 self.modes = {None: req.mode}
-            self._intend("mode", [])
+            self.intend_audit("mode", [])
 
     def lifecycle_forget(self, req: m.ForgetRequest) -> m.ForgetResponse:
         if not req.confirm:
@@ -732,7 +732,7 @@ class Engine(RecallOperations, ConsolidationOperations):
             if also is not None:
                 also(tx)
             seq = self.db.bump(tx, "records_seq")
-            self._intend("delete", [*ids, *touched])
+            self.intend_audit("delete", [*ids, *touched])
         try:
             self.sealer.destroy(durable)  # crypto-erase: the ciphertext left behind can never be opened
         except OSError:  # committed regardless; the keys left over are erased on the next open
@@ -833,7 +833,7 @@ class Engine(RecallOperations, ConsolidationOperations):
             with self.db.transaction() as tx:
                 self.records.write_decay(tx, [items[row][0] for row in changed], [heads[row] for row in changed])
                 self._flush_in(tx)
-                self._intend("decay", [], records=len(changed))  # every record: too many to list
+                self.intend_audit("decay", [], records=len(changed))  # every record: too many to list
         return m.DecayTickResponse(records_updated=len(changed), records_below_threshold=int(below.sum()),
                                    records_forgotten=int(forgotten.sum()))
 

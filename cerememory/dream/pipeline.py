@@ -227,7 +227,7 @@ def commit_group(engine: Any, group: Group, summary: Summary, *, promote: bool,
         Database.set_state(tx, STATE_LAST_TICK, str(now.timestamp()))
         crashpoints.reached("dream.group_writing")
 
-    vectors = engine._vectors_for(records)
+    vectors = engine.vectors_for(records)
     with engine._write:
         if not _unchanged(engine, group):
             return None

@@ -312,7 +312,7 @@ def _vectors(engine: Engine, records: Sequence[fmt.ArchivedRecord]) -> dict[uuid
         else:
             derive.append(item.record)
     if derive:
-        out.update(engine._vectors_for(derive))
+        out.update(engine.vectors_for(derive))
     return out
 
 
@@ -366,7 +366,7 @@ def _apply(engine: Engine, archive: fmt.ParsedArchive, req: m.ImportRequest,
             engine._flush_in(tx)
             seq = engine.db.bump(tx, "records_seq")
             journal_seq = engine.db.bump(tx, "journal_seq") if plan.raw or plan.raw_removed else None
-            engine._intend("import", [*gone, *plan.raw_removed, *(item.record.id for item in plan.records),
+            engine.intend_audit("import", [*gone, *plan.raw_removed, *(item.record.id for item in plan.records),
                                       *(r.id for r in plan.raw)])
         note_records([*gone, *plan.raw_removed, *(item.record.id for item in plan.records),
                       *(r.id for r in plan.raw)])

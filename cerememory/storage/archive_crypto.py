@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ..cmp.errors import CMPError, ErrorCode
+from ..env_names import env_name
 
 CIPHER = "chacha20-poly1305"
 KDF = "argon2id"
@@ -82,10 +83,8 @@ def over_limit(params: KdfParams, limits: KdfLimits) -> tuple[str, int, int] | N
 
 
 def _too_costly(name: str, value: int, limit: int) -> CMPError:
-    from ..config import BY_NAME
-
     setting = LIMIT_SETTINGS[name]
-    env = BY_NAME[setting].env
+    env = env_name(setting)
     return CMPError(ErrorCode.IMPORT_CONFLICT,
                     f"encryption.{name}: the archive asks for an Argon2id {name} of {value}; this server "
                     f"accepts at most {limit}",

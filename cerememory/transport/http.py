@@ -7,7 +7,6 @@ answers with the CMP error envelope and status instead of FastAPI's own 422 shap
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -29,7 +28,6 @@ from .metrics import HttpMetrics
 from .middleware import REQUEST_ID, RequestMiddleware
 from .routes import LITERAL_SEGMENTS, ROUTES, Route
 
-log = logging.getLogger("cerememory.http")
 DEFAULT_BODY_LIMIT = 64 * 1024 * 1024
 ROUTING_CODES = {404: ErrorCode.ROUTE_NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
 
@@ -134,12 +132,6 @@ def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyR
         response.status_code = exc.status_code
         response.headers.update(exc.headers or {})  # `Allow` on a 405
         return response
-
-    @app.exception_handler(Exception)
-    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        error = CMPError(ErrorCode.INTERNAL_ERROR, "internal error", hint="the server log has the details")
-        return error_response(error, getattr(request.state, "request_id", None))
 
     refs, components = openapi.request_schemas([OPERATIONS[route.op].request for route in ROUTES])
     errors = openapi.error_responses()
