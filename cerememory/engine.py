@@ -237,6 +237,13 @@ class Engine(RecallOperations, ConsolidationOperations):
             rebuild(progress)
             self.repaired.append(name)
 
+    def lifecycle_reindex(self, req: m.ReindexRequest, *, progress: ProgressFn | None = None) -> m.ReindexResponse:
+        """Rebuild the full-text indexes from the database (after damage, or a changed analyzer)."""
+        target = req.target
+        return m.ReindexResponse(
+            records=self.reindex_records(progress) if target in (m.ReindexTarget.ALL, m.ReindexTarget.RECORDS) else None,
+            journal=self.reindex_journal(progress) if target in (m.ReindexTarget.ALL, m.ReindexTarget.JOURNAL) else None)
+
     def reindex_records(self, progress: ProgressFn | None = None) -> int:
         with self._write:
             total = len(self.records.heads)

@@ -598,6 +598,22 @@ class ImportResponse(Model):
     records_skipped: int = Field(default=0, description="conflicts resolved in favour of stored records")
 
 
+class ReindexTarget(StrEnum):
+    ALL = "all"
+    RECORDS = "records"
+    JOURNAL = "journal"
+
+
+class ReindexRequest(Request):
+    target: ReindexTarget = Field(default=ReindexTarget.ALL,
+                                  description="which full-text index to rebuild from the database")
+
+
+class ReindexResponse(Model):
+    records: int | None = Field(default=None, description="documents in the rebuilt records index")
+    journal: int | None = Field(default=None, description="documents in the rebuilt journal index")
+
+
 # ---------------------------------------------------------------- introspect
 
 
