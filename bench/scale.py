@@ -380,7 +380,7 @@ def run_minilm(res: dict, args, work: Path, queries: list[str]) -> None:
     d_emb = work / f"emb_{n}"
     with cerememory.open(d_emb, semantic="on") as mem:
         t0 = now()
-        mem.engine.embedder.load()  # model load is reported apart, not as throughput
+        mem.engine.core.embedder.load()  # model load is reported apart, not as throughput
         MODEL_LOAD_S.append(now() - t0)
         res["encode_minilm"] = ingest(mem, texts)
         print(f"[{n}] encode with MiniLM: {res['encode_minilm']['records_per_s']:,.0f} rec/s",

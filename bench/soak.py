@@ -210,7 +210,7 @@ def verify(data_dir: Path, stored: dict[str, str], forgotten: dict[str, str]) ->
 
     kept = {rid: word for rid, word in stored.items() if rid not in forgotten}
     with cerememory.open(data_dir, semantic="off") as mem:
-        heads = {str(rid) for rid in mem.engine.records.heads}
+        heads = {str(rid) for rid in mem.engine.core.records.heads}
         missing = [rid for rid in kept if rid not in heads]
         resurrected = [rid for rid in forgotten if rid in heads]
         unfound = [rid for rid, word in kept.items() if rid not in _found(mem, word)]
@@ -218,7 +218,7 @@ def verify(data_dir: Path, stored: dict[str, str], forgotten: dict[str, str]) ->
         return {"records_in_db": len(heads), "kept": len(kept), "forgotten": len(forgotten),
                 "missing": missing, "unfound_by_text": unfound, "forgotten_present": resurrected,
                 "forgotten_found_by_text": still_found,
-                "text_index_docs": mem.engine.text.num_docs(), "repaired": list(mem.engine.repaired)}
+                "text_index_docs": mem.engine.core.text.num_docs(), "repaired": list(mem.engine.repaired)}
 
 
 # ---------------------------------------------------------------- the run

@@ -242,12 +242,14 @@ def _agent_list(value: Any) -> tuple[str, ...]:
     from .ingest.names import AGENTS, canonical
 
     items = value if isinstance(value, list | tuple) else str(value or "").split(",")
-    names = []
+    names: list[str] = []
     for item in (str(i).strip() for i in items):
-        if item and canonical(item) is None:
+        if not item:
+            continue
+        name = canonical(item)
+        if name is None:
             raise ValueError(f"unknown agent {item!r} (known: {', '.join(AGENTS)})")
-        if item:
-            names.append(canonical(item))
+        names.append(name)
     return tuple(dict.fromkeys(names))
 
 
@@ -421,7 +423,7 @@ def load_config(
     """Merge defaults, the TOML file, `CEREMEMORY_*` variables and flags (highest wins)."""
     environ = os.environ if environ is None else environ
     explicit = config_path is not None
-    path = Path(config_path).expanduser() if explicit else default_config_path()
+    path = Path(config_path).expanduser() if config_path is not None else default_config_path()
     file_values: dict[str, Any] = {}
     if path.exists():
         try:

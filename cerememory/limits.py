@@ -13,6 +13,7 @@ and report it instead of failing the whole answer.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator
@@ -92,6 +93,7 @@ def _walk(value: Any, max_depth: int, max_items: int, max_bytes: int) -> None:
                          max_depth, _path_at_depth(value, max_depth + 1))
         deeper: list[Any] = []
         for node in level:
+            children: Iterable[Any]
             items += len(node)
             if items > max_items:
                 raise _error("json_too_many_items", "holds more than {limit} object members and array items",
@@ -149,7 +151,7 @@ def _scalar_size(value: Any, root: Any) -> int:
                  _path_to(root, lambda _, v: v is value), kind=type(value).__name__)
 
 
-def _error(kind: str, template: str, limit: int | None, path: str = "",
+def _error(kind: str, template: str, limit: int | None, path: str = "", /,
            **extra: Any) -> PydanticCustomError:
     return PydanticCustomError(kind, template, {"limit": limit, "path": path or "the top", **extra})
 

@@ -78,6 +78,15 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def to_ts(value: datetime) -> float:
+    """Seconds since the epoch: how times are stored and compared in RAM."""
+    return value.timestamp()
+
+
+def from_ts(value: float) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
+
+
 def _as_utc(value: Any) -> Any:
     """Naive datetimes are UTC. A number is refused: JSON carries instants as RFC 3339 text, and
     pydantic would otherwise read `0` or `true` as 1970."""
@@ -158,6 +167,10 @@ class StoreType(StrEnum):
     PROCEDURAL = "procedural"
     EMOTIONAL = "emotional"
     WORKING = "working"
+
+
+ALL_STORES = tuple(StoreType)
+STORE_CODE = {s: i for i, s in enumerate(ALL_STORES)}  # a store as a small int, for numpy filters
 
 
 class Modality(StrEnum):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 
 import numpy as np
@@ -194,10 +196,13 @@ def test_consolidating_twice_changes_nothing_the_second_time(tmp_path_factory, i
 
 def test_a_concurrent_run_is_refused(living):
     engine = living.engine
-    assert engine._consolidating.acquire(blocking=False)
-    try:
+    first = threading.Thread(target=living.consolidate)
+    with engine.writer.lock:  # the first run starts, then waits here for the write lock
+        first.start()
+        while not engine.consolidation.running:
+            assert first.is_alive()
+            time.sleep(0.01)
         with pytest.raises(CMPError) as busy:
             living.consolidate()
-        assert busy.value.code is ErrorCode.CONSOLIDATION_IN_PROGRESS and busy.value.retry_after
-    finally:
-        engine._consolidating.release()
+    first.join()
+    assert busy.value.code is ErrorCode.CONSOLIDATION_IN_PROGRESS and busy.value.retry_after

@@ -101,9 +101,9 @@ def test_kill_9_during_http_writes_loses_no_acknowledged_write(tmp_path: Path, e
 
     with cerememory.open(data_dir, semantic="off", encryption__passphrase=env.get("CEREMEMORY_PASSPHRASE")) as mem:
         engine = mem.engine
-        assert set(acked.records) <= set(engine.records.heads)
-        assert engine.text.num_docs() == len(engine.records.heads)
-        assert engine.raw_text.num_docs() == engine.journal.counts()[0]
+        assert set(acked.records) <= set(engine.core.records.heads)
+        assert engine.core.text.num_docs() == len(engine.core.records.heads)
+        assert engine.core.raw_text.num_docs() == engine.core.journal.counts()[0]
         for rid, word in acked.records.items():
             hits = mem.recall(word, limit=5, reconsolidate=False, activation_depth=0).memories
             assert rid in [hit.record.id for hit in hits], word

@@ -291,8 +291,8 @@ def test_canary_in_redacted_records_never_leaks(mem):
             CANARY not in _all_text(hit) for hit in mem.recall(query, limit=50).memories)
     hits = mem.recall("vault password ZEBRA CANARY", limit=50)
     assert all(h.record.id not in {r.id for r in derived} for h in hits.memories)
-    assert mem.engine.text.search(CANARY.lower(), 50, None) == []
-    assert mem.engine.text.search("zebra", 50, None) == []
+    assert mem.engine.core.text.search(CANARY.lower(), 50, None) == []
+    assert mem.engine.core.text.search("zebra", 50, None) == []
     everything = mem.recall(limit=100)
     assert CANARY not in _all_text(everything)
     # the raw journal keeps the verbatim secret, visible only when asked for

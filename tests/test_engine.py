@@ -215,10 +215,10 @@ def test_set_mode_global_and_scoped(mem):
     assert mem.stats().recall_mode == "perfect"
     mem.set_mode("human", scope=["semantic"])
     engine = mem.engine
-    assert engine._effective_perfect(cerememory.model.RecallMode.HUMAN, cerememory.StoreType.EPISODIC)
-    assert not engine._effective_perfect(cerememory.model.RecallMode.HUMAN, cerememory.StoreType.SEMANTIC)
+    assert engine.core.effective_perfect(cerememory.model.RecallMode.HUMAN, cerememory.StoreType.EPISODIC)
+    assert not engine.core.effective_perfect(cerememory.model.RecallMode.HUMAN, cerememory.StoreType.SEMANTIC)
     mem.set_mode("human")
-    assert not engine._effective_perfect(cerememory.model.RecallMode.HUMAN, cerememory.StoreType.EPISODIC)
+    assert not engine.core.effective_perfect(cerememory.model.RecallMode.HUMAN, cerememory.StoreType.EPISODIC)
 
 
 def test_associate_walks_weighted_edges(mem):
@@ -379,7 +379,7 @@ def _finishes(work) -> object:
 
 def test_forget_and_store_do_not_wait_for_another_requests_embedding(mem):
     doomed = mem.store("forget me soon").record_id
-    embedder = mem.engine.embedder = BlockingEmbedder()
+    embedder = mem.engine.core.embedder = BlockingEmbedder()
     stored: list = []
     slow = threading.Thread(target=lambda: stored.append(mem.store("a text that takes long to embed")))
     slow.start()
@@ -421,13 +421,14 @@ def test_working_memory_is_a_small_lru(data_dir):
 # ---------------------------------------------------------------- introspection and protocol
 
 
-def test_stats_fields_are_real(mem):
-    empty = mem.stats()
-    assert empty.total_records == 0 and empty.oldest_record is None
-    mem.store("one", created_at=datetime(2024, 5, 1, tzinfo=UTC))
-    mem.store("two", store="semantic", embedding=[0.1, 0.2])
-    mem.recall("one")
-    stats = mem.stats()
+def test_stats_fields_are_real(data_dir, clock):
+    with cerememory.open(data_dir, semantic="off", clock=clock) as mem:
+        empty = mem.stats()
+        assert empty.total_records == 0 and empty.oldest_record is None
+        mem.store("one", created_at=datetime(2024, 5, 1, tzinfo=UTC))
+        mem.store("two", store="semantic", embedding=[0.1, 0.2])
+        mem.recall("one")
+        stats = mem.stats()
     assert stats.total_records == 2
     assert stats.records_by_store == {"episodic": 1, "semantic": 1, "procedural": 0, "emotional": 0, "working": 0}
     assert stats.avg_fidelity_by_store["episodic"] == 1.0

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(not local_embedder_available(), reason="needs th
 
 def test_semantic_recall_finds_meaning_without_shared_words(data_dir):
     with cerememory.open(data_dir, semantic="on") as mem:
-        assert not mem.engine.embedder.loaded  # opening never loads the model
+        assert not mem.engine.core.embedder.loaded  # opening never loads the model
         mem.store_batch([{"content": {"blocks": [{"text": t}]}} for t in (
             "The cat slept on the warm windowsill",
             "Quarterly revenue dropped after the product recall",
@@ -28,7 +28,7 @@ def test_semantic_recall_finds_meaning_without_shared_words(data_dir):
 
     with cerememory.open(data_dir, semantic="on") as mem:
         assert mem.stats().vector_index_records == 3
-        assert not mem.engine.embedder.loaded  # vectors came from disk, nothing was re-embedded
+        assert not mem.engine.core.embedder.loaded  # vectors came from disk, nothing was re-embedded
         top = mem.recall("money and sales figures", limit=1).memories[0]
         assert top.record.content.plain_text() == "Quarterly revenue dropped after the product recall"
         assert top.score_breakdown.vector_rank == 1

@@ -72,7 +72,7 @@ def test_sigterm_under_load_loses_no_acknowledged_write(server, data_dir):
         t.join()
     assert len(acknowledged) > 10
     with cerememory.open(data_dir, semantic="off") as mem:  # released, and every write is there
-        stored = mem.engine.records.heads
+        stored = mem.engine.core.records.heads
         assert all(cerememory.model.uuid.UUID(rid) in stored for rid in acknowledged)
 
 

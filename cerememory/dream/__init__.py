@@ -8,18 +8,16 @@ from typing import TYPE_CHECKING
 from ..lazy import exports
 from .settings import DreamSettings
 
-# the pipeline (and through the summariser, the LLM client) loads on the first dream, not when
-# the engine reads its settings
-_LAZY = {"Group": ".grouping", "group_records": ".grouping", "run": ".pipeline", "sources_of": ".pipeline",
-         "stats": ".pipeline", "Summariser": ".summarise", "Summary": ".summarise"}
+# the summariser (and through it, the LLM client) loads on the first dream, not when the engine
+# reads its settings
+_LAZY = {"Group": ".grouping", "group_records": ".grouping", "sources_of": ".sources",
+         "Summariser": ".summarise", "Summary": ".summarise"}
 __getattr__ = exports(__name__, _LAZY)
 __all__ = ["DreamSettings", *_LAZY]
 
 if TYPE_CHECKING:
     from .grouping import Group as Group
     from .grouping import group_records as group_records
-    from .pipeline import run as run
-    from .pipeline import sources_of as sources_of
-    from .pipeline import stats as stats
+    from .sources import sources_of as sources_of
     from .summarise import Summariser as Summariser
     from .summarise import Summary as Summary

@@ -24,14 +24,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..model import StoreType
-from ..stores.records import dt
+from ..model import StoreType, from_ts
 from .params import DAY, DecayParams
 
 TUNED_STORES = (StoreType.EPISODIC, StoreType.SEMANTIC, StoreType.PROCEDURAL, StoreType.EMOTIONAL)
@@ -124,7 +123,7 @@ class Evolution:
                     self.hits[store].append(sum(flags) / len(flags))
             self.dirty = True
 
-    def observe_fidelity(self, store_codes: np.ndarray, scores: np.ndarray, stores: list[StoreType]) -> None:
+    def observe_fidelity(self, store_codes: np.ndarray, scores: np.ndarray, stores: Sequence[StoreType]) -> None:
         """Per-store histograms of current fidelity (10 buckets over [0, 1])."""
         histograms = {}
         for code, store in enumerate(stores):
@@ -147,8 +146,8 @@ class Evolution:
             patterns: list[str] = []
             changed = False
             for store in TUNED_STORES:
-                counts = self.histograms.get(store)
-                total = sum(counts) if counts else 0
+                counts = self.histograms.get(store) or []
+                total = sum(counts)
                 if total >= MIN_RECORDS:
                     median = _median_bucket(counts) / BUCKETS
                     if median < LOW_MEDIAN:
@@ -189,7 +188,7 @@ class Evolution:
                 "recall_hit_rates": {s.value: round(sum(w) / len(w), 4) for s, w in self.hits.items() if w},
                 "recall_hit_samples": {s.value: len(w) for s, w in self.hits.items() if w},
                 "adjustments": len(self.adjustments),
-                "last_adapted_at": None if self.last_adapted_at is None else dt(self.last_adapted_at),
+                "last_adapted_at": None if self.last_adapted_at is None else from_ts(self.last_adapted_at),
             }
 
 

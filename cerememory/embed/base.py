@@ -59,7 +59,7 @@ class Embedder(Protocol):
         ...
 
 
-def normalise_rows(matrix: np.ndarray | Sequence[Sequence[float]]) -> np.ndarray:
+def normalise_rows(matrix: np.ndarray | Sequence[float] | Sequence[Sequence[float]]) -> np.ndarray:
     """Return a float32 copy of ``matrix`` with every row scaled to unit L2 norm.
 
     Zero rows stay zero (they have no direction). A 1-D input is treated as one vector

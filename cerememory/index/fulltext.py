@@ -87,7 +87,7 @@ class TextIndex:
 
     def _hashed(self, text: str) -> str:
         """The text as the index sees it: unchanged, or its analysed terms as keyed hashes."""
-        if self._hash_term is None or not text:
+        if self._hash_term is None or self._terms is None or not text:
             return text
         return " ".join(self._hash_term(term) for term in self._terms.analyze(text))
 
@@ -95,16 +95,17 @@ class TextIndex:
         self.path.mkdir(parents=True, exist_ok=True)
         self.schema = _schema(HASHED if self._hash_term else ANALYZER)
         try:
-            self.index = tantivy.Index(self.schema, path=str(self.path), reuse=True)
+            index = tantivy.Index(self.schema, path=str(self.path), reuse=True)
         except ValueError:
             # an incompatible or damaged directory: it is derived data, so start over
             shutil.rmtree(self.path)
             self.path.mkdir(parents=True)
             self.stamp_path.unlink(missing_ok=True)
-            self.index = tantivy.Index(self.schema, path=str(self.path), reuse=False)
-        self.index.register_tokenizer(ANALYZER, _analyzer())
-        self.index.register_tokenizer(HASHED, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
-        self.writer: tantivy.IndexWriter | None = self.index.writer(heap_size=WRITER_HEAP, num_threads=1)
+            index = tantivy.Index(self.schema, path=str(self.path), reuse=False)
+        index.register_tokenizer(ANALYZER, _analyzer())
+        index.register_tokenizer(HASHED, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
+        self.index: tantivy.Index | None = index  # None once closed
+        self.writer: tantivy.IndexWriter | None = index.writer(heap_size=WRITER_HEAP, num_threads=1)
         self._unsaved: list[TextDoc | str] = []  # staged since the last commit: a doc, or an id deleted
         self._lock = threading.RLock()  # tantivy's writer takes one caller at a time
         self._staged = self._visible = self.stamp() or 0
@@ -127,9 +128,15 @@ class TextIndex:
         tmp.write_text(json.dumps({"seq": seq}))
         tmp.replace(self.stamp_path)
 
+    def _open_index(self) -> tantivy.Index:
+        if self.index is None:
+            raise RuntimeError(f"{self.path}: the index is closed")
+        return self.index
+
     def num_docs(self) -> int:
-        self.index.reload()
-        return self.index.searcher().num_docs
+        index = self._open_index()
+        index.reload()
+        return index.searcher().num_docs
 
     # ------------------------------------------------------------ writes
     #
@@ -150,17 +157,17 @@ class TextIndex:
             if self.writer is not None:
                 try:
                     for change in changes:
-                        self._apply(change)
+                        self._apply(self.writer, change)
                 except ValueError as exc:
                     self._drop_writer(exc)
 
-    def _apply(self, change: TextDoc | str, *, replay: bool = False) -> None:
+    def _apply(self, writer: tantivy.IndexWriter, change: TextDoc | str, *, replay: bool = False) -> None:
         if isinstance(change, str):
-            self.writer.delete_documents_by_term("id", change)
+            writer.delete_documents_by_term("id", change)
             return
         if replay:  # a failed commit may have kept it after all: never index a record twice
-            self.writer.delete_documents_by_term("id", change.id)
-        self.writer.add_document(
+            writer.delete_documents_by_term("id", change.id)
+        writer.add_document(
             tantivy.Document(id=change.id, group=change.group, body=self._hashed(change.body),
                              summary=self._hashed(change.summary), why=self._hashed(change.why))
         )
@@ -173,9 +180,9 @@ class TextIndex:
     def _writer(self) -> tantivy.IndexWriter:
         """The live writer, or a new one given everything staged since the last commit."""
         if self.writer is None:
-            self.writer = self.index.writer(heap_size=WRITER_HEAP, num_threads=1)
+            self.writer = writer = self._open_index().writer(heap_size=WRITER_HEAP, num_threads=1)
             for change in self._unsaved:
-                self._apply(change, replay=True)
+                self._apply(writer, change, replay=True)
         return self.writer
 
     def mark_pending(self) -> None:
@@ -207,7 +214,7 @@ class TextIndex:
                 self._drop_writer(exc)
                 raise
             self._unsaved.clear()
-            self.index.reload()
+            self._open_index().reload()
             self.write_stamp(target)
             self._visible = target
 
@@ -218,17 +225,18 @@ class TextIndex:
             writer.delete_documents_by_term("group", group)
             writer.commit()
             self._unsaved.clear()
-            self.index.reload()
+            self._open_index().reload()
 
     def rebuild(self, docs: Iterable[TextDoc], seq: int) -> int:
         """Replace everything with `docs`. Not kept for a replay: a rebuild that fails leaves the
         stamp behind, so the next open rebuilds again from the database."""
         with self._lock:
             self._unsaved.clear()
-            self._writer().delete_all_documents()
+            writer = self._writer()
+            writer.delete_all_documents()
             count = 0
             for doc in docs:
-                self._apply(doc)
+                self._apply(writer, doc)
                 count += 1
             self._staged = max(self._staged, seq)
             self._visible = -1
@@ -251,7 +259,8 @@ class TextIndex:
                 if not is_disk_full(exc):
                     raise
                 log.warning("%s: searching without the latest writes until the disk has room: %s", self.path, exc)
-        query, _errors = self.index.parse_query_lenient(
+        index = self._open_index()
+        query, _errors = index.parse_query_lenient(
             " ".join(terms), ["body", "summary", "why"], field_boosts=self.FIELD_BOOSTS
         )
         if groups is not None:
@@ -259,7 +268,7 @@ class TextIndex:
                 (tantivy.Occur.Must, query),
                 (tantivy.Occur.Must, tantivy.Query.term_set_query(self.schema, "group", list(groups))),
             ])
-        searcher = self.index.searcher()
+        searcher = index.searcher()
         hits = searcher.search(query, limit).hits
         return [(searcher.doc(addr)["id"][0], float(score)) for score, addr in hits]
 

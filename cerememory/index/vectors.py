@@ -98,7 +98,8 @@ class _Group:
         if row is not None:
             self.codes[row] = code
 
-    def search(self, query: np.ndarray, k: int, allowed_codes: Sequence[int] | None):
+    def search(self, query: np.ndarray, k: int,
+               allowed_codes: Sequence[int] | None) -> list[tuple[uuid.UUID, float]]:
         n = len(self.ids)
         if n == 0:
             return []
@@ -132,7 +133,7 @@ class VectorIndex:
             if self._dim_of:
                 for record_id in ids:
                     self._discard(record_id)
-            dim = rows.shape[1]
+            dim: int = rows.shape[1]
             group = self._groups.setdefault(dim, _Group(dim))
             group.add(list(ids), codes, rows)
             self._dim_of.update(dict.fromkeys(ids, dim))

@@ -70,7 +70,9 @@ def _event(event: Any, line: int, ctx: dict[str, Any], tools: dict[str, str], tu
         return False
     if event["type"] not in TURN_TYPES:
         return True  # summary, system, file-history-snapshot, progress...: no conversation turn
-    message = event.get("message") if isinstance(event.get("message"), dict) else event
+    message = event.get("message")
+    if not isinstance(message, dict):
+        message = event
     role = message.get("role") or event.get("role") or event["type"]
     if role not in ("user", "assistant", "system"):
         return False
@@ -83,7 +85,7 @@ def _event(event: Any, line: int, ctx: dict[str, Any], tools: dict[str, str], tu
     speaker = SYSTEM if role == "system" or event.get("isMeta") or event.get("isCompactSummary") else role
     uid = event.get("uuid")
     parts: list[tuple[str, str, str | None, str | None]] = []  # speaker, text, source, tool
-    content = message.get("content", event.get("content"))
+    content: Any = message.get("content", event.get("content"))  # JSON of any shape
     blocks = content if isinstance(content, list) else [content]
     text: list[str] = []
     for block in blocks:

@@ -90,7 +90,7 @@ class _Session:
         if kind == "message" or (kind is None and "role" in payload):
             role = payload.get("role")
             text = block_text(payload.get("content"))
-            speaker = {"user": USER, "assistant": ASSISTANT}.get(role, SYSTEM)
+            speaker = SYSTEM if role is None else {"user": USER, "assistant": ASSISTANT}.get(role, SYSTEM)
             if speaker == USER and text.lstrip().startswith(_CONTEXT_PREFIXES):
                 speaker = SYSTEM
             self.add(speaker, text, timestamp, line)
@@ -125,7 +125,9 @@ class _Session:
     def event(self, record: dict, line: int) -> None:
         kind, payload, timestamp = record.get("type"), record.get("payload"), record.get("timestamp")
         if kind == "session_meta" and isinstance(payload, dict):
-            meta = payload.get("meta") if isinstance(payload.get("meta"), dict) else payload
+            meta = payload.get("meta")
+            if not isinstance(meta, dict):
+                meta = payload
             self.ctx["session"] = self.ctx["session"] or meta.get("id")
             self.ctx["workspace"] = self.ctx["workspace"] or meta.get("cwd")
         elif kind == "response_item" and isinstance(payload, dict):
@@ -152,7 +154,9 @@ def _read_legacy(path: Path) -> Chunk:
     data = safejson.value(raw)
     if not isinstance(data, dict):
         return Chunk([], len(raw), {}, 1)
-    info = data.get("session") if isinstance(data.get("session"), dict) else {}
+    info = data.get("session")
+    if not isinstance(info, dict):
+        info = {}
     session.ctx["session"] = info.get("id") or _session_from_name(path)
     session.ctx["workspace"] = info.get("cwd")
     items = data.get("items") or []

@@ -10,8 +10,9 @@ import os
 import sqlite3
 import sys
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import quote, unquote, urlparse
 
 from . import safejson
@@ -93,6 +94,16 @@ def _composer_workspace(data: dict) -> str | None:
     return None
 
 
+class _Common(TypedDict):
+    """The fields every turn of one bubble shares."""
+
+    agent: str
+    session: str
+    workspace: str | None
+    timestamp: datetime | None
+    extra: dict[str, Any]
+
+
 class _Builder:
     def __init__(self) -> None:
         self.turns: list[Turn] = []
@@ -115,8 +126,8 @@ class _Builder:
         bid = str(bubble.get("bubbleId") or bubble_id or "") or None
         when = parse_time(bubble.get("timestamp") or bubble.get("createdAt")) or parse_time(fallback_time)
         model = bubble.get("modelType") or bubble.get("model") or (bubble.get("modelInfo") or {}).get("modelName")
-        common = dict(agent=AGENT, session=session, workspace=workspace, timestamp=when,
-                      extra={"model": model} if model else {})
+        common = _Common(agent=AGENT, session=session, workspace=workspace, timestamp=when,
+                         extra={"model": model} if model else {})
         text = next((bubble[k] for k in ("text", "rawText", "content", "message")
                      if isinstance(bubble.get(k), str) and bubble[k].strip()), "")
         if text:
@@ -161,7 +172,9 @@ def _composer(con: sqlite3.Connection, built: _Builder, workspace: str | None, k
     if isinstance(headers, list) and headers:
         bodies = dict(_values(con, "cursorDiskKV WHERE key >= ? AND key < ?",
                               [f"bubbleId:{session}:", f"bubbleId:{session};"]))
-        inline = data.get("conversationMap") if isinstance(data.get("conversationMap"), dict) else {}
+        inline = data.get("conversationMap")
+        if not isinstance(inline, dict):
+            inline = {}
         for header in headers:
             bid = str(header.get("bubbleId")) if isinstance(header, dict) else None
             body = bodies.get(f"bubbleId:{session}:{bid}")

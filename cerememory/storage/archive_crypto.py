@@ -17,10 +17,11 @@ import hmac
 import os
 import struct
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 from ..cmp.errors import CMPError, ErrorCode
 from ..env_names import env_name
+from .archive_format import Sink
 
 CIPHER = "chacha20-poly1305"
 KDF = "argon2id"
@@ -129,7 +130,7 @@ def new_encryption(passphrase: str, params: KdfParams = DEFAULT_KDF) -> tuple[di
 class SealingWriter:
     """A write-only stream that seals what it is given into length-prefixed chunks on `out`."""
 
-    def __init__(self, out: BinaryIO, key: bytes, preamble: bytes, chunk_bytes: int = CHUNK_BYTES) -> None:
+    def __init__(self, out: Sink, key: bytes, preamble: bytes, chunk_bytes: int = CHUNK_BYTES) -> None:
         from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
         self._out = out

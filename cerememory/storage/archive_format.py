@@ -21,7 +21,7 @@ import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, Protocol
 
 import numpy as np
 from pydantic import ValidationError
@@ -103,10 +103,16 @@ def preamble(archive_id: str, encryption: dict[str, Any]) -> bytes:
                   "encryption": encryption})
 
 
+class Sink(Protocol):
+    """Where archive bytes go: a file, a counting wrapper, a sealing stream."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
 class HashingWriter:
     """Writes lines to a stream, hashing them, and appends the footer on `finish`."""
 
-    def __init__(self, out: BinaryIO) -> None:
+    def __init__(self, out: Sink) -> None:
         self._out = out
         self._sha = hashlib.sha256()
         self.lines = 0

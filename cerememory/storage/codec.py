@@ -37,7 +37,8 @@ def _ext_hook(code: int, data: bytes) -> Any:
 
 def pack(value: Any) -> bytes:
     """Python values (dicts, lists, bytes, UUIDs, datetimes) to msgpack."""
-    return msgpack.packb(value, default=_default, use_bin_type=True)
+    packed: bytes = msgpack.packb(value, default=_default, use_bin_type=True)
+    return packed
 
 
 class CodecError(ValueError):

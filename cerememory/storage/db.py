@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -280,7 +281,7 @@ class Database:
         """A cursor of its own, for long scans that must not disturb the thread's cursor."""
         return self._usable().cursor()
 
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         """Rows of one read; a read that finds the instance invalidated reopens it and runs again."""
         try:
             return self.reader().execute(sql, params or []).fetchall()
@@ -335,6 +336,21 @@ class Database:
     @staticmethod
     def set_state(tx: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
         tx.execute("INSERT OR REPLACE INTO state VALUES (?, ?)", [key, value])
+
+    @staticmethod
+    def delete_state_prefix(tx: duckdb.DuckDBPyConnection, prefix: str) -> None:
+        tx.execute("DELETE FROM state WHERE starts_with(key, ?)", [prefix])
+
+    # ------------------------------------------------------------ tables read whole at open
+
+    def load_edges(self) -> list[tuple[Any, ...]]:
+        """Every association: (source, target, type, weight, created_at, last_co_activation)."""
+        return self.query("SELECT source_id, target_id, association_type, weight, created_at, last_co_activation "
+                          "FROM associations")
+
+    def load_ledger(self) -> list[tuple[uuid.UUID, uuid.UUID]]:
+        """The consolidation ledger: (episodic id, the semantic id it was promoted to)."""
+        return [(row[0], row[1]) for row in self.query("SELECT episodic_id, semantic_id FROM consolidations")]
 
     def bump(self, tx: duckdb.DuckDBPyConnection, key: str) -> int:
         """Increment a counter inside the caller's transaction; used to detect stale indexes."""

@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from ..cmp.errors import CMPError, ErrorCode
 from .full import is_disk_full, storage_full
@@ -55,12 +56,13 @@ class DataDirLock:
         self._fd = fd
 
     @staticmethod
-    def _read_owner(fd: int) -> dict:
+    def _read_owner(fd: int) -> dict[str, Any]:
         try:
             os.lseek(fd, 0, os.SEEK_SET)
-            return json.loads(os.read(fd, 4096) or b"{}")
+            owner = json.loads(os.read(fd, 4096) or b"{}")
         except (OSError, ValueError):
             return {}
+        return owner if isinstance(owner, dict) else {}
 
     def __enter__(self) -> DataDirLock:
         self.acquire()

@@ -6,21 +6,30 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import duckdb
 
-from ..model import RawJournalRecord, RawVisibility, SecrecyLevel
+from ..model import RawJournalRecord, RawVisibility, SecrecyLevel, from_ts, to_ts
 from ..storage import codec
 from ..storage.crypto import PLAINTEXT, Sealer
 from ..storage.db import Database
-from .records import dt, ts
 from .undecodable import UndecodableLog, UndecodableRecord
 
 BODY_FIELDS = {"content", "metadata", "derived_memory_ids", "meta"}
 COLUMNS = ["id", "session_id", "turn_id", "topic_id", "source", "speaker", "visibility",
            "secrecy_level", "created_at", "updated_at", "suppressed", "dream_processed_at", "body"]
 DEFAULT_SECRECY = (SecrecyLevel.PUBLIC, SecrecyLevel.SENSITIVE)
+
+
+class RawFilters(TypedDict):
+    """Who may see which journal records, and of which session and time range."""
+
+    visibility: list[str]
+    secrecy: list[str]
+    session_id: str | None
+    start: float | None
+    end: float | None
 
 
 def allowed_visibility(include_private_scratch: bool, include_sealed: bool) -> list[str]:
@@ -53,8 +62,8 @@ class JournalStore:
             columns["speaker"].append(r.speaker.value)
             columns["visibility"].append(r.visibility.value)
             columns["secrecy_level"].append(r.secrecy_level.value)
-            columns["created_at"].append(ts(r.created_at))
-            columns["updated_at"].append(ts(r.updated_at))
+            columns["created_at"].append(to_ts(r.created_at))
+            columns["updated_at"].append(to_ts(r.updated_at))
             columns["suppressed"].append(r.suppressed)
             columns["dream_processed_at"].append(processed.timestamp() if processed else None)
             columns["body"].append(codec.pack_model(r, include=BODY_FIELDS))
@@ -67,7 +76,8 @@ class JournalStore:
                   secrecy_level: str | None = None) -> int:
         """Change the columns that decide who sees a record (none of them live in the body);
         returns how many records changed (0: no such record)."""
-        sets, params = ["updated_at = ?"], [updated_at]
+        sets: list[str] = ["updated_at = ?"]
+        params: list[object] = [updated_at]
         for column, value in (("suppressed", suppressed), ("visibility", visibility),
                               ("secrecy_level", secrecy_level)):
             if value is not None:
@@ -95,8 +105,8 @@ class JournalStore:
         try:
             body = codec.unpack(self.sealer.open(values["id"], values.pop("body")))
             values.pop("dream_processed_at")
-            values["created_at"] = dt(values["created_at"])
-            values["updated_at"] = dt(values["updated_at"])
+            values["created_at"] = from_ts(values["created_at"])
+            values["updated_at"] = from_ts(values["updated_at"])
             values.update(body)
             return RawJournalRecord.model_validate(values)
         except Exception as exc:
@@ -151,6 +161,13 @@ class JournalStore:
         for the few it returns, not for every hit."""
         clause, params = _where(visibility, secrecy, session_id, ids, start, end)
         return {row[0] for row in self.db.query(f"SELECT id FROM raw_journal WHERE {clause}", params)}
+
+    def updated_at(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, float]:
+        """When each of `ids` still in the journal was last changed."""
+        if not ids:
+            return {}
+        return dict(self.db.query("SELECT id, updated_at FROM raw_journal WHERE id IN (SELECT unnest(?::UUID[]))",
+                                  [[str(i) for i in ids]]))
 
     def ids(self) -> list[uuid.UUID]:
         return [row[0] for row in self.db.query("SELECT id FROM raw_journal")]

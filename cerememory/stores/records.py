@@ -11,15 +11,14 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from ..model import FidelityState, MemoryRecord, StoreType, uuid_from_text
+from ..model import FidelityState, MemoryRecord, StoreType, from_ts, to_ts, uuid_from_text
 from ..storage import codec
 from ..storage.crypto import PLAINTEXT, Sealer
 from ..storage.db import Database
@@ -29,14 +28,6 @@ BODY_FIELDS = {"content", "emotion", "metadata", "meta"}
 # A block's embedding is the record's vector: it lives once, in the vectors table (and the RAM
 # index), not again in every body, which it would make ten times larger.
 NOT_IN_BODY = {"content": {"blocks": {"__all__": {"embedding"}}}}
-
-
-def ts(value: datetime) -> float:
-    return value.timestamp()
-
-
-def dt(value: float) -> datetime:
-    return datetime.fromtimestamp(value, UTC)
 
 
 @dataclass(slots=True)
@@ -63,9 +54,9 @@ class Head:
         f = record.fidelity
         return cls(
             store=record.store,
-            created_at=ts(record.created_at),
-            updated_at=ts(record.updated_at),
-            last_accessed_at=ts(record.last_accessed_at),
+            created_at=to_ts(record.created_at),
+            updated_at=to_ts(record.updated_at),
+            last_accessed_at=to_ts(record.last_accessed_at),
             access_count=record.access_count,
             fidelity_score=f.score,
             noise_level=f.noise_level,
@@ -73,7 +64,7 @@ class Head:
             emotional_anchor=f.emotional_anchor,
             reinforcement_count=f.reinforcement_count,
             stability=f.stability,
-            last_decay_tick=ts(f.last_decay_tick),
+            last_decay_tick=to_ts(f.last_decay_tick),
             emotion_intensity=record.emotion.intensity,
             emotion_valence=record.emotion.valence,
             version=record.version,
@@ -89,7 +80,7 @@ class Head:
             emotional_anchor=self.emotional_anchor,
             reinforcement_count=self.reinforcement_count,
             stability=self.stability,
-            last_decay_tick=dt(self.last_decay_tick),
+            last_decay_tick=from_ts(self.last_decay_tick),
         )
 
 
@@ -102,6 +93,32 @@ def _head_columns(ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> dict[str, 
         columns[name] = [getattr(h, name) for h in heads]
     columns["store"] = [h.store.value for h in heads]
     return columns
+
+
+@dataclass(frozen=True, slots=True)
+class Reinforcement:
+    """One recall of a record, as the database applies it to the row it finds (so two writers'
+    recalls of one record both count): the parameters of `dynamics.decay.reinforce` at `at`."""
+
+    record_id: uuid.UUID
+    at: float
+    exponent: float
+    boost: float
+    lift: float  # the share of lost strength a recall restores
+
+
+# The SQL twin of `dynamics.decay.reinforce`, applied to the current row: strength at the recall,
+# then the lift, and stability continued from the elapsed time and boosted.
+_ELAPSED = "greatest(r.at - records.last_accessed_at, 0.0)"
+_STRENGTH = f"(records.fidelity_base * pow(1.0 + {_ELAPSED} / records.stability, -r.exponent))"
+_CONTINUED = f"(records.stability + {_ELAPSED})"
+REINFORCE_SQL = (
+    f"UPDATE records SET fidelity_base = greatest(least(1.0, {_STRENGTH} + r.lift * (1.0 - {_STRENGTH})), "
+    f"{_STRENGTH}), stability = {_CONTINUED} * (1.0 + r.boost * pow({_CONTINUED}, -0.2)), "
+    "access_count = records.access_count + 1, reinforcement_count = records.reinforcement_count + 1, "
+    "last_accessed_at = greatest(records.last_accessed_at, r.at) "
+    "FROM _reinforced r WHERE records.id = r.id::UUID"
+)
 
 
 @dataclass
@@ -175,7 +192,8 @@ class RecordStore:
         self.sealer = sealer  # bodies are sealed on the way to DuckDB and opened on the way back
         self.undecodable = undecodable or UndecodableLog()  # bodies no read can use: skipped, reported
         self.heads: dict[uuid.UUID, Head] = {}
-        self.dirty: set[uuid.UUID] = set()
+        self.reinforcements: list[Reinforcement] = []  # recalls not yet written (see `reinforced`)
+        self._queue_lock = threading.Lock()
         self.cache = BodyCache(cache_bytes)
         # bumped whenever a record is written or removed (not by decay or recall, which change
         # only fidelity and access): what was derived from bodies at revision N still holds at N
@@ -225,7 +243,7 @@ class RecordStore:
         """After the transaction commits: make the records visible to ranking."""
         for record_id, head in zip(written.ids, written.heads, strict=True):
             self.heads[record_id] = head
-            self.dirty.discard(record_id)
+        self._drop_reinforcements(written.ids)  # the rows written hold them already
         self.cache.put_many(zip(written.ids, written.bodies, strict=True))
         self.revision += 1
 
@@ -236,7 +254,7 @@ class RecordStore:
         ids = list(ids)
         for i in ids:
             self.heads.pop(i, None)
-            self.dirty.discard(i)
+        self._drop_reinforcements(ids)
         self.cache.discard(ids)
         self.revision += 1
 
@@ -260,22 +278,40 @@ class RecordStore:
         finally:
             tx.unregister("_decayed")
 
-    def flush_dirty(self, tx: duckdb.DuckDBPyConnection) -> int:
-        """Write back heads changed in RAM only (access counts, stability after recall)."""
-        dirty, self.dirty = self.dirty, set()  # swap, so marks made meanwhile are kept for next time
-        ids = [i for i in dirty if i in self.heads]
-        if not ids:
-            return 0
-        columns = _head_columns(ids, [self.heads[i] for i in ids])
-        batch_name = "_dirty_heads"
-        table = pa.table({k: ([str(x) for x in v] if k == "id" else v) for k, v in columns.items()})
-        sets = ", ".join(f"{c} = d.{c}" for c in HEAD_COLUMNS if c != "store")
-        tx.register(batch_name, table)
-        try:
-            tx.execute(f"UPDATE records SET {sets} FROM {batch_name} d WHERE records.id = d.id::UUID")
-        finally:
-            tx.unregister(batch_name)
-        return len(ids)
+    def reinforced(self, event: Reinforcement) -> None:
+        """A recall already applied to the head in RAM, queued for `flush_reinforcements`."""
+        with self._queue_lock:
+            self.reinforcements.append(event)
+
+    def _drop_reinforcements(self, ids: Iterable[uuid.UUID]) -> None:
+        gone = set(ids)
+        with self._queue_lock:
+            self.reinforcements = [e for e in self.reinforcements if e.record_id not in gone]
+
+    def flush_reinforcements(self, tx: duckdb.DuckDBPyConnection, skip: Collection[uuid.UUID] = ()) -> int:
+        """Apply queued recalls to the rows as they are in the database, in the order they
+        happened; `skip` are records this transaction rewrites whole (their rows hold them)."""
+        with self._queue_lock:
+            events, self.reinforcements = self.reinforcements, []
+        rounds: list[list[Reinforcement]] = []  # one UPDATE per round: at most one event per record
+        seen: dict[uuid.UUID, int] = {}
+        for event in events:
+            if event.record_id in skip:
+                continue
+            n = seen[event.record_id] = seen.get(event.record_id, -1) + 1
+            if n == len(rounds):
+                rounds.append([])
+            rounds[n].append(event)
+        for batch in rounds:
+            table = pa.table({"id": [e.record_id.hex for e in batch], "at": [e.at for e in batch],
+                              "exponent": [e.exponent for e in batch], "boost": [e.boost for e in batch],
+                              "lift": [e.lift for e in batch]})
+            tx.register("_reinforced", table)
+            try:
+                tx.execute(REINFORCE_SQL)
+            finally:
+                tx.unregister("_reinforced")
+        return len(events)
 
     # ------------------------------------------------------------ reads
 
@@ -327,9 +363,9 @@ class RecordStore:
             values.update(
                 id=record_id,
                 store=head.store,
-                created_at=dt(head.created_at),
-                updated_at=dt(head.updated_at),
-                last_accessed_at=dt(head.last_accessed_at),
+                created_at=from_ts(head.created_at),
+                updated_at=from_ts(head.updated_at),
+                last_accessed_at=from_ts(head.last_accessed_at),
                 access_count=head.access_count,
                 fidelity=fidelity or head.fidelity(head.fidelity_score, head.noise_level),
                 version=head.version,
@@ -372,6 +408,20 @@ class RecordStore:
             opened = dict(self._open_rows(rows))
             for record_id, _ in rows:
                 yield record_id, opened.get(record_id)
+
+    def scan_with_vectors(self, stores: Sequence[StoreType],
+                          batch: int = 2000) -> Iterator[tuple[uuid.UUID, bytes, str | None, bytes | None]]:
+        """Every stored record of `stores` with its vector, sealed as stored, in id order: one
+        consistent scan for an export (id, body, vector model or None, vector or None)."""
+        cursor = self.db.fresh_reader()
+        try:
+            cursor.execute("SELECT r.id, r.body, v.model, v.vec FROM records r "
+                           "LEFT JOIN vectors v ON v.record_id = r.id "
+                           "WHERE r.store IN (SELECT unnest(?)) ORDER BY r.id", [[s.value for s in stores]])
+            while rows := cursor.fetchmany(batch):
+                yield from rows
+        finally:
+            cursor.close()
 
     def undecodable_among(self, stores: Sequence[StoreType]) -> set[uuid.UUID]:
         """Which stored records of `stores` no read can use: a full pass, for an export that

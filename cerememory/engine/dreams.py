@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import logging
 import uuid
-import weakref
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from .. import crashpoints
 from ..cmp import messages as m
 from ..cmp.context import note_records
+from ..dream import failures
+from ..dream.grouping import Group, group_records
+from ..dream.summarise import Summariser, Summary
 from ..index.graph import Edge
 from ..model import (
     AssociationType,
@@ -34,12 +37,10 @@ from ..model import (
     StoreType,
 )
 from ..security.sanitize import Sanitizer
-from ..storage.db import Database
 from ..stores.journal import DEFAULT_SECRECY, allowed_visibility
-from . import failures
-from .grouping import Group, group_records
-from .settings import DreamSettings
-from .summarise import Summariser, Summary
+from .core import EngineCore
+from .encode import Encoding
+from .writer import Alongside, Writer
 
 log = logging.getLogger("cerememory.dream")
 OP = "lifecycle.dream_tick"
@@ -49,27 +50,10 @@ STATE_SUMMARIES = "dream_episodic_summaries"
 STATE_SEMANTIC = "dream_semantic_nodes"
 STATE_LAST_TICK = "last_dream_tick_at"
 
-_summarisers: weakref.WeakKeyDictionary[Any, Summariser] = weakref.WeakKeyDictionary()
 
-
-def summariser_for(engine: Any) -> Summariser:
-    """One summariser per engine (its LLM client keeps a connection pool and a budget)."""
-    found = _summarisers.get(engine)
-    if found is None:
-        from ..llm import make_client
-
-        settings: DreamSettings = getattr(engine.options, "dream", None) or DreamSettings()
-        llm_settings = getattr(engine.options, "llm", None)
-        llm = make_client(llm_settings, engine.data_dir) if llm_settings is not None else None
-        found = Summariser(llm, max_chars=settings.summary_max_chars,
-                           sanitizer=Sanitizer(getattr(engine.options, "sanitize_patterns", ())))
-        _summarisers[engine] = found
-    return found
-
-
-def select(engine: Any, req: m.DreamTickRequest) -> list[RawJournalRecord]:
+def select(core: EngineCore, req: m.DreamTickRequest) -> list[RawJournalRecord]:
     """Pending candidates: not suppressed, not processed, allowed visibility and secrecy, session."""
-    return engine.journal.pending(
+    return core.journal.pending(
         visibility=allowed_visibility(req.include_private_scratch, req.include_sealed),
         secrecy=[s.value for s in (req.secrecy_levels or DEFAULT_SECRECY)],
         session_id=req.session_id,
@@ -98,22 +82,56 @@ def _cut(text: str) -> str:
     return text if len(text) <= REPORT_CHARS else text[: REPORT_CHARS - 1] + "…"
 
 
-def _failed(engine: Any, group: Group, exc: Exception, now: datetime) -> m.DreamGroupFailure:
+class Dreaming:
+    """The dream tick over the engine's parts; `closing` says when to stop early."""
+
+    def __init__(self, core: EngineCore, writer: Writer, encoding: Encoding, closing: Callable[[], bool]) -> None:
+        self.core = core
+        self.writer = writer
+        self.encoding = encoding
+        self.closing = closing
+        self._summariser: Summariser | None = None
+
+    def summariser(self) -> Summariser:
+        """Made on the first dream (its LLM client keeps a connection pool and a budget)."""
+        if self._summariser is None:
+            from ..llm import make_client
+
+            options = self.core.options
+            self._summariser = Summariser(make_client(options.llm, self.core.data_dir),
+                                          max_chars=options.dream.summary_max_chars,
+                                          sanitizer=Sanitizer(options.sanitize_patterns))
+        return self._summariser
+
+    def tick(self, req: m.DreamTickRequest) -> m.DreamTickResponse:
+        return run(self, req)
+
+    def stats(self) -> dict[str, Any]:
+        """The dream figures of introspect.stats."""
+        get = self.core.db.get_state
+        last = get(STATE_LAST_TICK)
+        return {
+            "dream_episodic_summaries": int(get(STATE_SUMMARIES, "0") or 0),
+            "dream_semantic_nodes": int(get(STATE_SEMANTIC, "0") or 0),
+            "last_dream_tick_at": datetime.fromtimestamp(float(last), UTC) if last else None,
+        }
+
+
+def _failed(parts: Dreaming, group: Group, exc: Exception, now: datetime) -> m.DreamGroupFailure:
     """Record the failure of `group`, so later ticks skip it, and report it."""
     log.warning("dream: the group of raw record %s failed; skipped until its raw records change",
                 group.records[0].id, exc_info=exc)
-    with engine._write, engine.db.transaction() as tx:
-        failure = failures.record(tx, group, exc, now.timestamp())
+    failure = parts.writer.record_dream_failure(group, exc, now.timestamp())
     return m.DreamGroupFailure(session_id=_cut(group.session_id), topic_hint=_cut(group.topic_hint),
                                first_raw_record_id=failure.first_raw_id, raw_record_count=failure.raw_record_count,
                                code=failure.code, reason=failure.reason, failed_at=now)
 
 
-def run(engine: Any, req: m.DreamTickRequest) -> m.DreamTickResponse:
+def run(parts: Dreaming, req: m.DreamTickRequest) -> m.DreamTickResponse:
     """The whole tick; see the module docstring."""
-    now = engine._now()
-    groups = group_records(select(engine, req))
-    known = failures.load(engine.db)
+    now = parts.core.now()
+    groups = group_records(select(parts.core, req))
+    known = failures.load(parts.core.db)
     fresh = [g for g in groups if not ((f := known.get(g.records[0].id)) and f.holds_for(g))]
     chosen = fresh[: req.max_groups]
     skipped = len(groups) - len(fresh)
@@ -125,18 +143,18 @@ def run(engine: Any, req: m.DreamTickRequest) -> m.DreamTickResponse:
             dry_run=True, groups_pending=len(fresh) - len(chosen), groups_skipped=skipped,
             groups=[report(g) for g in chosen])
     out = m.DreamTickResponse(groups_pending=len(fresh) - len(chosen), groups_skipped=skipped)
-    summariser = summariser_for(engine)
+    summariser = parts.summariser()
     for n, group in enumerate(chosen):
-        if engine.closing:  # shutting down: the rest waits for the next tick
+        if parts.closing():  # shutting down: the rest waits for the next tick
             out.groups_pending += len(chosen) - n
             return out
         try:
             summary = summariser.summarise(group)
-            done = commit_group(engine, group, summary, promote=req.promote_semantic, now=now)
+            done = commit_group(parts, group, summary, promote=req.promote_semantic, now=now)
         except Exception as exc:
-            if engine.closing or failures.is_machine_failure(exc):
+            if parts.closing() or failures.is_machine_failure(exc):
                 raise  # not the group's fault: the next tick retries it
-            out.groups_failed.append(_failed(engine, group, exc, now))
+            out.groups_failed.append(_failed(parts, group, exc, now))
             continue
         if done is None:
             out.groups_pending += 1
@@ -149,9 +167,7 @@ def run(engine: Any, req: m.DreamTickRequest) -> m.DreamTickResponse:
         out.llm_fallbacks += summary.llm_fallback_reason is not None
         out.groups.append(report(group, summary, episodic_id, semantic_id))
         crashpoints.reached("dream.group_committed")
-    with engine._write, engine.db.transaction() as tx:
-        failures.prune(tx)
-        Database.set_state(tx, STATE_LAST_TICK, str(now.timestamp()))
+    parts.writer.end_dream_tick({STATE_LAST_TICK: str(now.timestamp())})
     return out
 
 
@@ -172,9 +188,9 @@ def _meta(group: Group, rationale: str, tags: list[str], edges: list[MetaEdge] |
         context_edges=edges or [], source_record_ids=sources or [])
 
 
-def _unchanged(engine: Any, group: Group) -> bool:
+def _unchanged(core: EngineCore, group: Group) -> bool:
     """Under the write lock: are the group's raw records still pending and as they were?"""
-    fresh = {r.id: r for r in engine.journal.get([r.id for r in group.records])}
+    fresh = {r.id: r for r in core.journal.get([r.id for r in group.records])}
     for r in group.records:
         now = fresh.get(r.id)
         if (now is None or now.suppressed or (now.metadata.get("_dream") or {}).get("processed_at")
@@ -183,7 +199,7 @@ def _unchanged(engine: Any, group: Group) -> bool:
     return True
 
 
-def commit_group(engine: Any, group: Group, summary: Summary, *, promote: bool,
+def commit_group(parts: Dreaming, group: Group, summary: Summary, *, promote: bool,
                  now: datetime) -> tuple[uuid.UUID, uuid.UUID | None] | None:
     """Write one group in one transaction; None when the group changed under us (retried later)."""
     counts = group.redaction()
@@ -196,7 +212,7 @@ def commit_group(engine: Any, group: Group, summary: Summary, *, promote: bool,
         metadata={"_origin": origin, "_dream": {
             "kind": "episodic_summary", "source": "raw_journal", "summariser": summary.summariser,
             "llm_fallback_reason": summary.llm_fallback_reason, "summary_stats": counts.as_dict()}})
-    episodic = engine._build_records([episodic_req], OP, now)[0]
+    episodic = parts.encoding.build_records([episodic_req], OP, now)[0]
     records = [episodic]
     edges: list[Edge] = []
     semantic = None
@@ -211,7 +227,7 @@ def commit_group(engine: Any, group: Group, summary: Summary, *, promote: bool,
             metadata={"_origin": {**origin, "episodic_summary_id": str(episodic.id)},
                       "_dream": {"kind": "semantic_summary", "source": "raw_journal",
                                  "summary_stats": counts.as_dict()}})
-        semantic = engine._build_records([semantic_req], OP, now)[0]
+        semantic = parts.encoding.build_records([semantic_req], OP, now)[0]
         records.append(semantic)
         stamp = now.timestamp()
         kind = AssociationType.SEMANTIC.value
@@ -219,21 +235,15 @@ def commit_group(engine: Any, group: Group, summary: Summary, *, promote: bool,
     derived = [episodic.id] + ([semantic.id] if semantic else [])
     updated = [_backlinked(r, episodic.id, semantic.id if semantic else None, now) for r in group.records]
 
-    def also(tx: Any) -> None:
-        engine.journal.insert(tx, updated, replace=True)
-        engine.db.bump(tx, STATE_SUMMARIES)
-        if semantic is not None:
-            engine.db.bump(tx, STATE_SEMANTIC)
-        Database.set_state(tx, STATE_LAST_TICK, str(now.timestamp()))
-        crashpoints.reached("dream.group_writing")
-
-    vectors = engine.vectors_for(records)
-    with engine._write:
-        if not _unchanged(engine, group):
+    alongside = Alongside(raw=updated, counters=[STATE_SUMMARIES, *([STATE_SEMANTIC] if semantic else [])],
+                          state={STATE_LAST_TICK: str(now.timestamp())}, touched=[r.id for r in group.records],
+                          crashpoint="dream.group_writing")
+    vectors = parts.core.vectors_for(records)
+    with parts.writer.lock:
+        if not _unchanged(parts.core, group):
             return None
-        engine._persist(records, edges, vectors, also, touched=[r.id for r in group.records])
+        parts.writer.persist(records, edges, vectors, alongside)
     note_records([*derived, *(r.id for r in group.records)])
-    engine.text.mark_pending()
     return derived[0], (derived[1] if semantic else None)
 
 
@@ -247,21 +257,3 @@ def _backlinked(record: RawJournalRecord, episodic_id: uuid.UUID, semantic_id: u
         "semantic_ids": [*old.get("semantic_ids", []), *([str(semantic_id)] if semantic_id else [])]}
     derived = [*record.derived_memory_ids, episodic_id, *([semantic_id] if semantic_id else [])]
     return record.model_copy(update={"metadata": metadata, "derived_memory_ids": derived, "updated_at": now})
-
-
-def sources_of(engine: Any, record_id: uuid.UUID) -> list[uuid.UUID]:
-    """The raw record ids a derived memory was made from (empty for a record a dream did not make)."""
-    record = engine.get(record_id)
-    ids = (record.metadata.get("_origin") or {}).get("raw_record_ids") or []
-    return [uuid.UUID(str(i)) for i in ids]
-
-
-def stats(engine: Any) -> dict[str, Any]:
-    """The dream figures of introspect.stats."""
-    last = engine.db.get_state(STATE_LAST_TICK)
-    return {
-        "dream_episodic_summaries": int(engine.db.get_state(STATE_SUMMARIES, "0") or 0),
-        "dream_semantic_nodes": int(engine.db.get_state(STATE_SEMANTIC, "0") or 0),
-        "last_dream_tick_at": datetime.fromtimestamp(float(last), UTC) if last else None,
-        "background_dream_enabled": bool(getattr(engine, "background_dream", False)),
-    }

@@ -1,7 +1,7 @@
-"""The recall operations of the engine: hybrid query, association, timeline, graph, raw journal.
+"""recall.*: hybrid query, association, timeline, graph and the raw journal.
 
-A mixin of `Engine`, kept apart because ranking is the part most often tuned: the signals
-(BM25, cosine, recency), their fusion, fidelity weighting and spreading activation live here.
+Kept apart because ranking is the part most often tuned: the signals (BM25, cosine, recency),
+their fusion, fidelity weighting and spreading activation live here.
 """
 
 from __future__ import annotations
@@ -9,57 +9,57 @@ from __future__ import annotations
 import heapq
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from .cmp import context
-from .cmp import messages as m
-from .cmp.errors import CMPError, ErrorCode, not_found
-from .dynamics import decay
-from .dynamics.render import render
-from .index.fusion import fuse
-from .listing import list_records
-from .model import EMOTION_CHANNELS, EmotionVector, RecallMode, StoreType, uuid_from_text
-from .stores.journal import DEFAULT_SECRECY, allowed_visibility
-from .stores.records import dt, ts
-from .stores.undecodable import reporting
+from ..cmp import context
+from ..cmp import messages as m
+from ..cmp.errors import CMPError, ErrorCode, not_found
+from ..dream.sources import sources_of
+from ..dynamics import decay
+from ..dynamics.render import render
+from ..index.fusion import fuse
+from ..model import (
+    ALL_STORES,
+    EMOTION_CHANNELS,
+    STORE_CODE,
+    AssociationType,
+    EmotionVector,
+    MetaEdge,
+    RecallMode,
+    StoreType,
+    from_ts,
+    to_ts,
+    uuid_from_text,
+)
+from ..stores.journal import DEFAULT_SECRECY, RawFilters, allowed_visibility
+from ..stores.records import Reinforcement
+from ..stores.undecodable import reporting
+from .core import EngineCore
 
-ALL_STORES = tuple(StoreType)
-STORE_CODE = {s: i for i, s in enumerate(ALL_STORES)}
+Paths = dict[uuid.UUID, list[uuid.UUID]]  # how activation reached each record, seed first
 ACTIVATION_DECAY = 0.5
 ACTIVATION_MIN_WEIGHT = 0.05
 
 RAW_SEARCH_CAP = 20_000  # journal text hits considered at most, however strict the filters
 
 
-class RecallOperations:
-    """recall.* for `Engine` (which provides the stores, indexes and helpers used here)."""
-
-    def _effective_perfect(self, requested: RecallMode, store: StoreType) -> bool:
-        if requested is RecallMode.PERFECT:
-            return True
-        return self.modes.get(store, self.modes[None]) is RecallMode.PERFECT
-
-    def _candidate_ids(self, stores: Sequence[StoreType]) -> Iterable[uuid.UUID]:
-        wanted = set(stores)
-        for record_id, head in self.records.items():
-            if head.store in wanted:
-                yield record_id
-        if StoreType.WORKING in wanted:
-            yield from (r.id for r in self.working.records())
+class Recall:
+    def __init__(self, core: EngineCore) -> None:
+        self.core = core
 
     def _recalled(self, ids: Sequence[uuid.UUID], scores: dict[uuid.UUID, float], mode: RecallMode,
                   breakdown: dict[uuid.UUID, m.ScoreBreakdown] | None = None,
                   paths: dict[uuid.UUID, list[uuid.UUID]] | None = None) -> list[m.RecalledMemory]:
-        records = self.fetch(ids)
+        records = self.core.fetch(ids)
         out = []
         for i in ids:
             record = records.get(i)
             if record is None:
                 continue
-            perfect = self._effective_perfect(mode, record.store)
+            perfect = self.core.effective_perfect(mode, record.store)
             out.append(m.RecalledMemory(
                 record=record,
                 relevance_score=round(scores.get(i, 0.0), 6),
@@ -73,25 +73,27 @@ class RecallOperations:
     def _reconsolidate(self, ids: Sequence[uuid.UUID]) -> None:
         """Recall strengthens: a little fidelity back, more stability, the decay clock restarts.
         The change is audit-logged, as every change to stored memory is."""
-        if ids and self.audit is not None:
+        if ids and self.core.audit is not None:
             caller = context.current()
-            self.audit.append("recall.reconsolidate", record_ids=[str(i) for i in ids],
+            self.core.audit.append("recall.reconsolidate", record_ids=[str(i) for i in ids],
                               key_id=caller.key_id, request_id=caller.request_id, transport=caller.transport)
-        now = self.clock()
+        now = self.core.clock()
         for i in ids:
-            head = self.records.heads.get(i)
+            head = self.core.records.heads.get(i)
             if head is not None:
+                params = self.core.params[head.store]
                 head.fidelity_base, head.stability = decay.reinforce(
-                    head.fidelity_base, now - head.last_accessed_at, head.stability, self.params[head.store])
+                    head.fidelity_base, now - head.last_accessed_at, head.stability, params)
                 head.access_count += 1
-                head.last_accessed_at = now
+                head.last_accessed_at = max(head.last_accessed_at, now)
                 head.reinforcement_count += 1
-                self.records.dirty.add(i)
+                self.core.records.reinforced(Reinforcement(i, now, params.exponent, params.boost,
+                                                           decay.RECALL_FIDELITY_BOOST))
             else:
-                self.working.touch(i)
+                self.core.working.touch(i)
 
     @reporting
-    def recall_query(self, req: m.RecallQueryRequest) -> m.RecallQueryResponse:
+    def query(self, req: m.RecallQueryRequest) -> m.RecallQueryResponse:
         cue = req.cue
         if cue.image is not None or cue.audio is not None:
             raise CMPError(
@@ -100,7 +102,7 @@ class RecallOperations:
                 hint="recall with cue.text, or pass cue.embedding computed by your own model",
             )
         stores = list(dict.fromkeys(req.stores or ALL_STORES))
-        meta = m.QueryMetadata(stores_searched=stores, semantic_off_reason=self.semantic_off_reason)
+        meta = m.QueryMetadata(stores_searched=stores, semantic_off_reason=self.core.semantic_off_reason)
         text = (cue.text or "").strip()
         pool = max(req.limit * 5, 50)
         rankings: list[list[tuple[uuid.UUID, float]]] = []
@@ -109,54 +111,54 @@ class RecallOperations:
 
         if text:
             groups = None if len(stores) == len(ALL_STORES) else [s.value for s in stores]  # a filter costs ~0.7 ms
-            text_hits = [(uuid_from_text(i), s) for i, s in self.text.search(text, pool, groups)]
+            text_hits = [(uuid_from_text(i), s) for i, s in self.core.text.search(text, pool, groups)]
             rankings.append(text_hits)
             meta.signals.append("bm25")
         query_vec = None
         if cue.embedding is not None:
             query_vec = np.asarray(cue.embedding, dtype=np.float32)
-        elif text and self.embedder is not None:
+        elif text and self.core.embedder is not None:
             started = time.perf_counter()
-            query_vec = self._embed([text])[0]
+            query_vec = self.core.embed([text])[0]
             meta.embedding_ms = round((time.perf_counter() - started) * 1000, 3)
         if query_vec is not None:
             codes = None if len(stores) == len(ALL_STORES) else [STORE_CODE[s] for s in stores]
-            vector_hits = self.vectors.search(query_vec, pool, codes)
+            vector_hits = self.core.vectors.search(query_vec, pool, codes)
             rankings.append(vector_hits)
             meta.signals.append("cosine")
             meta.semantic_search = True
             meta.semantic_off_reason = None
 
-        start = ts(cue.temporal.start) if cue.temporal else None
-        end = ts(cue.temporal.end) if cue.temporal else None
+        start = to_ts(cue.temporal.start) if cue.temporal else None
+        end = to_ts(cue.temporal.end) if cue.temporal else None
+        in_window = self._in_window(start, end)
         if rankings:
-            scores = fuse(rankings, self.options.fusion, self.options.rrf_k)
+            scores = fuse(rankings, self.core.options.fusion, self.core.options.rrf_k)
             if len(rankings) > 1:
-                meta.fusion = self.options.fusion
+                meta.fusion = self.core.options.fusion
         else:
             # no content cue: the most recent memories (inside the temporal range, if any), or
             # with an emotion cue the memories whose affect matches it best
-            ids = [i for i in self._candidate_ids(stores)
-                   if start is None or start <= self._created(i) <= end]
-            if cue.emotion is not None:
+            ids = [i for i in self.core.candidate_ids(stores) if in_window(i)]
+            if (feeling := cue.emotion) is not None:
                 meta.signals.append("emotion")
                 ranked = heapq.nlargest(max(pool, req.limit * 2), ids,
-                                        key=lambda i: (self._affect_match(i, cue.emotion), self._created(i)))
-                scores = {i: self._affect_match(i, cue.emotion) for i in ranked}
+                                        key=lambda i: (self._affect_match(i, feeling), self.core.created(i)))
+                scores = {i: self._affect_match(i, feeling) for i in ranked}
             else:
                 meta.signals.append("temporal" if cue.temporal else "recency")
-                newest = heapq.nlargest(max(pool, req.limit * 2), ids, key=self._created)
+                newest = heapq.nlargest(max(pool, req.limit * 2), ids, key=self.core.created)
                 scores = {i: 1.0 / (1 + rank) ** 0.5 for rank, i in enumerate(newest)}
         meta.total_records_scanned = len(scores)
         wanted = set(stores)
-        now = self.clock()
+        now = self.core.clock()
         known: dict[uuid.UUID, float] = {}
         visible = self._visibility(req.include_decayed, req.min_fidelity, now, known)
         kept: dict[uuid.UUID, float] = {}
         for i, s in scores.items():
-            if self._store_of(i) not in wanted:
+            if self.core.store_of(i) not in wanted:
                 continue
-            if start is not None and not start <= self._created(i) <= end:
+            if not in_window(i):
                 continue
             if not visible(i):
                 meta.fidelity_filtered += 1
@@ -172,7 +174,7 @@ class RecallOperations:
                 kept[i] = kept[i] + 0.3 * gain if i in kept else 0.5 * gain
             if gains:
                 meta.signals.append("activation")
-        fidelity = {i: known[i] if i in known else self._fidelity(i, now) for i in kept}
+        fidelity = {i: known[i] if i in known else self.core.fidelity(i, now) for i in kept}
         final = {i: s * (0.5 + 0.5 * fidelity[i]) for i, s in kept.items()}
         affect: dict[uuid.UUID, float] = {}
         if cue.emotion is not None and rankings:
@@ -180,7 +182,7 @@ class RecallOperations:
             affect = {i: self._affect_match(i, cue.emotion) for i in final}
             final = {i: s * (1.0 + 0.5 * affect[i]) for i, s in final.items()}
             meta.signals.append("emotion")
-        top = heapq.nlargest(req.limit, final, key=lambda i: (final[i], self._created(i)))
+        top = heapq.nlargest(req.limit, final, key=lambda i: (final[i], self.core.created(i)))
         text_rank = {i: (r + 1, s) for r, (i, s) in enumerate(text_hits)}
         vector_rank = {i: (r + 1, s) for r, (i, s) in enumerate(vector_hits)}
         breakdown = {}
@@ -195,13 +197,12 @@ class RecallOperations:
                 emotion=round(affect[i], 6) if i in affect else None)
         memories = self._recalled(top, final, req.recall_mode, breakdown, paths)
         if rankings:
-            self.evolution.observe_recall(stores, [
-                (self._store_of(i), breakdown[i].text is not None or breakdown[i].vector is not None)
-                for i in top])
+            self.core.evolution.observe_recall(stores, [
+                (store, breakdown[i].text is not None or breakdown[i].vector is not None)
+                for i in top if (store := self.core.store_of(i)) is not None])
         if req.reconsolidate:
             self._reconsolidate(top)
-        with self._count_lock:
-            self.total_recall_count += 1
+        self.core.count_recall()
         trace = None
         if gains:  # how activation reached each returned memory it touched
             trace = {"paths": {str(i): [str(p) for p in paths[i]] for i in top if i in paths},
@@ -209,10 +210,16 @@ class RecallOperations:
         return m.RecallQueryResponse(memories=memories, total_candidates=len(final),
                                      query_metadata=meta, activation_trace=trace)
 
+    def _in_window(self, start: float | None, end: float | None) -> Callable[[uuid.UUID], bool]:
+        """Whether a record was created inside [start, end] (always, without a window)."""
+        if start is None or end is None:
+            return lambda i: True
+        return lambda i: start <= self.core.created(i) <= end
+
     def _affect_match(self, record_id: uuid.UUID, cue: EmotionVector) -> float:
         """How well a memory's affect matches an emotion cue, 0..1: its intensity, scaled by
         how close its valence is to the cue's (the cue's channels set its valence)."""
-        head = self._head(record_id)
+        head = self.core.head(record_id)
         if head is None:
             return 0.0
         return head.emotion_intensity * (1.0 - abs(head.emotion_valence - cue.valence) / 2.0)
@@ -227,25 +234,25 @@ class RecallOperations:
         memo = {} if memo is None else memo
 
         def visible(i: uuid.UUID) -> bool:
-            head = self._head(i)
+            head = self.core.head(i)
             if head is None:
                 return False
-            score = memo[i] = self._state(head, now)[0]
-            return score >= self.params[head.store].prune and (min_fidelity is None or score >= min_fidelity)
+            score = memo[i] = self.core.state(head, now)[0]
+            return score >= self.core.params[head.store].prune and (min_fidelity is None or score >= min_fidelity)
 
         return visible
 
     def _spread(self, kept: dict[uuid.UUID, float], depth: int, wanted: set[StoreType],
-                visible: Callable[[uuid.UUID], bool]) -> tuple[dict[uuid.UUID, float], dict]:
+                visible: Callable[[uuid.UUID], bool]) -> tuple[dict[uuid.UUID, float], Paths]:
         """Spreading activation from the top seeds: the best gain and path to each reached record."""
-        seeds = heapq.nlargest(self.options.activation_seeds, kept, key=kept.__getitem__)
+        seeds = heapq.nlargest(self.core.options.activation_seeds, kept, key=kept.__getitem__)
         gains: dict[uuid.UUID, float] = {}
         paths: dict[uuid.UUID, list[uuid.UUID]] = {}
         for seed in seeds:
-            reached = self.graph.spread(seed, depth=depth, min_weight=ACTIVATION_MIN_WEIGHT,
+            reached = self.core.graph.spread(seed, depth=depth, min_weight=ACTIVATION_MIN_WEIGHT,
                                         decay=ACTIVATION_DECAY)
             for i, act in reached.items():
-                if self._store_of(i) not in wanted or not visible(i):
+                if self.core.store_of(i) not in wanted or not visible(i):
                     continue
                 gain = act.level * kept[seed]
                 if gain > gains.get(i, 0.0):
@@ -254,13 +261,13 @@ class RecallOperations:
         return gains, paths
 
     @reporting
-    def recall_associate(self, req: m.RecallAssociateRequest) -> m.RecallAssociateResponse:
-        if not self._exists(req.record_id):
+    def associate(self, req: m.RecallAssociateRequest) -> m.RecallAssociateResponse:
+        if not self.core.exists(req.record_id):
             raise not_found(req.record_id)
         types = {t.value for t in req.association_types} if req.association_types else None
-        reached = self.graph.spread(req.record_id, depth=req.depth or 2, min_weight=req.min_weight,
+        reached = self.core.graph.spread(req.record_id, depth=req.depth or 2, min_weight=req.min_weight,
                                     types=types, decay=ACTIVATION_DECAY)
-        visible = self._visibility(False, None, self.clock())
+        visible = self._visibility(False, None, self.core.clock())
         reached = {i: a for i, a in reached.items() if visible(i)}
         top = heapq.nlargest(req.limit, reached, key=lambda i: reached[i].level)
         scores = {i: reached[i].level for i in top}
@@ -271,31 +278,31 @@ class RecallOperations:
         )
 
     @reporting
-    def recall_timeline(self, req: m.RecallTimelineRequest) -> m.RecallTimelineResponse:
-        start, end = ts(req.range.start), ts(req.range.end)
+    def timeline(self, req: m.RecallTimelineRequest) -> m.RecallTimelineResponse:
+        start, end = to_ts(req.range.start), to_ts(req.range.end)
         stores = req.stores or ALL_STORES
-        now = self.clock()
+        now = self.core.clock()
         visible = self._visibility(False, req.min_fidelity, now)
-        ids = [i for i in self._candidate_ids(stores) if start <= self._created(i) <= end and visible(i)]
-        ids.sort(key=self._created)
+        ids = [i for i in self.core.candidate_ids(stores) if start <= self.core.created(i) <= end and visible(i)]
+        ids.sort(key=self.core.created)
         if req.emotion_filter is not None:
             ids = self._emotion_matches(ids, req.emotion_filter)
         buckets: dict[datetime, list[uuid.UUID]] = {}
         for i in ids:
-            buckets.setdefault(bucket_start(dt(self._created(i)), req.granularity), []).append(i)
+            buckets.setdefault(bucket_start(from_ts(self.core.created(i)), req.granularity), []).append(i)
         out = []
         for bstart, members in sorted(buckets.items()):
             shown = members[: req.limit_per_bucket]
             out.append(m.TimelineBucket(
                 start=bstart, end=bucket_end(bstart, req.granularity), count=len(members),
-                memories=self._recalled(shown, {i: self._fidelity(i, now) for i in shown}, RecallMode.HUMAN),
+                memories=self._recalled(shown, {i: self.core.fidelity(i, now) for i in shown}, RecallMode.HUMAN),
             ))
         return m.RecallTimelineResponse(buckets=out)
 
     def _emotion_matches(self, ids: list[uuid.UUID], wanted: EmotionVector) -> list[uuid.UUID]:
         """Records whose emotion shares a channel with the filter and is at least as intense."""
         channels = [c for c, v in zip(EMOTION_CHANNELS, wanted.channels(), strict=True) if v > 0]
-        records = self.fetch(ids)
+        records = self.core.fetch(ids)
         keep = []
         for i in ids:
             emotion = records[i].emotion if i in records else None
@@ -307,10 +314,10 @@ class RecallOperations:
         return keep
 
     @reporting
-    def recall_graph(self, req: m.RecallGraphRequest) -> m.RecallGraphResponse:
+    def graph(self, req: m.RecallGraphRequest) -> m.RecallGraphResponse:
         types = {t.value for t in req.edge_types} if req.edge_types else None
         if req.center_id is not None:
-            if not self._exists(req.center_id):
+            if not self.core.exists(req.center_id):
                 raise not_found(req.center_id)
             nodes = [req.center_id]
             seen = {req.center_id}
@@ -318,21 +325,22 @@ class RecallOperations:
             for _ in range(req.depth):
                 nxt = []
                 for node in frontier:
-                    for other in sorted(self.graph.neighbours(node), key=str):
-                        if other not in seen and self._exists(other) and len(nodes) < req.limit_nodes:
+                    for other in sorted(self.core.graph.neighbours(node), key=str):
+                        if other not in seen and self.core.exists(other) and len(nodes) < req.limit_nodes:
                             seen.add(other)
                             nodes.append(other)
                             nxt.append(other)
                 frontier = nxt
         else:
-            nodes = [i for i in self.graph.degree_ranking() if self._exists(i)][: req.limit_nodes]
-        records = self.fetch(nodes)
+            nodes = [i for i in self.core.graph.degree_ranking() if self.core.exists(i)][: req.limit_nodes]
+        records = self.core.fetch(nodes)
         chosen = set(nodes)
         edges = [
-            m.GraphEdge(source=e.source, target=e.target, edge_type=e.type, weight=e.weight)
-            for n in nodes for e in self.graph.out_edges(n, types) if e.target in chosen
+            m.GraphEdge(source=e.source, target=e.target, edge_type=AssociationType(e.type), weight=e.weight)
+            for n in nodes for e in self.core.graph.out_edges(n, types) if e.target in chosen
         ][: 10 * req.limit_nodes]
-        graph_nodes, meta_edges = [], []
+        graph_nodes: list[m.GraphNode] = []
+        meta_edges: list[MetaEdge] = []
         for n in nodes:
             record = records.get(n)
             if record is None:
@@ -348,37 +356,32 @@ class RecallOperations:
         return m.RecallGraphResponse(nodes=graph_nodes, edges=edges, total_nodes=len(graph_nodes),
                                      meta_edges=meta_edges)
 
-    def recall_list(self, req: m.RecallListRequest) -> m.RecallListResponse:
-        return list_records(self, req)
-
-    def _raw_hits(self, query: str, req: m.RecallRawQueryRequest, filters: dict) -> list[uuid.UUID]:
+    def _raw_hits(self, query: str, req: m.RecallRawQueryRequest, filters: RawFilters) -> list[uuid.UUID]:
         """Journal ids matching `query` that pass the filters, best first. The search widens
         (x4 each round, up to RAW_SEARCH_CAP hits) only while too few hits pass the filters."""
         groups = [req.session_id] if req.session_id else None
         wanted_ids = set(req.record_ids or ())
         want = max(req.limit * 4, 100)
         while True:
-            hits = self.raw_text.search(query, want, groups)
+            hits = self.core.raw_text.search(query, want, groups)
             rank = {uuid.UUID(i): n for n, (i, _) in enumerate(hits)}
             if wanted_ids:
                 rank = {i: n for i, n in rank.items() if i in wanted_ids}
-            passing = sorted(self.journal.passing(list(rank), **filters), key=rank.__getitem__)
+            passing = sorted(self.core.journal.passing(list(rank), **filters), key=rank.__getitem__)
             if len(passing) >= req.limit or len(hits) < want or want >= RAW_SEARCH_CAP:
                 return passing
             want *= 4
 
     @reporting
-    def recall_raw_query(self, req: m.RecallRawQueryRequest) -> m.RecallRawQueryResponse:
+    def raw_query(self, req: m.RecallRawQueryRequest) -> m.RecallRawQueryResponse:
         visibility = allowed_visibility(req.include_private_scratch, req.include_sealed)
         secrecy = [s.value for s in (req.secrecy_levels or DEFAULT_SECRECY)]
-        start = ts(req.temporal.start) if req.temporal else None
-        end = ts(req.temporal.end) if req.temporal else None
-        filters = dict(visibility=visibility, secrecy=secrecy, session_id=req.session_id,
-                       start=start, end=end)
+        start = to_ts(req.temporal.start) if req.temporal else None
+        end = to_ts(req.temporal.end) if req.temporal else None
+        filters = RawFilters(visibility=visibility, secrecy=secrecy, session_id=req.session_id,
+                             start=start, end=end)
         if req.derived_memory_id is not None:  # forensic recall: one hop from a dream's output
-            from .dream import sources_of
-
-            sources = sources_of(self, req.derived_memory_id)
+            sources = sources_of(self.core.get(req.derived_memory_id))
             if req.record_ids:
                 sources = [i for i in sources if i in set(req.record_ids)]
             if not sources:
@@ -388,9 +391,9 @@ class RecallOperations:
         if query:
             passing = self._raw_hits(query, req, filters)
             total = len(passing)
-            records, _ = self.journal.query(ids=passing[: req.limit], count=False, **filters)
+            records, _ = self.core.journal.query(ids=passing[: req.limit], count=False, **filters)
         else:
-            records, total = self.journal.query(ids=req.record_ids or None, limit=req.limit, **filters)
+            records, total = self.core.journal.query(ids=req.record_ids or None, limit=req.limit, **filters)
         records.sort(key=lambda r: (r.created_at, r.id))
         return m.RecallRawQueryResponse(records=records, total_candidates=total)
 

@@ -1,7 +1,7 @@
 """lifecycle.consolidate: merge near-duplicate episodic memories and promote episodic memories to
 semantic facts with backlinks, idempotently.
 
-The plan comes from `dynamics.consolidation` (pure); this mixin gathers its inputs from the
+The plan comes from `dynamics.consolidation` (pure); this part gathers its inputs from the
 engine's RAM structures and applies it in two transactions: the merges, then the promotions
 together with their ledger rows. Each is all-or-nothing, and a rerun after either finds nothing
 left to do, so a crash between them loses nothing and repeats nothing. The promoted facts are
@@ -13,15 +13,14 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
-from . import crashpoints
-from .cmp import messages as m
-from .cmp.context import note_records
-from .cmp.errors import CMPError, ErrorCode
-from .dynamics import consolidation as plan_
-from .index.graph import Edge
-from .model import (
+from .. import crashpoints
+from ..cmp import messages as m
+from ..cmp.context import note_records
+from ..cmp.errors import CMPError, ErrorCode
+from ..dynamics import consolidation as plan_
+from ..index.graph import Edge
+from ..model import (
     AssociationType,
     CaptureStatus,
     ContentBlock,
@@ -30,34 +29,39 @@ from .model import (
     MetaEvidenceRef,
     MetaMemory,
     StoreType,
+    from_ts,
 )
-from .storage.db import Database
-from .stores.records import dt
+from .core import EngineCore
+from .encode import Encoding
+from .writer import Alongside, Writer
 
 PROMOTION_WEIGHT = 1.0
 WATERMARK_KEY = "consolidate_watermark"
 _FETCH_BATCH = 2000
 
 
-class ConsolidationOperations:
-    """Mixed into the engine; uses its stores, indexes and write lock."""
+class Consolidation:
+    def __init__(self, core: EngineCore, writer: Writer, encoding: Encoding) -> None:
+        self.core = core
+        self.writer = writer
+        self.encoding = encoding
+        self._running = threading.Lock()
 
-    def _load_consolidations(self) -> None:
-        self._consolidating = threading.Lock()
-        rows = self.db.query("SELECT episodic_id, semantic_id FROM consolidations")
-        self.consolidated: dict[uuid.UUID, uuid.UUID] = dict(rows)
+    @property
+    def running(self) -> bool:
+        return self._running.locked()
 
-    def lifecycle_consolidate(self, req: m.ConsolidateRequest) -> m.ConsolidateResponse:
-        if not self._consolidating.acquire(blocking=False):
+    def consolidate(self, req: m.ConsolidateRequest) -> m.ConsolidateResponse:
+        if not self._running.acquire(blocking=False):
             raise CMPError(ErrorCode.CONSOLIDATION_IN_PROGRESS, "a consolidation is already running",
                            hint="retry when it finishes", retry_after=5)
         try:
             return self._consolidate(req)
         finally:
-            self._consolidating.release()
+            self._running.release()
 
     def _consolidate(self, req: m.ConsolidateRequest) -> m.ConsolidateResponse:
-        with self._write:
+        with self.writer.lock:
             now, plan, records, summaries = self._plan(req)
             if not req.dry_run and plan.merges:
                 self._apply_merges(plan.merges)
@@ -66,9 +70,7 @@ class ConsolidationOperations:
         if not req.dry_run:
             promoted = self._promote([records[i] for i in plan.promote if summaries[i]], summaries,
                                      req.strategy.value, now)
-            with self._write, self.db.transaction() as tx:
-                Database.set_state(tx, WATERMARK_KEY, repr(now))
-            self.text.mark_pending()
+            self.writer.set_state({WATERMARK_KEY: repr(now)})
         promotions = [m.ConsolidationPromotion(episodic_id=i, semantic_id=promoted.get(i), summary=summaries[i])
                       for i in plan.promote if summaries[i]]
         return m.ConsolidateResponse(
@@ -86,22 +88,22 @@ class ConsolidationOperations:
     def _plan(self, req: m.ConsolidateRequest) -> tuple[float, plan_.Plan, dict[uuid.UUID, MemoryRecord],
                                                          dict[uuid.UUID, str]]:
         """Under the write lock: the plan, the episodic records it names, their summaries."""
-        now = self.clock()
-        episodic = [(i, h) for i, h in self.records.items() if h.store is StoreType.EPISODIC]
+        now = self.core.clock()
+        episodic = [(i, h) for i, h in self.core.records.items() if h.store is StoreType.EPISODIC]
         records = self._fetch_all([i for i, _ in episodic])
         episodic = [(i, h) for i, h in episodic if i in records]  # an undecodable record is left alone
-        prune = self.params[StoreType.EPISODIC].prune
+        prune = self.core.params[StoreType.EPISODIC].prune
         candidates = []
         for i, h in episodic:
-            fidelity = self._state(h, now)[0]
+            fidelity = self.core.state(h, now)[0]
             candidates.append(plan_.Candidate(
                 id=i, created_at=h.created_at, updated_at=h.updated_at, access_count=h.access_count,
                 intensity=h.emotion_intensity, fidelity=fidelity, visible=fidelity >= prune))
-        watermark = self.db.get_state(WATERMARK_KEY)
+        watermark = self.core.db.get_state(WATERMARK_KEY)
         plan = plan_.plan(
             candidates, strategy=req.strategy, watermark=float(watermark) if watermark else None, now=now,
             min_age_hours=req.min_age_hours, min_access_count=req.min_access_count,
-            consolidated=self.consolidated, vectors=self.vectors.rows([i for i, _ in episodic]),
+            consolidated=self.core.consolidated, vectors=self.core.vectors.rows([i for i, _ in episodic]),
             text_keys={i: plan_.text_key(r.content.plain_text()) for i, r in records.items()},
         )
         summaries = {i: plan_.summarise(records[i].content.plain_text(), records[i].content.summary)
@@ -111,7 +113,7 @@ class ConsolidationOperations:
     def _fetch_all(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:
         out: dict[uuid.UUID, MemoryRecord] = {}
         for start in range(0, len(ids), _FETCH_BATCH):
-            out.update(self.fetch(ids[start:start + _FETCH_BATCH]))
+            out.update(self.core.fetch(ids[start:start + _FETCH_BATCH]))
         return out
 
     def _apply_merges(self, merges: Sequence[plan_.Merge]) -> None:
@@ -130,23 +132,19 @@ class ConsolidationOperations:
                 best[(source, target, edge.type)] = moved
 
         for drop in drops:
-            for edge in self.graph.out_edges(drop) + self.graph.in_edges(drop):
+            for edge in self.core.graph.out_edges(drop) + self.core.graph.in_edges(drop):
                 offer(edge)
         for edge in list(best.values()):
-            for existing in self.graph.out_edges(edge.source, [edge.type]):
+            for existing in self.core.graph.out_edges(edge.source, [edge.type]):
                 if existing.target == edge.target and existing.weight >= edge.weight:
                     del best[(edge.source, edge.target, edge.type)]
-        inherited = {keep: self.consolidated[drop] for drop, keep in drops.items()
-                     if drop in self.consolidated and keep not in self.consolidated}
+        inherited = {keep: self.core.consolidated[drop] for drop, keep in drops.items()
+                     if drop in self.core.consolidated and keep not in self.core.consolidated}
         edges = list(best.values())
 
-        def rewire(tx: Any) -> None:
-            self._insert_edges(tx, edges)
-            self._insert_ledger(tx, inherited, self.clock(), "merge")
-
-        self._delete(list(drops), also=rewire, touched=list(dict.fromkeys(drops.values())))
-        self.graph.add(edges)
-        self.consolidated.update(inherited)
+        self.writer.delete(list(drops), Alongside(edges=edges, ledger=inherited, ledger_strategy="merge",
+                                                  ledger_at=self.core.clock(),
+                                                  touched=list(dict.fromkeys(drops.values()))))
 
     def _promote(self, sources: Sequence[MemoryRecord], summaries: dict[uuid.UUID, str], strategy: str,
                  now: float) -> dict[uuid.UUID, uuid.UUID]:
@@ -164,11 +162,11 @@ class ConsolidationOperations:
                 evidence=[MetaEvidenceRef(record_id=r.id, label="episodic source", excerpt=summaries[r.id])],
                 source_record_ids=[r.id]),
         ) for r in sources]
-        built = self._build_records(reqs, "lifecycle.consolidate", dt(now))
-        vectors = self.vectors_for(built)
-        with self._write:
+        built = self.encoding.build_records(reqs, "lifecycle.consolidate", from_ts(now))
+        vectors = self.core.vectors_for(built)
+        with self.writer.lock:
             pairs = [(source, record) for source, record in zip(sources, built, strict=True)
-                     if source.id in self.records.heads and source.id not in self.consolidated]
+                     if source.id in self.core.records.heads and source.id not in self.core.consolidated]
             ledger: dict[uuid.UUID, uuid.UUID] = {}
             edges: list[Edge] = []
             for source, record in pairs:
@@ -177,18 +175,9 @@ class ConsolidationOperations:
                 edges.append(Edge(record.id, source.id, kind, PROMOTION_WEIGHT, now))
                 edges.append(Edge(source.id, record.id, kind, PROMOTION_WEIGHT, now))
             if pairs:
-                self._persist([record for _, record in pairs], edges, vectors, touched=list(ledger),
-                              also=lambda tx: self._insert_ledger(tx, ledger, now, strategy))
-                self.consolidated.update(ledger)
+                self.writer.persist([record for _, record in pairs], edges, vectors,
+                                    Alongside(ledger=ledger, ledger_strategy=strategy, ledger_at=now,
+                                              touched=list(ledger)))
         note_records([*ledger, *ledger.values()])
         crashpoints.reached("consolidate.promoted")
         return ledger
-
-    @staticmethod
-    def _insert_ledger(tx: Any, ledger: dict[uuid.UUID, uuid.UUID], now: float, strategy: str) -> None:
-        Database.insert_columns(
-            tx, "consolidations",
-            {"episodic_id": list(ledger), "semantic_id": list(ledger.values()),
-             "consolidated_at": [now] * len(ledger), "strategy": [strategy] * len(ledger)},
-            uuid_columns=("episodic_id", "semantic_id"), replace=True,
-        )

@@ -1,0 +1,245 @@
+"""The engine's shared state and the questions every part asks of it.
+
+`EngineCore` opens a data directory's stores and indexes and answers, without changing
+anything: does a record exist, what is its head, how strong is it now, what is the whole
+record, what vector does this content get. Changes go through `writer.Writer`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..cmp.errors import CMPError, ErrorCode, not_found
+from ..dynamics import decay, evolution
+from ..embed import Embedder, EmbeddingUnavailable, make_embedder, normalise_rows
+from ..index.fulltext import TextIndex
+from ..index.graph import AssociationGraph, Edge
+from ..index.vectors import VectorIndex
+from ..model import (
+    ALL_STORES,
+    STORE_CODE,
+    MemoryContent,
+    MemoryRecord,
+    RecallMode,
+    StoreType,
+    from_ts,
+    to_ts,
+)
+from ..security.audit import AuditLog
+from ..storage.crypto import PLAINTEXT, VECTOR, Sealer, Vault
+from ..storage.db import DB_NAME, Database
+from ..stores.journal import JournalStore
+from ..stores.records import Head, RecordStore
+from ..stores.undecodable import UndecodableLog, UndecodableRecord
+from ..stores.working import WorkingMemory
+from .docs import embedding_text
+from .options import EngineOptions
+
+CALLER_MODEL = "caller"  # the embedding model of a vector the caller supplied
+Vectors = dict[uuid.UUID, tuple[np.ndarray, str]]  # record id -> (unit vector, embedding model)
+
+
+class EngineCore:
+    """One opened data directory: stores, indexes, clock, decay parameters, recall modes."""
+
+    def __init__(self, data_dir: Path, options: EngineOptions) -> None:
+        self.options = options
+        self.clock = options.clock
+        self.data_dir = data_dir
+        self.audit = AuditLog.open(data_dir, allow_broken=options.allow_broken_audit,
+                                   fsync_interval=options.audit_fsync_interval) if options.audit else None
+        self.embedder: Embedder | None
+        try:
+            self.embedder, self.semantic_off_reason = make_embedder(options.embed)
+        except (EmbeddingUnavailable, ValueError) as exc:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"embedding backend unavailable: {exc}",
+                           hint=getattr(exc, "hint", None) or "set embed.semantic = auto or off") from exc
+        vault = Vault.unlock(data_dir, options.passphrase)
+        self.sealer: Sealer = PLAINTEXT if vault is None else vault
+        self.db = Database(data_dir / DB_NAME)
+        self.undecodable = UndecodableLog()
+        self.records = RecordStore(self.db, sealer=self.sealer, undecodable=self.undecodable)
+        stored_vectors = self.records.load()
+        self.journal = JournalStore(self.db, self.sealer, self.undecodable)
+        if vault is not None:
+            vault.erase_orphans(set(self.records.heads) | set(self.journal.ids()))
+        self.working = WorkingMemory(options.working_capacity)
+        self.graph = AssociationGraph()
+        heads = self.records.heads
+        self.graph.add(Edge(*row) for row in self.db.load_edges() if row[0] in heads and row[1] in heads)
+        self.vectors = VectorIndex()
+        self._load_vectors(stored_vectors)
+        index_dir = data_dir / "index"
+        self.text = TextIndex(index_dir / "records", hash_term=self.sealer.token)
+        self.raw_text = TextIndex(index_dir / "journal", hash_term=self.sealer.token)
+        self.modes = self._load_modes()
+        self.consolidated: dict[uuid.UUID, uuid.UUID] = dict(self.db.load_ledger())  # episodic -> semantic
+        self.evolution = evolution.Evolution(
+            options.decay, frozen=options.evolution_frozen, interval=options.evolution_interval,
+            state=json.loads(self.db.get_state("evolution") or "{}"))
+        self.params = self.evolution.params()
+        self.total_recall_count = int(self.db.get_state("total_recall_count", "0") or 0)
+        self._count_lock = threading.Lock()
+
+    def _load_vectors(self, rows: list[tuple[uuid.UUID, int, bytes]]) -> None:
+        by_dim: dict[int, list[tuple[uuid.UUID, bytes]]] = {}
+        for record_id, dim, vec in rows:
+            by_dim.setdefault(dim, []).append((record_id, self.sealer.open(record_id, vec, VECTOR)))
+        for dim, items in by_dim.items():
+            matrix = np.frombuffer(b"".join(v for _, v in items), dtype=np.float32).reshape(-1, dim)
+            ids = [i for i, _ in items]
+            self.vectors.add(ids, [STORE_CODE[self.records.heads[i].store] for i in ids], matrix)
+
+    def _load_modes(self) -> dict[StoreType | None, RecallMode]:
+        modes: dict[StoreType | None, RecallMode] = {None: RecallMode(self.db.get_state("recall_mode") or "human")}
+        for store in ALL_STORES:
+            value = self.db.get_state(f"recall_mode:{store.value}")
+            if value:
+                modes[store] = RecallMode(value)
+        return modes
+
+    # ------------------------------------------------------------ time and counters
+
+    def now(self) -> datetime:
+        return from_ts(self.clock())
+
+    def count_recall(self) -> None:
+        with self._count_lock:
+            self.total_recall_count += 1
+
+    # ------------------------------------------------------------ one record
+
+    def exists(self, record_id: uuid.UUID) -> bool:
+        return record_id in self.records.heads or record_id in self.working
+
+    def store_of(self, record_id: uuid.UUID) -> StoreType | None:
+        head = self.records.heads.get(record_id)
+        if head is not None:
+            return head.store
+        return StoreType.WORKING if record_id in self.working else None
+
+    def head(self, record_id: uuid.UUID) -> Head | None:
+        head = self.records.heads.get(record_id)
+        if head is None:
+            record = self.working.get(record_id)
+            head = Head.of(record) if record is not None else None
+        return head
+
+    def state(self, head: Head, now: float) -> tuple[float, float]:
+        """Current (fidelity, noise) of a record, from the closed-form curve of its store."""
+        return decay.state_now(head.fidelity_base, now - head.last_accessed_at, head.stability,
+                               self.params[head.store], head.emotion_intensity)
+
+    def fidelity(self, record_id: uuid.UUID, now: float | None = None) -> float:
+        head = self.head(record_id)
+        return self.state(head, now or self.clock())[0] if head is not None else 0.0
+
+    def created(self, record_id: uuid.UUID) -> float:
+        head = self.records.heads.get(record_id)
+        if head is not None:
+            return head.created_at
+        record = self.working.get(record_id)
+        return to_ts(record.created_at) if record else 0.0
+
+    def effective_perfect(self, requested: RecallMode, store: StoreType) -> bool:
+        """Whether a record of `store` is rendered verbatim: asked for, or the store's mode."""
+        if requested is RecallMode.PERFECT:
+            return True
+        return self.modes.get(store, self.modes[None]) is RecallMode.PERFECT
+
+    def candidate_ids(self, stores: Sequence[StoreType]) -> Iterable[uuid.UUID]:
+        wanted = set(stores)
+        for record_id, head in self.records.items():
+            if head.store in wanted:
+                yield record_id
+        if StoreType.WORKING in wanted:
+            yield from (r.id for r in self.working.records())
+
+    # ------------------------------------------------------------ whole records
+
+    def associations(self, record_id: uuid.UUID) -> list[dict[str, Any]]:
+        return [
+            {"target_id": e.target, "association_type": e.type, "weight": e.weight,
+             "created_at": from_ts(e.created_at),
+             "last_co_activation": from_ts(e.last_co_activation) if e.last_co_activation else None}
+            for e in self.graph.out_edges(record_id)
+        ]
+
+    def fetch(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:
+        """Whole records for `ids` (missing and undecodable ones are left out), in one database query."""
+        durable = [i for i in ids if i in self.records.heads]
+        out: dict[uuid.UUID, MemoryRecord] = {}
+        now = self.clock()
+        for record_id, body in self.records.bodies(durable).items():
+            head = self.records.heads.get(record_id)
+            if head is not None:
+                try:
+                    out[record_id] = self.records.assemble(record_id, body, self.associations(record_id),
+                                                           head.fidelity(*self.state(head, now)))
+                except UndecodableRecord:
+                    continue  # noted: the running operation reports it
+        for i in ids:
+            record = self.working.get(i)
+            if record is not None:
+                head = Head.of(record)
+                state = head.fidelity(*self.state(head, now))
+                out[i] = record.model_copy(update={"associations": self.associations(i), "fidelity": state})
+        return out
+
+    def get(self, record_id: uuid.UUID) -> MemoryRecord:
+        record = self.fetch([record_id]).get(record_id)
+        if record is None:
+            reason = self.undecodable.reason(record_id) if record_id in self.records.heads else None
+            if reason is not None:
+                raise UndecodableRecord(record_id, reason).error()
+            raise not_found(record_id)
+        return record
+
+    # ------------------------------------------------------------ vectors
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if self.embedder is None:
+            raise CMPError(ErrorCode.INTERNAL_ERROR, "no embedding backend is configured",
+                           hint=self.semantic_off_reason or "set embed.semantic")
+        try:
+            return self.embedder.embed(texts)
+        except EmbeddingUnavailable as exc:
+            raise CMPError(ErrorCode.INTERNAL_ERROR, f"the embedding backend failed: {exc}",
+                           hint=exc.hint or "check the embed.* settings; nothing was stored") from exc
+
+    def vectors_for(self, records: Sequence[MemoryRecord]) -> Vectors:
+        return self.vectors_of([(r.id, r.content) for r in records])
+
+    def vectors_of(self, items: Sequence[tuple[uuid.UUID, MemoryContent]]) -> Vectors:
+        """Caller-supplied embeddings win; otherwise the embedder embeds text in one batch.
+        Called before taking the write lock: an embedding can take seconds, and no store or
+        forget may wait for another request's."""
+        out: Vectors = {}
+        to_embed: list[tuple[uuid.UUID, str]] = []
+        for record_id, content in items:
+            given = content.first_embedding()
+            if given is not None:
+                out[record_id] = (normalise_rows(given), CALLER_MODEL)
+            elif self.embedder is not None and (text := embedding_text(content)):
+                to_embed.append((record_id, text))
+        if to_embed and self.embedder is not None:
+            matrix = self.embed([text for _, text in to_embed])
+            for (record_id, _), row in zip(to_embed, matrix, strict=True):
+                out[record_id] = (row.astype(np.float32), self.embedder.name)
+        return out
+
+    # ------------------------------------------------------------ audit
+
+    def intend_audit(self, step: str, ids: Sequence[uuid.UUID], **counts: int) -> None:
+        """The audit intent of a change, written inside its transaction just before the commit
+        (a failure to write it rolls the change back): what it is about to change."""
+        if self.audit is not None:
+            self.audit.intend(ids, {"step": step, "records": len(ids), **counts})

@@ -1,0 +1,169 @@
+"""encode.*: new records from requests, updates, and the raw journal's appends."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ..cmp import messages as m
+from ..cmp.errors import CMPError, ErrorCode, not_found
+from ..dynamics import decay
+from ..index.graph import Edge
+from ..model import (
+    AssociationType,
+    EmotionVector,
+    FidelityState,
+    MemoryRecord,
+    RawJournalRecord,
+    StoreType,
+    new_id,
+    normalise_meta,
+    to_ts,
+)
+from .core import EngineCore
+from .writer import Writer
+
+SEQUENTIAL_WEIGHT = 0.7
+FRESH_FIDELITY = {k: v.default for k, v in FidelityState.model_fields.items()
+                  if k not in ("last_decay_tick", "stability", "decay_rate", "emotional_anchor")}
+
+
+def route(req: m.EncodeStoreRequest) -> StoreType:
+    """The store a request names, else semantic for a summarised memory, else episodic."""
+    if req.store is not None:
+        return req.store
+    return StoreType.SEMANTIC if req.content.summary else StoreType.EPISODIC
+
+
+class Encoding:
+    def __init__(self, core: EngineCore, writer: Writer) -> None:
+        self.core = core
+        self.writer = writer
+
+    def build_records(self, reqs: Sequence[m.EncodeStoreRequest], op: str, now: datetime) -> list[MemoryRecord]:
+        """Records from validated requests; constructed without re-validating what already was."""
+        no_meta = normalise_meta(None, op, now)  # shared: records are never mutated in place
+        neutral = EmotionVector()
+        records = []
+        for req in reqs:
+            store, emotion = route(req), req.emotion or neutral
+            params = self.core.params[store]
+            metadata = dict(req.metadata or {})
+            if req.context is not None:
+                metadata["_context"] = req.context.model_dump(mode="json", exclude_none=True)
+            records.append(MemoryRecord.model_construct(
+                id=new_id(),
+                store=store,
+                created_at=req.created_at or now,
+                updated_at=now,
+                last_accessed_at=now,
+                access_count=0,
+                content=req.content,
+                fidelity=FidelityState.model_construct(
+                    **FRESH_FIDELITY, last_decay_tick=now, stability=params.stability, decay_rate=params.exponent,
+                    emotional_anchor=float(decay.emotion_factor(emotion.intensity))),
+                emotion=emotion,
+                associations=[],
+                metadata=metadata,
+                version=1,
+                meta=no_meta if req.meta is None else normalise_meta(req.meta, op, now),
+            ))
+        return records
+
+    def store(self, req: m.EncodeStoreRequest) -> m.EncodeStoreResponse:
+        return self._encode([req], infer=False, op="encode.store")[0][0]
+
+    def batch(self, req: m.EncodeBatchRequest) -> m.EncodeBatchResponse:
+        results, inferred = self._encode(req.records, infer=req.infer_associations, op="encode.batch")
+        return m.EncodeBatchResponse(results=results, associations_inferred=inferred)
+
+    def _encode(self, reqs: Sequence[m.EncodeStoreRequest], *, infer: bool,
+                op: str) -> tuple[list[m.EncodeStoreResponse], int]:
+        core = self.core
+        now = core.now()
+        records = self.build_records(reqs, op, now)
+        n_working = sum(r.store is StoreType.WORKING for r in records)
+        if n_working > core.working.capacity:
+            raise CMPError(
+                ErrorCode.WORKING_MEMORY_FULL,
+                f"{n_working} records for working memory in one request; it holds {core.working.capacity}",
+                hint="store fewer at once, or raise memory.working_capacity",
+            )
+        now_ts = to_ts(now)
+        edges: list[Edge] = []
+        manual_counts = []
+        vectors = core.vectors_for(records)
+        with self.writer.lock:
+            for record, req in zip(records, reqs, strict=True):
+                for link in req.associations or []:
+                    if not core.exists(link.target_id):
+                        raise not_found(link.target_id, "association target")
+                    edges.append(Edge(record.id, link.target_id, link.association_type.value, link.weight, now_ts))
+                manual_counts.append(len(req.associations or []))
+            inferred = 0
+            if infer:
+                kind = AssociationType.SEQUENTIAL.value
+                for a, b in zip(records, records[1:], strict=False):
+                    edges.append(Edge(a.id, b.id, kind, SEQUENTIAL_WEIGHT, now_ts))
+                    edges.append(Edge(b.id, a.id, kind, SEQUENTIAL_WEIGHT, now_ts))
+                    inferred += 2
+            self.writer.persist(records, edges, vectors)
+        results = [
+            m.EncodeStoreResponse(record_id=r.id, store=r.store, initial_fidelity=r.fidelity.score,
+                                  associations_created=n)
+            for r, n in zip(records, manual_counts, strict=True)
+        ]
+        return results, inferred
+
+    def update(self, req: m.EncodeUpdateRequest) -> None:
+        if req.content is None and req.emotion is None and req.metadata is None and req.meta is None:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, "encode.update: nothing to update",
+                           hint="give at least one of content, emotion, metadata, meta")
+        vectors = self.core.vectors_of([(req.record_id, req.content)]) if req.content is not None else None
+        with self.writer.lock:
+            record = self.core.get(req.record_id)
+            update: dict[str, Any] = {"updated_at": self.core.now(), "version": record.version + 1}
+            if req.content is not None:
+                update["content"] = req.content
+            if req.emotion is not None:
+                update["emotion"] = req.emotion
+            if req.metadata is not None:
+                update["metadata"] = req.metadata
+            if req.meta is not None:
+                update["meta"] = normalise_meta(req.meta, "encode.update")
+            self.writer.update(record.model_copy(update=update), vectors)
+
+    # ------------------------------------------------------------ the raw journal
+
+    def store_raw(self, req: m.EncodeStoreRawRequest) -> m.EncodeStoreRawResponse:
+        return self._encode_raw([req], "encode.store_raw")[0]
+
+    def batch_raw(self, req: m.EncodeBatchRawRequest) -> m.EncodeBatchRawResponse:
+        return m.EncodeBatchRawResponse(results=self._encode_raw(req.records, "encode.batch_raw"))
+
+    def _encode_raw(self, reqs: Sequence[m.EncodeStoreRawRequest], op: str) -> list[m.EncodeStoreRawResponse]:
+        now = self.core.now()
+        records = [
+            RawJournalRecord(
+                session_id=r.session_id, turn_id=r.turn_id, topic_id=r.topic_id, source=r.source,
+                speaker=r.speaker, visibility=r.visibility, secrecy_level=r.secrecy_level,
+                created_at=r.created_at or now, updated_at=now, content=r.content,
+                metadata=dict(r.metadata or {}), meta=normalise_meta(r.meta, op),
+            )
+            for r in reqs
+        ]
+        self.writer.append_raw(records)
+        return [m.EncodeStoreRawResponse(record_id=r.id, session_id=r.session_id,
+                                         visibility=r.visibility, secrecy_level=r.secrecy_level)
+                for r in records]
+
+    def update_raw(self, req: m.EncodeUpdateRawRequest) -> None:
+        """Suppress or reclassify a journal record; its verbatim content never changes."""
+        if req.suppressed is None and req.visibility is None and req.secrecy_level is None:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, "encode.update_raw: nothing to update",
+                           hint="give at least one of suppressed, visibility, secrecy_level")
+        if not self.writer.set_raw_flags(req.record_id, suppressed=req.suppressed,
+                                         visibility=req.visibility.value if req.visibility else None,
+                                         secrecy_level=req.secrecy_level.value if req.secrecy_level else None):
+            raise not_found(req.record_id, "raw journal record")

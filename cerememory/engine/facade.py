@@ -1,0 +1,226 @@
+"""The engine: one data directory, one method per CMP operation.
+
+Each method is a line or two over the parts it is built from (`core`, `writer`, and one part
+per family of operations); the parts hold the logic, the façade only joins them, opens them
+in order and closes them in reverse.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+from pathlib import Path
+from typing import BinaryIO
+
+from ..cmp import messages as m
+from ..cmp.errors import CMPError
+from ..model import MemoryRecord
+from ..security.audit import AuditLog
+from ..shutdown import close_at_exit
+from ..storage.lock import DataDirLock
+from .archive import Archives
+from .consolidate import Consolidation
+from .core import EngineCore
+from .dreams import Dreaming
+from .encode import Encoding
+from .indexes import TextIndexes
+from .introspect import Introspection
+from .lifecycle import Lifecycle
+from .listing import Listing
+from .options import EngineOptions, ProgressFn
+from .recall import Recall
+from .writer import Writer
+
+log = logging.getLogger("cerememory")
+
+
+class Engine:
+    """One data directory: the five stores, the raw journal, their indexes and the CMP operations."""
+
+    def __init__(self, data_dir: str | Path, options: EngineOptions | None = None,
+                 *, progress: ProgressFn | None = None) -> None:
+        self.options = options or EngineOptions()
+        self.data_dir = Path(data_dir).expanduser().resolve()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.background_decay = False  # set by the scheduler of a serving process
+        self.background_dream = False
+        self._lock_file = DataDirLock(self.data_dir)
+        self._lock_file.acquire(server_url=self.options.server_url)
+        self._close_lock = threading.Lock()
+        self._closed = False
+        self._stop = threading.Event()
+        collecting = gc.isenabled()
+        gc.disable()  # opening builds ~20 objects per record; cyclic GC passes over them cost a third
+        try:
+            self._open(progress)
+        except BaseException:
+            self._lock_file.release()
+            raise
+        else:  # what opening built lives as long as the engine: later full collections skip it
+            gc.freeze()
+        finally:
+            if collecting:
+                gc.enable()
+        close_at_exit(self)
+
+    def _open(self, progress: ProgressFn | None) -> None:
+        self.core = core = EngineCore(self.data_dir, self.options)
+        self.writer = writer = Writer(core)
+        self.indexes = TextIndexes(core, writer)
+        self.indexes.repair(progress)
+        self.encoding = encoding = Encoding(core, writer)
+        self.recall = Recall(core)
+        self.listing = Listing(core)
+        self.consolidation = Consolidation(core, writer, encoding)
+        self.dreaming = Dreaming(core, writer, encoding, closing=self._stop.is_set)
+        self.lifecycle = Lifecycle(core, writer)
+        self.introspection = Introspection(core)
+        self.archives = Archives(core, writer)
+        self._flusher = threading.Thread(target=self._flush_loop, name="cerememory-flush", daemon=True)
+        self._flusher.start()
+        self._warmer = threading.Thread(target=core.records.warm, args=(self._stop,),
+                                        name="cerememory-warm", daemon=True)
+        self._warmer.start()
+
+    @property
+    def audit(self) -> AuditLog | None:
+        """The hash-chained log of changes, or None when auditing is off."""
+        return self.core.audit
+
+    @property
+    def repaired(self) -> list[str]:
+        """The full-text indexes rebuilt when the data directory was opened."""
+        return self.indexes.repaired
+
+    @property
+    def closing(self) -> bool:
+        """True once close() began: long operations (a dream tick) stop at their next step."""
+        return self._stop.is_set()
+
+    def _flush_loop(self) -> None:
+        while not self._stop.wait(self.options.flush_interval):
+            try:
+                self.writer.flush()
+            except CMPError as exc:  # a full disk, say: keep flushing; the next write or close retries
+                log.warning("flushing recall statistics failed: %s", exc.message)
+            except Exception:
+                log.exception("flushing recall statistics failed")
+
+    def flush(self) -> None:
+        """Write back what recall changed in RAM (access counts, stability, recall count)."""
+        self.writer.flush()
+
+    def close(self) -> None:
+        """Join the background threads, flush, close the indexes, the database and the audit log,
+        and release the data directory. Safe twice, from any thread and at interpreter exit. A step
+        that fails (a full disk) is logged and the others still run, so shutdown stays clean."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        self._flusher.join()
+        self._warmer.join()
+        core = self.core
+        with self.writer.lock:  # an operation still running in another thread finishes first
+            steps = [self.writer.flush, core.text.close, core.raw_text.close, core.db.close]
+            if core.audit is not None:
+                steps.append(core.audit.close)
+            for step in steps:
+                try:
+                    step()
+                except Exception:
+                    log.exception("closing %s: %s failed", self.data_dir, step.__qualname__)
+        self._lock_file.release()
+
+    # ================================================================ encode
+
+    def encode_store(self, req: m.EncodeStoreRequest) -> m.EncodeStoreResponse:
+        return self.encoding.store(req)
+
+    def encode_batch(self, req: m.EncodeBatchRequest) -> m.EncodeBatchResponse:
+        return self.encoding.batch(req)
+
+    def encode_update(self, req: m.EncodeUpdateRequest) -> None:
+        self.encoding.update(req)
+
+    def encode_store_raw(self, req: m.EncodeStoreRawRequest) -> m.EncodeStoreRawResponse:
+        return self.encoding.store_raw(req)
+
+    def encode_batch_raw(self, req: m.EncodeBatchRawRequest) -> m.EncodeBatchRawResponse:
+        return self.encoding.batch_raw(req)
+
+    def encode_update_raw(self, req: m.EncodeUpdateRawRequest) -> None:
+        self.encoding.update_raw(req)
+
+    # ================================================================ recall
+
+    def recall_query(self, req: m.RecallQueryRequest) -> m.RecallQueryResponse:
+        return self.recall.query(req)
+
+    def recall_associate(self, req: m.RecallAssociateRequest) -> m.RecallAssociateResponse:
+        return self.recall.associate(req)
+
+    def recall_timeline(self, req: m.RecallTimelineRequest) -> m.RecallTimelineResponse:
+        return self.recall.timeline(req)
+
+    def recall_graph(self, req: m.RecallGraphRequest) -> m.RecallGraphResponse:
+        return self.recall.graph(req)
+
+    def recall_raw_query(self, req: m.RecallRawQueryRequest) -> m.RecallRawQueryResponse:
+        return self.recall.raw_query(req)
+
+    def recall_list(self, req: m.RecallListRequest) -> m.RecallListResponse:
+        return self.listing.list_records(req)
+
+    # ================================================================ lifecycle
+
+    def lifecycle_consolidate(self, req: m.ConsolidateRequest) -> m.ConsolidateResponse:
+        return self.consolidation.consolidate(req)
+
+    def lifecycle_decay_tick(self, req: m.DecayTickRequest | None = None) -> m.DecayTickResponse:
+        return self.lifecycle.decay_tick(req)
+
+    def lifecycle_dream_tick(self, req: m.DreamTickRequest) -> m.DreamTickResponse:
+        return self.dreaming.tick(req)
+
+    def lifecycle_set_mode(self, req: m.SetModeRequest) -> None:
+        self.lifecycle.set_mode(req)
+
+    def lifecycle_forget(self, req: m.ForgetRequest) -> m.ForgetResponse:
+        return self.lifecycle.forget(req)
+
+    def lifecycle_export(self, req: m.ExportRequest, *, sink: BinaryIO | None = None,
+                         progress: ProgressFn | None = None) -> m.ExportResponse:
+        """A CMA archive written to `sink`, or returned as `archive_data`."""
+        return self.archives.export(req, sink, progress=progress)
+
+    def lifecycle_import(self, req: m.ImportRequest, *, progress: ProgressFn | None = None) -> m.ImportResponse:
+        """Validate a whole CMA archive, then merge or replace in one transaction."""
+        return self.archives.import_(req, progress=progress)
+
+    def lifecycle_reindex(self, req: m.ReindexRequest, *, progress: ProgressFn | None = None) -> m.ReindexResponse:
+        """Rebuild the full-text indexes from the database (after damage, or a changed analyzer)."""
+        return self.indexes.reindex(req, progress)
+
+    def reindex_records(self, progress: ProgressFn | None = None) -> int:
+        return self.indexes.rebuild_records(progress)
+
+    def reindex_journal(self, progress: ProgressFn | None = None) -> int:
+        return self.indexes.rebuild_journal(progress)
+
+    # ================================================================ introspect
+
+    def introspect_stats(self, req: m.StatsRequest | None = None) -> m.StatsResponse:
+        return self.introspection.stats({**self.dreaming.stats(), "background_decay_enabled": self.background_decay,
+                                         "background_dream_enabled": self.background_dream})
+
+    def introspect_record(self, req: m.IntrospectRecordRequest) -> MemoryRecord:
+        return self.introspection.record(req)
+
+    def introspect_decay_forecast(self, req: m.DecayForecastRequest) -> m.DecayForecastResponse:
+        return self.introspection.decay_forecast(req)
+
+    def introspect_evolution(self, req: m.EvolutionRequest | None = None) -> m.EvolutionResponse:
+        return self.introspection.evolution(req)

@@ -1,0 +1,95 @@
+"""The full-text indexes are derived from the database: rebuilt when missing, damaged or behind
+(the stamp each index keeps is the sequence number of the last change it holds)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from ..cmp import messages as m
+from ..index.fulltext import TextDoc
+from ..model import StoreType
+from ..stores.undecodable import UndecodableRecord
+from .core import EngineCore
+from .docs import raw_text_doc, record_text_doc
+from .options import ProgressFn
+from .writer import JOURNAL_SEQ, RECORDS_SEQ, Writer
+
+
+class TextIndexes:
+    def __init__(self, core: EngineCore, writer: Writer) -> None:
+        self.core = core
+        self.writer = writer
+        self.repaired: list[str] = []  # the indexes rebuilt when the data directory was opened
+
+    def repair(self, progress: ProgressFn | None) -> None:
+        """Rebuild a full-text index that is missing, damaged or behind the database."""
+        core = self.core
+        core.text.purge_group(StoreType.WORKING.value)  # working memory did not survive
+        journal_total, _ = core.journal.counts()
+        checks = [("records", core.text, RECORDS_SEQ, len(core.records.heads), self.rebuild_records),
+                  ("journal", core.raw_text, JOURNAL_SEQ, journal_total, self.rebuild_journal)]
+        for name, index, key, expected, rebuild in checks:
+            seq = self._seq(key)
+            if index.stamp() == seq and index.num_docs() == expected:
+                continue
+            if expected == 0 and index.num_docs() == 0:
+                index.write_stamp(seq)  # a new data directory: nothing to rebuild
+                continue
+            rebuild(progress)
+            self.repaired.append(name)
+
+    def reindex(self, req: m.ReindexRequest, progress: ProgressFn | None = None) -> m.ReindexResponse:
+        wanted = req.target
+        both = m.ReindexTarget.ALL
+        return m.ReindexResponse(
+            records=self.rebuild_records(progress) if wanted in (both, m.ReindexTarget.RECORDS) else None,
+            journal=self.rebuild_journal(progress) if wanted in (both, m.ReindexTarget.JOURNAL) else None)
+
+    def _seq(self, key: str) -> int:
+        return int(self.core.db.get_state(key, "0") or 0)
+
+    def rebuild_records(self, progress: ProgressFn | None = None) -> int:
+        core = self.core
+        with self.writer.lock:
+            total = len(core.records.heads)
+
+            def docs() -> Iterable[TextDoc]:
+                for n, (record_id, body) in enumerate(core.records.iter_bodies(), 1):
+                    yield self._record_doc(record_id, body)
+                    if progress and n % 1000 == 0:
+                        progress(n, total)
+                yield from (record_text_doc(r) for r in core.working.records())
+
+            count = core.text.rebuild(docs(), self._seq(RECORDS_SEQ)) - len(core.working)
+            if progress:
+                progress(count, total)
+            return count
+
+    def rebuild_journal(self, progress: ProgressFn | None = None) -> int:
+        core = self.core
+        with self.writer.lock:
+            total, _ = core.journal.counts()
+
+            def docs() -> Iterable[TextDoc]:
+                for n, (record_id, session_id, record) in enumerate(core.journal.scan(), 1):
+                    # an undecodable record keeps an empty document, so the index still counts it
+                    yield raw_text_doc(record) if record else TextDoc(id=str(record_id), group=session_id, body="")
+                    if progress and n % 1000 == 0:
+                        progress(n, total)
+
+            count = core.raw_text.rebuild(docs(), self._seq(JOURNAL_SEQ))
+            if progress:
+                progress(count, total)
+            return count
+
+    def _record_doc(self, record_id: uuid.UUID, body: bytes | None) -> TextDoc:
+        """A record's text document; an empty one for an undecodable record, so that the index
+        still counts it and is not rebuilt on every open."""
+        head = self.core.records.heads.get(record_id)
+        try:
+            if body is not None and head is not None:
+                return record_text_doc(self.core.records.assemble(record_id, body, []))
+        except UndecodableRecord:
+            pass
+        return TextDoc(id=str(record_id), group=head.store.value if head else "", body="")

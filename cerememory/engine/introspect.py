@@ -1,0 +1,92 @@
+"""introspect.*: what the engine can say about itself and its records, changing nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..cmp import messages as m
+from ..cmp.errors import not_found
+from ..dynamics import decay
+from ..model import ALL_STORES, MemoryRecord, from_ts, to_ts
+from ..stores.records import Head
+from .core import EngineCore
+
+
+class Introspection:
+    def __init__(self, core: EngineCore) -> None:
+        self.core = core
+
+    def stats(self, extra: dict[str, Any]) -> m.StatsResponse:
+        """Counts and averages over every record; `extra` are the figures other parts own."""
+        core = self.core
+        heads: list[Head] = list(core.records.heads.values()) + [Head.of(r) for r in core.working.records()]
+        curve = decay.evaluate(heads, core.clock(), core.params)
+        per_store = np.bincount(curve.store_codes, minlength=len(ALL_STORES))
+        score_sums = np.bincount(curve.store_codes, weights=curve.score, minlength=len(ALL_STORES))
+        counts = {s.value: int(per_store[i]) for i, s in enumerate(ALL_STORES)}
+        sums = {s.value: float(score_sums[i]) for i, s in enumerate(ALL_STORES)}
+        oldest = newest = None
+        if heads:
+            oldest = from_ts(min(h.created_at for h in heads))
+            newest = from_ts(max(h.created_at for h in heads))
+        total = sum(counts.values())
+        raw_total, raw_pending = core.journal.counts()
+        return m.StatsResponse(
+            total_records=total,
+            records_by_store=counts,
+            total_associations=len(core.graph),
+            avg_fidelity=round(sum(sums.values()) / total, 6) if total else 0.0,
+            avg_fidelity_by_store={s: round(sums[s] / counts[s], 6) if counts[s] else 0.0 for s in counts},
+            oldest_record=oldest,
+            newest_record=newest,
+            total_recall_count=core.total_recall_count,
+            raw_journal_records=raw_total,
+            raw_journal_pending_dream=raw_pending,
+            vector_index_records=len(core.vectors),
+            vector_search_backend=core.vectors.backend,
+            embedder=core.embedder.name if core.embedder else None,
+            semantic_search=core.embedder is not None,
+            semantic_off_reason=core.semantic_off_reason,
+            working_capacity=core.working.capacity,
+            recall_mode=core.modes[None],
+            data_dir=str(core.data_dir),
+            undecodable_records=core.undecodable.count,
+            evolution_metrics=m.EvolutionMetrics.model_validate(core.evolution.metrics()),
+            **extra,
+        )
+
+    def record(self, req: m.IntrospectRecordRequest) -> MemoryRecord:
+        return self.core.get(req.record_id)
+
+    def decay_forecast(self, req: m.DecayForecastRequest) -> m.DecayForecastResponse:
+        """Fidelity now and at `forecast_at`, and when each record will be forgotten, all exact."""
+        core = self.core
+        now, at = core.clock(), to_ts(req.forecast_at)
+        forecasts = []
+        for record_id in req.record_ids:
+            head = core.head(record_id)
+            if head is None:
+                raise not_found(record_id)
+            p = core.params[head.store]
+            crossing = float(decay.seconds_until(p.prune, head.fidelity_base, head.stability, p.exponent,
+                                                 head.emotion_intensity))
+            forecasts.append(m.DecayForecast(
+                record_id=record_id,
+                current_fidelity=round(core.state(head, now)[0], 9),
+                forecasted_fidelity=round(float(decay.fidelity(
+                    head.fidelity_base, at - head.last_accessed_at, head.stability, p.exponent,
+                    head.emotion_intensity)), 9),
+                estimated_threshold_date=from_ts(head.last_accessed_at + crossing) if np.isfinite(crossing) else None,
+            ))
+        return m.DecayForecastResponse(forecasts=forecasts)
+
+    def evolution(self, req: m.EvolutionRequest | None = None) -> m.EvolutionResponse:
+        return m.EvolutionResponse(
+            parameter_adjustments=[
+                m.ParameterAdjustment(store=a.store, parameter=a.parameter, original_value=a.original_value,
+                                      current_value=a.current_value, reason=a.reason)
+                for a in self.core.evolution.adjustments.values()],
+            detected_patterns=list(self.core.evolution.patterns),
+        )

@@ -1,0 +1,39 @@
+"""How an engine is opened: the settings every part reads, and the progress callback type."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..dream.settings import DreamSettings
+from ..dynamics import decay, evolution
+from ..embed import EmbedSettings
+from ..llm.settings import LLMSettings
+from ..model import StoreType
+from ..storage.archive_settings import ArchiveSettings
+
+ProgressFn = Callable[[int, int | None], None]  # (done, total or None)
+
+
+@dataclass
+class EngineOptions:
+    working_capacity: int = 7
+    fusion: str = "rrf"
+    rrf_k: int = 10
+    activation_seeds: int = 3
+    embed: EmbedSettings = field(default_factory=EmbedSettings)
+    decay: dict[StoreType, decay.DecayParams] = field(default_factory=lambda: dict(decay.DEFAULT_PARAMS))
+    clock: Callable[[], float] = time.time  # seconds since the epoch; injectable for tests
+    evolution_frozen: bool = False
+    evolution_interval: float = evolution.DEFAULT_INTERVAL
+    server_url: str | None = None
+    flush_interval: float = 2.0
+    passphrase: str | None = None  # unlocks an encrypted data directory (storage/crypto.py)
+    sanitize_patterns: tuple[str, ...] = ()  # extra secret patterns for what a dream derives
+    audit: bool = True  # the hash-chained audit log of mutating operations (security/audit.py)
+    allow_broken_audit: bool = False
+    audit_fsync_interval: float = 1.0
+    dream: DreamSettings = field(default_factory=DreamSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    archive: ArchiveSettings = field(default_factory=ArchiveSettings)  # import cost, export directory

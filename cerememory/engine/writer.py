@@ -1,0 +1,368 @@
+"""The one write path: what it means for a record to exist, in one place.
+
+A record is rows in the database (its head and body, its vector, its associations, a
+consolidation ledger row) and RAM mirrors of them (heads, graph, vectors, working memory,
+staged full-text documents) and, in an encrypted data directory, a key. `Writer` alone opens
+write transactions. Each write commits to the database first, then mirrors the committed
+change into RAM and the text index; a crash between the two leaves the indexes stale, never
+the data: the next open finds the stamp behind and rebuilds them.
+
+Every method expects the caller to hold `lock` when it read what it is about to change (the
+lock is re-entrant, so a method also takes it itself).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import crashpoints
+from ..cmp.context import note_records
+from ..dream import failures
+from ..dream.grouping import Group
+from ..index.graph import Edge
+from ..model import STORE_CODE, MemoryRecord, RawJournalRecord, RecallMode, StoreType
+from ..storage.crypto import VECTOR
+from ..stores.records import Head, Written
+from .core import EngineCore, Vectors
+from .docs import raw_text_doc, record_text_doc
+
+log = logging.getLogger("cerememory")
+Tx = Any  # the open transaction the storage layer hands out
+
+RECORDS_SEQ = "records_seq"  # bumped by every committed change to the records: the text index stamp
+JOURNAL_SEQ = "journal_seq"
+
+
+@dataclass(frozen=True)
+class Alongside:
+    """What a write changes beside the records it writes or deletes, in the same transaction."""
+
+    edges: Sequence[Edge] = ()  # associations added (a merge moves the dropped record's to the kept one)
+    ledger: Mapping[uuid.UUID, uuid.UUID] = field(default_factory=dict)  # consolidation: episodic -> semantic
+    ledger_strategy: str = ""
+    ledger_at: float = 0.0
+    raw: Sequence[RawJournalRecord] = ()  # journal records rewritten in place (a dream's backlinks)
+    counters: Sequence[str] = ()  # state counters bumped
+    state: Mapping[str, str] = field(default_factory=dict)  # state keys set
+    touched: Sequence[uuid.UUID] = ()  # other records the change is about, for the audit log
+    crashpoint: str | None = None  # named crash point reached inside the transaction (tests)
+
+
+NOTHING = Alongside()
+
+
+@dataclass
+class Replacement:
+    """An import's change: records cleared (overwritten or removed) and written, raw records
+    removed and written, all in one transaction."""
+
+    cleared: set[uuid.UUID]  # records whose rows go before the archive's are written
+    gone: set[uuid.UUID]  # records that no longer exist afterwards
+    records: list[MemoryRecord]  # durable and working, as archived
+    heads: dict[uuid.UUID, Head]  # the archived decay state of each durable record
+    edges: list[Edge]
+    vectors: Vectors
+    raw_removed: list[uuid.UUID]
+    raw: list[RawJournalRecord]
+
+
+class Writer:
+    """Commits changes and mirrors them; see the module docstring."""
+
+    def __init__(self, core: EngineCore) -> None:
+        self.core = core
+        self.lock = threading.RLock()
+        self._flushed_recall_count = core.total_recall_count
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Tx]:
+        with self.lock, self.core.db.transaction() as tx:
+            yield tx
+
+    # ------------------------------------------------------------ curated records
+
+    def persist(self, records: Sequence[MemoryRecord], edges: Sequence[Edge], vectors: Vectors,
+                alongside: Alongside = NOTHING, *, step: str = "write") -> None:
+        """Write new records with their edges and vectors (from `core.vectors_for`, made before
+        the lock), then mirror them."""
+        core = self.core
+        durable_ids = {r.id for r in records if r.store is not StoreType.WORKING}
+        kept_edges = [e for e in edges if e.source in durable_ids or e.source in core.records.heads]
+        with self._transaction() as tx:
+            written = core.records.insert(tx, [r for r in records if r.id in durable_ids])
+            self._insert_edges(tx, kept_edges)
+            self._insert_vectors(tx, {i: v for i, v in vectors.items() if i in durable_ids})
+            seq = self._alongside(tx, alongside)
+            self._flush_in(tx)
+            core.intend_audit(step, [*(r.id for r in records), *alongside.touched], edges=len(edges))
+        self._mirror_added(written, records, [*edges, *alongside.edges], vectors, seq)
+        self._mirror_alongside(alongside)
+
+    def delete(self, ids: Sequence[uuid.UUID], alongside: Alongside = NOTHING) -> None:
+        """Delete records with their vectors, edges and ledger rows, then from RAM; the keys
+        of the durable ones are erased, so what is left of them on disk can never be opened."""
+        gone = set(ids)
+        with self._transaction() as tx:
+            self._remove_rows(tx, gone, gone)
+            seq = self._alongside(tx, alongside)
+            self.core.intend_audit("delete", [*ids, *alongside.touched])
+        self._mirror_removed(gone, gone, seq)
+        self._mirror_added(None, [], alongside.edges, {}, seq)
+        self._mirror_alongside(alongside)
+        note_records(ids)  # the audit entry of the running operation lists every deleted record
+
+    def update(self, record: MemoryRecord, vectors: Vectors | None) -> None:
+        """Replace one record's content, emotion, metadata or meta; `vectors` when its content
+        changed (its old vector goes)."""
+        core = self.core
+        durable = record.store is not StoreType.WORKING
+        written = None
+        with self._transaction() as tx:
+            if durable:
+                written = core.records.insert(tx, [record], replace=True)
+                if vectors is not None:
+                    core.db.delete_ids(tx, "vectors", "record_id", [record.id])
+                    self._insert_vectors(tx, vectors)
+            seq = core.db.bump(tx, RECORDS_SEQ)
+            core.intend_audit("update", [record.id])
+        if written is not None:
+            core.records.commit_heads(written)
+        else:
+            core.working.put(record)
+        if vectors is not None:
+            core.vectors.remove([record.id])
+            self._add_vectors_ram(vectors, {record.id: record.store})
+        core.text.stage(seq, delete=[str(record.id)], add=[record_text_doc(record)])
+        core.text.mark_pending()
+
+    def replace(self, change: Replacement) -> None:
+        """An import, all or nothing: clear what it displaces, write what it brings."""
+        core = self.core
+        durable = [r for r in change.records if r.store is not StoreType.WORKING]
+        durable_ids = {r.id for r in durable}
+        with self._transaction() as tx:
+            self._remove_rows(tx, change.cleared, change.gone)
+            written = core.records.insert(tx, durable, replace=True, heads=[change.heads[r.id] for r in durable])
+            self._insert_edges(tx, [e for e in change.edges if e.source in durable_ids])  # as encode does
+            self._insert_vectors(tx, {i: v for i, v in change.vectors.items() if i in durable_ids})
+            core.db.delete_ids(tx, "raw_journal", "id", change.raw_removed)
+            if change.raw:
+                core.journal.insert(tx, change.raw)
+            self._flush_in(tx, written.ids)
+            seq = core.db.bump(tx, RECORDS_SEQ)
+            journal_seq = core.db.bump(tx, JOURNAL_SEQ) if change.raw or change.raw_removed else None
+            ids = [*change.gone, *change.raw_removed, *(r.id for r in change.records), *(r.id for r in change.raw)]
+            core.intend_audit("import", ids)
+        note_records(ids)
+        kept_raw = {r.id for r in change.raw}
+        self._destroy_keys([i for i in change.raw_removed if i not in kept_raw])
+        self._mirror_removed(change.cleared, change.gone, seq)
+        working = [r.model_copy(update={"associations": []})  # the graph holds them
+                   for r in change.records if r.store is StoreType.WORKING]
+        self._mirror_added(written, working, change.edges, change.vectors, seq,
+                           stores={r.id: r.store for r in change.records}, docs=change.records)
+        if journal_seq is not None:
+            core.raw_text.stage(journal_seq, delete=[str(i) for i in change.raw_removed],
+                                add=[raw_text_doc(r) for r in change.raw])
+            core.raw_text.mark_pending()
+
+    # ------------------------------------------------------------ the raw journal
+
+    def append_raw(self, records: Sequence[RawJournalRecord]) -> None:
+        core = self.core
+        with self._transaction() as tx:
+            core.journal.insert(tx, records)
+            seq = core.db.bump(tx, JOURNAL_SEQ)
+            core.intend_audit("raw", [r.id for r in records])
+        core.raw_text.stage(seq, add=[raw_text_doc(r) for r in records])
+        core.raw_text.mark_pending()
+
+    def set_raw_flags(self, record_id: uuid.UUID, *, suppressed: bool | None, visibility: str | None,
+                      secrecy_level: str | None) -> bool:
+        """False (and nothing changed) when there is no such journal record."""
+        with self._transaction() as tx:
+            if not self.core.journal.set_flags(tx, record_id, updated_at=self.core.clock(), suppressed=suppressed,
+                                               visibility=visibility, secrecy_level=secrecy_level):
+                return False
+            self.core.intend_audit("raw_flags", [record_id])
+        return True
+
+    # ------------------------------------------------------------ state
+
+    def set_mode(self, mode: RecallMode, scope: Sequence[StoreType]) -> None:
+        """The recall mode of the stores in `scope`, or of all (which clears per-store modes)."""
+        core = self.core
+        with self._transaction() as tx:
+            if scope:
+                for store in scope:
+                    core.db.set_state(tx, f"recall_mode:{store.value}", mode.value)
+            else:
+                core.db.set_state(tx, "recall_mode", mode.value)
+                core.db.delete_state_prefix(tx, "recall_mode:")
+            core.intend_audit("mode", [])
+        if scope:
+            core.modes.update(dict.fromkeys(scope, mode))
+        else:
+            core.modes = {None: mode}
+
+    def set_state(self, values: Mapping[str, str]) -> None:
+        with self._transaction() as tx:
+            for key, value in values.items():
+                self.core.db.set_state(tx, key, value)
+
+    def record_dream_failure(self, group: Group, exc: BaseException, now: float) -> failures.Failure:
+        with self._transaction() as tx:
+            return failures.record(tx, group, exc, now)
+
+    def end_dream_tick(self, state: Mapping[str, str]) -> None:
+        """Forget the failures of groups whose raw records are gone or done; set `state`."""
+        with self._transaction() as tx:
+            failures.prune(tx)
+            for key, value in state.items():
+                self.core.db.set_state(tx, key, value)
+
+    def write_decay(self, ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> None:
+        """Materialised fidelity of many records (their heads in RAM already changed)."""
+        with self._transaction() as tx:
+            self.core.records.write_decay(tx, ids, heads)
+            self._flush_in(tx)
+            self.core.intend_audit("decay", [], records=len(ids))  # every record: too many to list
+
+    def flush(self) -> None:
+        """Write back what recall changed in RAM (access counts, stability, recall count)."""
+        core = self.core
+        if (not core.records.reinforcements and core.total_recall_count == self._flushed_recall_count
+                and not core.evolution.dirty):
+            return
+        with self._transaction() as tx:
+            self._flush_in(tx)
+
+    def _flush_in(self, tx: Tx, rewritten: Sequence[uuid.UUID] = ()) -> None:
+        """Recalls and counters kept in RAM since the last flush; `rewritten` are records this
+        transaction writes whole."""
+        core = self.core
+        core.records.flush_reinforcements(tx, set(rewritten))
+        count = core.total_recall_count
+        if count != self._flushed_recall_count:
+            core.db.set_state(tx, "total_recall_count", str(count))
+            self._flushed_recall_count = count
+        if core.evolution.dirty:
+            core.db.set_state(tx, "evolution", json.dumps(core.evolution.to_state()))
+
+    # ------------------------------------------------------------ rows
+
+    def _remove_rows(self, tx: Tx, cleared: set[uuid.UUID], gone: set[uuid.UUID]) -> None:
+        """Rows of `cleared` records (their own rows and outgoing edges) and of `gone` ones (also
+        the edges into them and their ledger rows)."""
+        db, heads = self.core.db, self.core.records.heads
+        durable = [i for i in cleared if i in heads]
+        self.core.records.delete(tx, durable)
+        db.delete_ids(tx, "vectors", "record_id", durable)
+        db.delete_ids(tx, "associations", "source_id", list(cleared))
+        db.delete_ids(tx, "associations", "target_id", list(gone))
+        db.delete_ids(tx, "consolidations", "episodic_id", list(gone))
+
+    def _alongside(self, tx: Tx, alongside: Alongside) -> int:
+        """Write `alongside`; returns the new records sequence number."""
+        db = self.core.db
+        self._insert_edges(tx, alongside.edges)
+        if alongside.ledger:
+            ledger = alongside.ledger
+            db.insert_columns(
+                tx, "consolidations",
+                {"episodic_id": list(ledger), "semantic_id": list(ledger.values()),
+                 "consolidated_at": [alongside.ledger_at] * len(ledger),
+                 "strategy": [alongside.ledger_strategy] * len(ledger)},
+                uuid_columns=("episodic_id", "semantic_id"), replace=True)
+        if alongside.raw:
+            self.core.journal.insert(tx, alongside.raw, replace=True)
+        for counter in alongside.counters:
+            db.bump(tx, counter)
+        for key, value in alongside.state.items():
+            db.set_state(tx, key, value)
+        if alongside.crashpoint:
+            crashpoints.reached(alongside.crashpoint)
+        return db.bump(tx, RECORDS_SEQ)
+
+    def _insert_vectors(self, tx: Tx, vectors: Vectors) -> None:
+        items = list(vectors.items())
+        self.core.db.insert_columns(
+            tx, "vectors",
+            {"record_id": [i for i, _ in items], "dim": [int(v.shape[0]) for _, (v, _) in items],
+             "model": [model for _, (_, model) in items],
+             "vec": self.core.sealer.seal_many([i for i, _ in items], [v.tobytes() for _, (v, _) in items],
+                                               VECTOR)},
+            uuid_columns=("record_id",), replace=True,
+        )
+
+    def _insert_edges(self, tx: Tx, edges: Sequence[Edge]) -> None:
+        self.core.db.insert_columns(
+            tx, "associations",
+            {"source_id": [e.source for e in edges], "target_id": [e.target for e in edges],
+             "association_type": [e.type for e in edges], "weight": [e.weight for e in edges],
+             "created_at": [e.created_at for e in edges],
+             "last_co_activation": [e.last_co_activation for e in edges]},
+            uuid_columns=("source_id", "target_id"), replace=True,
+        )
+
+    # ------------------------------------------------------------ mirrors
+
+    def _mirror_added(self, written: Written | None, records: Sequence[MemoryRecord], edges: Sequence[Edge],
+                      vectors: Vectors, seq: int, *, stores: Mapping[uuid.UUID, StoreType] | None = None,
+                      docs: Sequence[MemoryRecord] | None = None) -> None:
+        core = self.core
+        if written is not None:
+            core.records.commit_heads(written)
+        for record in records:
+            if record.store is StoreType.WORKING:
+                self._evict(core.working.put(record), seq)
+        core.graph.add(edges)
+        self._add_vectors_ram(vectors, stores if stores is not None else {r.id: r.store for r in records})
+        added = docs if docs is not None else records
+        if added:
+            core.text.stage(seq, add=[record_text_doc(r) for r in added])
+        core.text.mark_pending()
+
+    def _mirror_removed(self, cleared: set[uuid.UUID], gone: set[uuid.UUID], seq: int) -> None:
+        core = self.core
+        self._destroy_keys([i for i in gone if i in core.records.heads])
+        for i in gone:
+            core.consolidated.pop(i, None)
+        core.records.forget_heads(cleared)
+        core.working.remove(list(cleared))
+        core.graph.remove_nodes(gone)
+        core.graph.remove_out_edges(cleared - gone)
+        core.vectors.remove(list(cleared))
+        core.text.stage(seq, delete=[str(i) for i in cleared])
+
+    def _mirror_alongside(self, alongside: Alongside) -> None:
+        self.core.consolidated.update(alongside.ledger)
+
+    def _destroy_keys(self, ids: Sequence[uuid.UUID]) -> None:
+        try:
+            self.core.sealer.destroy(ids)  # crypto-erase: the ciphertext left behind can never be opened
+        except OSError:  # committed regardless; the keys left over are erased on the next open
+            log.exception("the keys of %d forgotten records could not be erased yet", len(ids))
+
+    def _add_vectors_ram(self, vectors: Vectors, stores: Mapping[uuid.UUID, StoreType]) -> None:
+        by_dim: dict[int, list[uuid.UUID]] = {}
+        for record_id, (vec, _) in vectors.items():
+            by_dim.setdefault(vec.shape[0], []).append(record_id)
+        for ids in by_dim.values():
+            self.core.vectors.add(ids, [STORE_CODE[stores[i]] for i in ids], np.stack([vectors[i][0] for i in ids]))
+
+    def _evict(self, ids: Sequence[uuid.UUID], seq: int) -> None:
+        """Working-memory evictions leave no trace in the indexes."""
+        if ids:
+            self.core.graph.remove_nodes(ids)
+            self.core.vectors.remove(ids)
+            self.core.text.stage(seq, delete=[str(i) for i in ids])
