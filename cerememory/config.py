@@ -95,6 +95,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("encryption.passphrase", None, _optional_str,
             "Passphrase of an encrypted data directory (`cerememory init --encrypt`); prefer the environment.",
             secret=True),
+    Setting("storage.backend", "duckdb", _choice("duckdb"),
+            "System of record of the data directory (docs/architecture.md#seams)."),
     Setting("memory.working_capacity", 7, _positive_int,
             "Records the working memory holds before it evicts the least recently used."),
     Setting("recall.fusion", "rrf", _choice("rrf", "normalized"),
@@ -369,6 +371,7 @@ class Config:
         from .llm.settings import LLMSettings
 
         return {
+            "storage_backend": self["storage.backend"],
             "working_capacity": self["memory.working_capacity"],
             "fusion": self["recall.fusion"],
             "rrf_k": self["recall.rrf_k"],

@@ -104,14 +104,15 @@ def snapshot(mem: cerememory.Memory) -> dict[str, Any]:
     """Everything an import must reproduce, as comparable JSON-like values."""
     engine = mem.engine
     ids = sorted([*engine.core.records.heads, *(r.id for r in engine.core.working.records())])
-    edges = engine.core.db.query("SELECT source_id, target_id, association_type, weight, created_at, "
-                            "last_co_activation FROM associations ORDER BY ALL")
+    database = engine.core.backend.database
+    edges = database.query("SELECT source_id, target_id, association_type, weight, created_at, "
+                           "last_co_activation FROM associations ORDER BY ALL")
     stats = mem.stats()
     return {
         "records": {str(i): engine.core.get(i).model_dump(mode="json") for i in ids},
         "fidelity_base": {str(i): round(h.fidelity_base, 12) for i, h in engine.core.records.heads.items()},
         "raw": [r.model_dump(mode="json") for r in engine.core.journal.iter_all()],
-        "vectors": engine.core.db.query("SELECT record_id, dim, model, vec FROM vectors ORDER BY record_id"),
+        "vectors": database.query("SELECT record_id, dim, model, vec FROM vectors ORDER BY record_id"),
         "edges": [(str(s), str(t), k, w, round(c, 6), lc) for s, t, k, w, c, lc in edges],
         "graph": sorted((str(e.source), str(e.target), e.type, e.weight) for i in ids
                         for e in engine.core.graph.out_edges(i)),

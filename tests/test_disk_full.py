@@ -18,7 +18,7 @@ import pytest
 import cerememory
 from cerememory import CMPError, ErrorCode
 from cerememory.security.audit import AUDIT_FILE, verify
-from cerememory.storage.db import Database
+from cerememory.storage.duckdb.database import Database
 
 from .conftest import ServeProcess
 

@@ -34,7 +34,7 @@ def deep(levels: int) -> dict[str, Any]:
 
 def plant_record_body(engine: Any, record_id: str, body: bytes) -> None:
     """Overwrite a curated record's stored body, bypassing every check."""
-    with engine.core.db.transaction() as tx:
+    with engine.core.backend.database.transaction() as tx:
         tx.execute("UPDATE records SET body = ? WHERE id = ?", [body, record_id])
     engine.core.records.cache.discard([uuid.UUID(record_id)])
 
@@ -42,7 +42,7 @@ def plant_record_body(engine: Any, record_id: str, body: bytes) -> None:
 def deep_body(engine: Any, record_id: str, table: str = "records") -> bytes:
     """The record's own body with its metadata nested 256 levels deep (what the unbounded
     encode.store used to accept)."""
-    (body,) = engine.core.db.query(f"SELECT body FROM {table} WHERE id = ?", [record_id])[0]
+    (body,) = engine.core.backend.database.query(f"SELECT body FROM {table} WHERE id = ?", [record_id])[0]
     values = codec.unpack(body)
     values["metadata"] = deep(256)
     return codec.pack(values)
@@ -68,7 +68,7 @@ def poisoned(mem):
         {"text": "tide table, poisoned"}]}})["record_id"]
     plant_record_body(engine, too_deep, deep_body(engine, too_deep))
     plant_record_body(engine, garbage, b"\xc1 not msgpack")
-    with engine.core.db.transaction() as tx:
+    with engine.core.backend.database.transaction() as tx:
         tx.execute("UPDATE raw_journal SET body = ? WHERE id = ?", [deep_body(engine, raw_bad, "raw_journal"), raw_bad])
     return {"good": good, "hub": hub, "too_deep": too_deep, "garbage": garbage,
             "raw_good": raw_good, "raw_bad": raw_bad}
@@ -183,7 +183,7 @@ def test_a_tampered_ciphertext_costs_only_its_own_record(tmp_path):
     with cerememory.open(data, semantic="off", encryption__passphrase="correct horse") as mem:
         good = store(mem, "vault good")
         bad = store(mem, "vault tampered")
-        (sealed,) = mem.engine.core.db.query("SELECT body FROM records WHERE id = ?", [bad])[0]
+        (sealed,) = mem.engine.core.backend.database.query("SELECT body FROM records WHERE id = ?", [bad])[0]
         plant_record_body(mem.engine, bad, sealed[:-1] + bytes([sealed[-1] ^ 1]))
         answer = mem.dispatch("recall.query", {"cue": {"text": "vault"}})
         assert [r["record"]["id"] for r in answer["memories"]] == [good]

@@ -9,7 +9,7 @@ import pytest
 import cerememory
 from cerememory.dynamics import decay
 from cerememory.model import StoreType
-from cerememory.storage.db import DB_NAME, Database
+from cerememory.storage.duckdb import DuckDBBackend
 from cerememory.stores.records import RecordStore, Reinforcement
 
 
@@ -26,23 +26,23 @@ def _recall(store: RecordStore, record_id, at: float) -> None:
 def test_two_writers_interleaved_reinforcements_of_one_record_both_count(data_dir, clock):
     with cerememory.open(data_dir, semantic="off", clock=clock) as mem:
         record_id = mem.store("the deploy key rotates on mondays", store="episodic").record_id
-    db = Database(data_dir / DB_NAME)
+    backend = DuckDBBackend(data_dir)
     try:
-        first, second = RecordStore(db), RecordStore(db)  # each loads its own copy of the heads
+        first, second = RecordStore(backend.read.records), RecordStore(backend.read.records)  # two copies
         first.load()
         second.load()
         start = first.heads[record_id]
         base, stability = start.fidelity_base, start.stability
         _recall(first, record_id, clock.now + 3600)
         _recall(second, record_id, clock.now + 7200)
-        with db.transaction() as tx:
-            first.flush_reinforcements(tx)
-        with db.transaction() as tx:
-            second.flush_reinforcements(tx)
-        row = db.query("SELECT access_count, reinforcement_count, fidelity_base, stability, last_accessed_at "
-                       "FROM records WHERE id = ?", [str(record_id)])[0]
+        with backend.transaction() as uow:
+            first.flush_reinforcements(uow)
+        with backend.transaction() as uow:
+            second.flush_reinforcements(uow)
+        row = backend.database.query("SELECT access_count, reinforcement_count, fidelity_base, stability, "
+                                     "last_accessed_at FROM records WHERE id = ?", [str(record_id)])[0]
     finally:
-        db.close()
+        backend.close()
     params = decay.DEFAULT_PARAMS[StoreType.EPISODIC]
     base, stability = decay.reinforce(base, 3600, stability, params)
     base, stability = decay.reinforce(base, 3600, stability, params)  # the second recall, an hour later

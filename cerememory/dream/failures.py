@@ -15,19 +15,17 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import ValidationError
 
 from ..cmp.errors import CMPError, ErrorCode, from_validation_error
 from ..embed import EmbeddingUnavailable
-from ..storage.db import Database, is_io_failure
+from ..storage.base import FailureRows, StorageUnavailable, Tables
 from ..storage.full import is_disk_full
 from ..version import __version__
 from .grouping import Group
 
 MAX_REASON_CHARS = 500
-_COLUMNS = "first_raw_id, fingerprint, raw_record_count, code, reason, version, failed_at"
 
 
 @dataclass(frozen=True)
@@ -53,9 +51,9 @@ def fingerprint(group: Group) -> str:
     return digest.hexdigest()
 
 
-def load(db: Database) -> dict[uuid.UUID, Failure]:
+def load(rows: FailureRows) -> dict[uuid.UUID, Failure]:
     """Every recorded failure, by the group's first raw record."""
-    return {row[0]: Failure(*row) for row in db.query(f"SELECT {_COLUMNS} FROM dream_failures")}
+    return {row[0]: Failure(*row) for row in rows.load()}
 
 
 def is_machine_failure(exc: BaseException) -> bool:
@@ -66,7 +64,7 @@ def is_machine_failure(exc: BaseException) -> bool:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, OSError | EmbeddingUnavailable) or is_io_failure(current):
+        if isinstance(current, OSError | EmbeddingUnavailable | StorageUnavailable):
             return True
         current = current.__cause__ or current.__context__
     return False
@@ -83,19 +81,11 @@ def describe(exc: BaseException) -> tuple[str, str]:
     return ErrorCode.INTERNAL_ERROR.value, f"{type(exc).__name__} (the server log has the details)"
 
 
-def record(tx: Any, group: Group, exc: BaseException, now: float) -> Failure:
+def record(uow: Tables, group: Group, exc: BaseException, now: float) -> Failure:
     """Write (or replace) the failure of `group` inside the caller's transaction."""
     code, reason = describe(exc)
     failure = Failure(group.records[0].id, fingerprint(group), len(group.records), code, reason,
                       __version__, now)
-    tx.execute(f"INSERT OR REPLACE INTO dream_failures ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-               [str(failure.first_raw_id), failure.fingerprint, failure.raw_record_count, failure.code,
-                failure.reason, failure.version, failure.failed_at])
+    uow.failures.put((failure.first_raw_id, failure.fingerprint, failure.raw_record_count, failure.code,
+                      failure.reason, failure.version, failure.failed_at))
     return failure
-
-
-def prune(tx: Any) -> None:
-    """Forget failures whose group is gone: its first raw record was dreamed, suppressed or
-    deleted."""
-    tx.execute("DELETE FROM dream_failures WHERE first_raw_id NOT IN "
-               "(SELECT id FROM raw_journal WHERE dream_processed_at IS NULL AND NOT suppressed)")

@@ -99,7 +99,7 @@ class Consolidation:
             candidates.append(plan_.Candidate(
                 id=i, created_at=h.created_at, updated_at=h.updated_at, access_count=h.access_count,
                 intensity=h.emotion_intensity, fidelity=fidelity, visible=fidelity >= prune))
-        watermark = self.core.db.get_state(WATERMARK_KEY)
+        watermark = self.core.read.state.get(WATERMARK_KEY)
         plan = plan_.plan(
             candidates, strategy=req.strategy, watermark=float(watermark) if watermark else None, now=now,
             min_age_hours=req.min_age_hours, min_access_count=req.min_access_count,

@@ -34,8 +34,8 @@ from ..model import (
     to_ts,
 )
 from ..security.audit import AuditLog
+from ..storage.backends import open_backend
 from ..storage.crypto import PLAINTEXT, VECTOR, Sealer, Vault
-from ..storage.db import DB_NAME, Database
 from ..stores.journal import JournalStore
 from ..stores.records import Head, RecordStore
 from ..stores.undecodable import UndecodableLog, UndecodableRecord
@@ -64,29 +64,30 @@ class EngineCore:
                            hint=getattr(exc, "hint", None) or "set embed.semantic = auto or off") from exc
         vault = Vault.unlock(data_dir, options.passphrase)
         self.sealer: Sealer = PLAINTEXT if vault is None else vault
-        self.db = Database(data_dir / DB_NAME)
+        self.backend = open_backend(options.storage_backend, data_dir)
+        self.read = read = self.backend.read  # outside a transaction; `Writer` alone opens one
         self.undecodable = UndecodableLog()
-        self.records = RecordStore(self.db, sealer=self.sealer, undecodable=self.undecodable)
-        stored_vectors = self.records.load()
-        self.journal = JournalStore(self.db, self.sealer, self.undecodable)
+        self.records = RecordStore(read.records, sealer=self.sealer, undecodable=self.undecodable)
+        self.records.load()
+        self.journal = JournalStore(read.journal, self.sealer, self.undecodable)
         if vault is not None:
             vault.erase_orphans(set(self.records.heads) | set(self.journal.ids()))
         self.working = WorkingMemory(options.working_capacity)
         self.graph = AssociationGraph()
         heads = self.records.heads
-        self.graph.add(Edge(*row) for row in self.db.load_edges() if row[0] in heads and row[1] in heads)
+        self.graph.add(Edge(*row) for row in read.edges.load() if row[0] in heads and row[1] in heads)
         self.vectors = VectorIndex()
-        self._load_vectors(stored_vectors)
+        self._load_vectors([row for row in read.vectors.load() if row[0] in heads])
         index_dir = data_dir / "index"
         self.text = TextIndex(index_dir / "records", hash_term=self.sealer.token)
         self.raw_text = TextIndex(index_dir / "journal", hash_term=self.sealer.token)
         self.modes = self._load_modes()
-        self.consolidated: dict[uuid.UUID, uuid.UUID] = dict(self.db.load_ledger())  # episodic -> semantic
+        self.consolidated: dict[uuid.UUID, uuid.UUID] = dict(read.ledger.load())  # episodic -> semantic
         self.evolution = evolution.Evolution(
             options.decay, frozen=options.evolution_frozen, interval=options.evolution_interval,
-            state=json.loads(self.db.get_state("evolution") or "{}"))
+            state=json.loads(read.state.get("evolution") or "{}"))
         self.params = self.evolution.params()
-        self.total_recall_count = int(self.db.get_state("total_recall_count", "0") or 0)
+        self.total_recall_count = int(read.state.get("total_recall_count", "0") or 0)
         self._count_lock = threading.Lock()
 
     def _load_vectors(self, rows: list[tuple[uuid.UUID, int, bytes]]) -> None:
@@ -99,9 +100,9 @@ class EngineCore:
             self.vectors.add(ids, [STORE_CODE[self.records.heads[i].store] for i in ids], matrix)
 
     def _load_modes(self) -> dict[StoreType | None, RecallMode]:
-        modes: dict[StoreType | None, RecallMode] = {None: RecallMode(self.db.get_state("recall_mode") or "human")}
+        modes: dict[StoreType | None, RecallMode] = {None: RecallMode(self.read.state.get("recall_mode") or "human")}
         for store in ALL_STORES:
-            value = self.db.get_state(f"recall_mode:{store.value}")
+            value = self.read.state.get(f"recall_mode:{store.value}")
             if value:
                 modes[store] = RecallMode(value)
         return modes

@@ -108,7 +108,7 @@ class Dreaming:
 
     def stats(self) -> dict[str, Any]:
         """The dream figures of introspect.stats."""
-        get = self.core.db.get_state
+        get = self.core.read.state.get
         last = get(STATE_LAST_TICK)
         return {
             "dream_episodic_summaries": int(get(STATE_SUMMARIES, "0") or 0),
@@ -131,7 +131,7 @@ def run(parts: Dreaming, req: m.DreamTickRequest) -> m.DreamTickResponse:
     """The whole tick; see the module docstring."""
     now = parts.core.now()
     groups = group_records(select(parts.core, req))
-    known = failures.load(parts.core.db)
+    known = failures.load(parts.core.read.failures)
     fresh = [g for g in groups if not ((f := known.get(g.records[0].id)) and f.holds_for(g))]
     chosen = fresh[: req.max_groups]
     skipped = len(groups) - len(fresh)

@@ -124,7 +124,7 @@ class Engine:
         self._warmer.join()
         core = self.core
         with self.writer.lock:  # an operation still running in another thread finishes first
-            steps = [self.writer.flush, core.text.close, core.raw_text.close, core.db.close]
+            steps = [self.writer.flush, core.text.close, core.raw_text.close, core.backend.close]
             if core.audit is not None:
                 steps.append(core.audit.close)
             for step in steps:

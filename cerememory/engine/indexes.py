@@ -47,7 +47,7 @@ class TextIndexes:
             journal=self.rebuild_journal(progress) if wanted in (both, m.ReindexTarget.JOURNAL) else None)
 
     def _seq(self, key: str) -> int:
-        return int(self.core.db.get_state(key, "0") or 0)
+        return int(self.core.read.state.get(key, "0") or 0)
 
     def rebuild_records(self, progress: ProgressFn | None = None) -> int:
         core = self.core

@@ -18,6 +18,7 @@ ProgressFn = Callable[[int, int | None], None]  # (done, total or None)
 
 @dataclass
 class EngineOptions:
+    storage_backend: str = "duckdb"  # storage.backends: the system of record
     working_capacity: int = 7
     fusion: str = "rrf"
     rrf_k: int = 10

@@ -20,7 +20,6 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -30,13 +29,13 @@ from ..dream import failures
 from ..dream.grouping import Group
 from ..index.graph import Edge
 from ..model import STORE_CODE, MemoryRecord, RawJournalRecord, RecallMode, StoreType
+from ..storage.base import Tables
 from ..storage.crypto import VECTOR
 from ..stores.records import Head, Written
 from .core import EngineCore, Vectors
 from .docs import raw_text_doc, record_text_doc
 
 log = logging.getLogger("cerememory")
-Tx = Any  # the open transaction the storage layer hands out
 
 RECORDS_SEQ = "records_seq"  # bumped by every committed change to the records: the text index stamp
 JOURNAL_SEQ = "journal_seq"
@@ -84,9 +83,9 @@ class Writer:
         self._flushed_recall_count = core.total_recall_count
 
     @contextmanager
-    def _transaction(self) -> Iterator[Tx]:
-        with self.lock, self.core.db.transaction() as tx:
-            yield tx
+    def _transaction(self) -> Iterator[Tables]:
+        with self.lock, self.core.backend.transaction() as uow:
+            yield uow
 
     # ------------------------------------------------------------ curated records
 
@@ -97,12 +96,12 @@ class Writer:
         core = self.core
         durable_ids = {r.id for r in records if r.store is not StoreType.WORKING}
         kept_edges = [e for e in edges if e.source in durable_ids or e.source in core.records.heads]
-        with self._transaction() as tx:
-            written = core.records.insert(tx, [r for r in records if r.id in durable_ids])
-            self._insert_edges(tx, kept_edges)
-            self._insert_vectors(tx, {i: v for i, v in vectors.items() if i in durable_ids})
-            seq = self._alongside(tx, alongside)
-            self._flush_in(tx)
+        with self._transaction() as uow:
+            written = core.records.insert(uow, [r for r in records if r.id in durable_ids])
+            self._insert_edges(uow, kept_edges)
+            self._insert_vectors(uow, {i: v for i, v in vectors.items() if i in durable_ids})
+            seq = self._alongside(uow, alongside)
+            self._flush_in(uow)
             core.intend_audit(step, [*(r.id for r in records), *alongside.touched], edges=len(edges))
         self._mirror_added(written, records, [*edges, *alongside.edges], vectors, seq)
         self._mirror_alongside(alongside)
@@ -111,9 +110,9 @@ class Writer:
         """Delete records with their vectors, edges and ledger rows, then from RAM; the keys
         of the durable ones are erased, so what is left of them on disk can never be opened."""
         gone = set(ids)
-        with self._transaction() as tx:
-            self._remove_rows(tx, gone, gone)
-            seq = self._alongside(tx, alongside)
+        with self._transaction() as uow:
+            self._remove_rows(uow, gone, gone)
+            seq = self._alongside(uow, alongside)
             self.core.intend_audit("delete", [*ids, *alongside.touched])
         self._mirror_removed(gone, gone, seq)
         self._mirror_added(None, [], alongside.edges, {}, seq)
@@ -126,13 +125,13 @@ class Writer:
         core = self.core
         durable = record.store is not StoreType.WORKING
         written = None
-        with self._transaction() as tx:
+        with self._transaction() as uow:
             if durable:
-                written = core.records.insert(tx, [record], replace=True)
+                written = core.records.insert(uow, [record], replace=True)
                 if vectors is not None:
-                    core.db.delete_ids(tx, "vectors", "record_id", [record.id])
-                    self._insert_vectors(tx, vectors)
-            seq = core.db.bump(tx, RECORDS_SEQ)
+                    uow.vectors.delete([record.id])
+                    self._insert_vectors(uow, vectors)
+            seq = uow.state.bump(RECORDS_SEQ)
             core.intend_audit("update", [record.id])
         if written is not None:
             core.records.commit_heads(written)
@@ -149,17 +148,17 @@ class Writer:
         core = self.core
         durable = [r for r in change.records if r.store is not StoreType.WORKING]
         durable_ids = {r.id for r in durable}
-        with self._transaction() as tx:
-            self._remove_rows(tx, change.cleared, change.gone)
-            written = core.records.insert(tx, durable, replace=True, heads=[change.heads[r.id] for r in durable])
-            self._insert_edges(tx, [e for e in change.edges if e.source in durable_ids])  # as encode does
-            self._insert_vectors(tx, {i: v for i, v in change.vectors.items() if i in durable_ids})
-            core.db.delete_ids(tx, "raw_journal", "id", change.raw_removed)
+        with self._transaction() as uow:
+            self._remove_rows(uow, change.cleared, change.gone)
+            written = core.records.insert(uow, durable, replace=True, heads=[change.heads[r.id] for r in durable])
+            self._insert_edges(uow, [e for e in change.edges if e.source in durable_ids])  # as encode does
+            self._insert_vectors(uow, {i: v for i, v in change.vectors.items() if i in durable_ids})
+            uow.journal.delete(change.raw_removed)
             if change.raw:
-                core.journal.insert(tx, change.raw)
-            self._flush_in(tx, written.ids)
-            seq = core.db.bump(tx, RECORDS_SEQ)
-            journal_seq = core.db.bump(tx, JOURNAL_SEQ) if change.raw or change.raw_removed else None
+                core.journal.insert(uow, change.raw)
+            self._flush_in(uow, written.ids)
+            seq = uow.state.bump(RECORDS_SEQ)
+            journal_seq = uow.state.bump(JOURNAL_SEQ) if change.raw or change.raw_removed else None
             ids = [*change.gone, *change.raw_removed, *(r.id for r in change.records), *(r.id for r in change.raw)]
             core.intend_audit("import", ids)
         note_records(ids)
@@ -179,9 +178,9 @@ class Writer:
 
     def append_raw(self, records: Sequence[RawJournalRecord]) -> None:
         core = self.core
-        with self._transaction() as tx:
-            core.journal.insert(tx, records)
-            seq = core.db.bump(tx, JOURNAL_SEQ)
+        with self._transaction() as uow:
+            core.journal.insert(uow, records)
+            seq = uow.state.bump(JOURNAL_SEQ)
             core.intend_audit("raw", [r.id for r in records])
         core.raw_text.stage(seq, add=[raw_text_doc(r) for r in records])
         core.raw_text.mark_pending()
@@ -189,8 +188,8 @@ class Writer:
     def set_raw_flags(self, record_id: uuid.UUID, *, suppressed: bool | None, visibility: str | None,
                       secrecy_level: str | None) -> bool:
         """False (and nothing changed) when there is no such journal record."""
-        with self._transaction() as tx:
-            if not self.core.journal.set_flags(tx, record_id, updated_at=self.core.clock(), suppressed=suppressed,
+        with self._transaction() as uow:
+            if not self.core.journal.set_flags(uow, record_id, updated_at=self.core.clock(), suppressed=suppressed,
                                                visibility=visibility, secrecy_level=secrecy_level):
                 return False
             self.core.intend_audit("raw_flags", [record_id])
@@ -201,13 +200,13 @@ class Writer:
     def set_mode(self, mode: RecallMode, scope: Sequence[StoreType]) -> None:
         """The recall mode of the stores in `scope`, or of all (which clears per-store modes)."""
         core = self.core
-        with self._transaction() as tx:
+        with self._transaction() as uow:
             if scope:
                 for store in scope:
-                    core.db.set_state(tx, f"recall_mode:{store.value}", mode.value)
+                    uow.state.set(f"recall_mode:{store.value}", mode.value)
             else:
-                core.db.set_state(tx, "recall_mode", mode.value)
-                core.db.delete_state_prefix(tx, "recall_mode:")
+                uow.state.set("recall_mode", mode.value)
+                uow.state.delete_prefix("recall_mode:")
             core.intend_audit("mode", [])
         if scope:
             core.modes.update(dict.fromkeys(scope, mode))
@@ -215,26 +214,26 @@ class Writer:
             core.modes = {None: mode}
 
     def set_state(self, values: Mapping[str, str]) -> None:
-        with self._transaction() as tx:
+        with self._transaction() as uow:
             for key, value in values.items():
-                self.core.db.set_state(tx, key, value)
+                uow.state.set(key, value)
 
     def record_dream_failure(self, group: Group, exc: BaseException, now: float) -> failures.Failure:
-        with self._transaction() as tx:
-            return failures.record(tx, group, exc, now)
+        with self._transaction() as uow:
+            return failures.record(uow, group, exc, now)
 
     def end_dream_tick(self, state: Mapping[str, str]) -> None:
         """Forget the failures of groups whose raw records are gone or done; set `state`."""
-        with self._transaction() as tx:
-            failures.prune(tx)
+        with self._transaction() as uow:
+            uow.failures.prune()
             for key, value in state.items():
-                self.core.db.set_state(tx, key, value)
+                uow.state.set(key, value)
 
     def write_decay(self, ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> None:
         """Materialised fidelity of many records (their heads in RAM already changed)."""
-        with self._transaction() as tx:
-            self.core.records.write_decay(tx, ids, heads)
-            self._flush_in(tx)
+        with self._transaction() as uow:
+            self.core.records.write_decay(uow, ids, heads)
+            self._flush_in(uow)
             self.core.intend_audit("decay", [], records=len(ids))  # every record: too many to list
 
     def flush(self) -> None:
@@ -243,76 +242,66 @@ class Writer:
         if (not core.records.reinforcements and core.total_recall_count == self._flushed_recall_count
                 and not core.evolution.dirty):
             return
-        with self._transaction() as tx:
-            self._flush_in(tx)
+        with self._transaction() as uow:
+            self._flush_in(uow)
 
-    def _flush_in(self, tx: Tx, rewritten: Sequence[uuid.UUID] = ()) -> None:
+    def _flush_in(self, uow: Tables, rewritten: Sequence[uuid.UUID] = ()) -> None:
         """Recalls and counters kept in RAM since the last flush; `rewritten` are records this
         transaction writes whole."""
         core = self.core
-        core.records.flush_reinforcements(tx, set(rewritten))
+        core.records.flush_reinforcements(uow, set(rewritten))
         count = core.total_recall_count
         if count != self._flushed_recall_count:
-            core.db.set_state(tx, "total_recall_count", str(count))
+            uow.state.set("total_recall_count", str(count))
             self._flushed_recall_count = count
         if core.evolution.dirty:
-            core.db.set_state(tx, "evolution", json.dumps(core.evolution.to_state()))
+            uow.state.set("evolution", json.dumps(core.evolution.to_state()))
 
     # ------------------------------------------------------------ rows
 
-    def _remove_rows(self, tx: Tx, cleared: set[uuid.UUID], gone: set[uuid.UUID]) -> None:
+    def _remove_rows(self, uow: Tables, cleared: set[uuid.UUID], gone: set[uuid.UUID]) -> None:
         """Rows of `cleared` records (their own rows and outgoing edges) and of `gone` ones (also
         the edges into them and their ledger rows)."""
-        db, heads = self.core.db, self.core.records.heads
+        heads = self.core.records.heads
         durable = [i for i in cleared if i in heads]
-        self.core.records.delete(tx, durable)
-        db.delete_ids(tx, "vectors", "record_id", durable)
-        db.delete_ids(tx, "associations", "source_id", list(cleared))
-        db.delete_ids(tx, "associations", "target_id", list(gone))
-        db.delete_ids(tx, "consolidations", "episodic_id", list(gone))
+        self.core.records.delete(uow, durable)
+        uow.vectors.delete(durable)
+        uow.edges.delete_from(list(cleared))
+        uow.edges.delete_to(list(gone))
+        uow.ledger.delete(list(gone))
 
-    def _alongside(self, tx: Tx, alongside: Alongside) -> int:
+    def _alongside(self, uow: Tables, alongside: Alongside) -> int:
         """Write `alongside`; returns the new records sequence number."""
-        db = self.core.db
-        self._insert_edges(tx, alongside.edges)
+        self._insert_edges(uow, alongside.edges)
         if alongside.ledger:
             ledger = alongside.ledger
-            db.insert_columns(
-                tx, "consolidations",
-                {"episodic_id": list(ledger), "semantic_id": list(ledger.values()),
-                 "consolidated_at": [alongside.ledger_at] * len(ledger),
-                 "strategy": [alongside.ledger_strategy] * len(ledger)},
-                uuid_columns=("episodic_id", "semantic_id"), replace=True)
+            uow.ledger.insert({"episodic_id": list(ledger), "semantic_id": list(ledger.values()),
+                               "consolidated_at": [alongside.ledger_at] * len(ledger),
+                               "strategy": [alongside.ledger_strategy] * len(ledger)})
         if alongside.raw:
-            self.core.journal.insert(tx, alongside.raw, replace=True)
+            self.core.journal.insert(uow, alongside.raw, replace=True)
         for counter in alongside.counters:
-            db.bump(tx, counter)
+            uow.state.bump(counter)
         for key, value in alongside.state.items():
-            db.set_state(tx, key, value)
+            uow.state.set(key, value)
         if alongside.crashpoint:
             crashpoints.reached(alongside.crashpoint)
-        return db.bump(tx, RECORDS_SEQ)
+        return uow.state.bump(RECORDS_SEQ)
 
-    def _insert_vectors(self, tx: Tx, vectors: Vectors) -> None:
+    def _insert_vectors(self, uow: Tables, vectors: Vectors) -> None:
         items = list(vectors.items())
-        self.core.db.insert_columns(
-            tx, "vectors",
+        uow.vectors.insert(
             {"record_id": [i for i, _ in items], "dim": [int(v.shape[0]) for _, (v, _) in items],
              "model": [model for _, (_, model) in items],
              "vec": self.core.sealer.seal_many([i for i, _ in items], [v.tobytes() for _, (v, _) in items],
-                                               VECTOR)},
-            uuid_columns=("record_id",), replace=True,
-        )
+                                               VECTOR)})
 
-    def _insert_edges(self, tx: Tx, edges: Sequence[Edge]) -> None:
-        self.core.db.insert_columns(
-            tx, "associations",
+    def _insert_edges(self, uow: Tables, edges: Sequence[Edge]) -> None:
+        uow.edges.insert(
             {"source_id": [e.source for e in edges], "target_id": [e.target for e in edges],
              "association_type": [e.type for e in edges], "weight": [e.weight for e in edges],
              "created_at": [e.created_at for e in edges],
-             "last_co_activation": [e.last_co_activation for e in edges]},
-            uuid_columns=("source_id", "target_id"), replace=True,
-        )
+             "last_co_activation": [e.last_co_activation for e in edges]})
 
     # ------------------------------------------------------------ mirrors
 

@@ -1,5 +1,5 @@
 """The raw journal: conversations, tool I/O and scratchpads kept verbatim, never ranked with
-curated memories. Filtering is SQL; text search goes through its own tantivy index."""
+curated memories. Filtering is the system of record's; text search goes through its own index."""
 
 from __future__ import annotations
 
@@ -8,17 +8,13 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
-import duckdb
-
 from ..model import RawJournalRecord, RawVisibility, SecrecyLevel, from_ts, to_ts
 from ..storage import codec
+from ..storage.base import JOURNAL_COLUMNS, JournalRows, Row, Tables
 from ..storage.crypto import PLAINTEXT, Sealer
-from ..storage.db import Database
 from .undecodable import UndecodableLog, UndecodableRecord
 
 BODY_FIELDS = {"content", "metadata", "derived_memory_ids", "meta"}
-COLUMNS = ["id", "session_id", "turn_id", "topic_id", "source", "speaker", "visibility",
-           "secrecy_level", "created_at", "updated_at", "suppressed", "dream_processed_at", "body"]
 DEFAULT_SECRECY = (SecrecyLevel.PUBLIC, SecrecyLevel.SENSITIVE)
 
 
@@ -42,14 +38,14 @@ def allowed_visibility(include_private_scratch: bool, include_sealed: bool) -> l
 
 
 class JournalStore:
-    def __init__(self, db: Database, sealer: Sealer = PLAINTEXT, undecodable: UndecodableLog | None = None) -> None:
-        self.db = db
+    def __init__(self, rows: JournalRows, sealer: Sealer = PLAINTEXT,
+                 undecodable: UndecodableLog | None = None) -> None:
+        self.rows = rows  # reads outside a transaction; writes go through the caller's unit of work
         self.sealer = sealer
         self.undecodable = undecodable or UndecodableLog()  # records no read can use: skipped, reported
 
-    def insert(self, tx: duckdb.DuckDBPyConnection, records: Sequence[RawJournalRecord], *,
-               replace: bool = False) -> None:
-        columns: dict[str, list[Any]] = {c: [] for c in COLUMNS}
+    def insert(self, uow: Tables, records: Sequence[RawJournalRecord], *, replace: bool = False) -> None:
+        columns: dict[str, list[Any]] = {c: [] for c in JOURNAL_COLUMNS}
         for r in records:
             processed = (r.metadata.get("_dream") or {}).get("processed_at")
             if isinstance(processed, str):
@@ -68,40 +64,25 @@ class JournalStore:
             columns["dream_processed_at"].append(processed.timestamp() if processed else None)
             columns["body"].append(codec.pack_model(r, include=BODY_FIELDS))
         columns["body"] = self.sealer.seal_many(columns["id"], columns["body"])
-        Database.insert_columns(tx, "raw_journal", columns, uuid_columns=("id",), replace=replace)
+        uow.journal.insert(columns, replace=replace)
 
     @staticmethod
-    def set_flags(tx: duckdb.DuckDBPyConnection, record_id: uuid.UUID, *, updated_at: float,
-                  suppressed: bool | None = None, visibility: str | None = None,
-                  secrecy_level: str | None = None) -> int:
+    def set_flags(uow: Tables, record_id: uuid.UUID, *, updated_at: float, suppressed: bool | None = None,
+                  visibility: str | None = None, secrecy_level: str | None = None) -> int:
         """Change the columns that decide who sees a record (none of them live in the body);
         returns how many records changed (0: no such record)."""
-        sets: list[str] = ["updated_at = ?"]
-        params: list[object] = [updated_at]
-        for column, value in (("suppressed", suppressed), ("visibility", visibility),
-                              ("secrecy_level", secrecy_level)):
-            if value is not None:
-                sets.append(f"{column} = ?")
-                params.append(value)
-        row = tx.execute(f"UPDATE raw_journal SET {', '.join(sets)} WHERE id = ?", [*params, str(record_id)]).fetchone()
-        return int(row[0]) if row else 0
+        changes = {name: value for name, value in (("suppressed", suppressed), ("visibility", visibility),
+                                                    ("secrecy_level", secrecy_level)) if value is not None}
+        return uow.journal.set_flags(record_id, {"updated_at": updated_at, **changes})
 
     def pending(self, *, visibility: Sequence[str], secrecy: Sequence[str],
                 session_id: str | None = None) -> list[RawJournalRecord]:
         """Records a dream has not processed yet (never suppressed ones), oldest first."""
-        where = ["NOT suppressed", "dream_processed_at IS NULL", "visibility IN (SELECT unnest(?))",
-                 "secrecy_level IN (SELECT unnest(?))"]
-        params: list[Any] = [list(visibility), list(secrecy)]
-        if session_id is not None:
-            where.append("session_id = ?")
-            params.append(session_id)
-        sql = (f"SELECT {', '.join(COLUMNS)} FROM raw_journal WHERE {' AND '.join(where)} "
-               "ORDER BY created_at, id")
-        return self._records(self.db.query(sql, params))
+        return self._records(self.rows.pending(visibility, secrecy, session_id))
 
-    def _row_to_record(self, row: tuple) -> RawJournalRecord:
+    def _row_to_record(self, row: Row) -> RawJournalRecord:
         """One record; raises `UndecodableRecord` (noted) when its row cannot make one."""
-        values = dict(zip(COLUMNS, row, strict=True))
+        values = dict(zip(JOURNAL_COLUMNS, row, strict=True))
         try:
             body = codec.unpack(self.sealer.open(values["id"], values.pop("body")))
             values.pop("dream_processed_at")
@@ -112,7 +93,7 @@ class JournalStore:
         except Exception as exc:
             raise self.undecodable.note(values["id"], exc) from exc
 
-    def _records(self, rows: Iterable[tuple]) -> list[RawJournalRecord]:
+    def _records(self, rows: Iterable[Row]) -> list[RawJournalRecord]:
         """The records of `rows` that decode; the others are skipped (and noted)."""
         out = []
         for row in rows:
@@ -123,13 +104,7 @@ class JournalStore:
         return out
 
     def get(self, ids: Sequence[uuid.UUID]) -> list[RawJournalRecord]:
-        if not ids:
-            return []
-        rows = self.db.query(
-            f"SELECT {', '.join(COLUMNS)} FROM raw_journal WHERE id IN (SELECT unnest(?::UUID[]))",
-            [[str(i) for i in ids]],
-        )
-        return self._records(rows)
+        return self._records(self.rows.by_ids(ids))
 
     def query(
         self,
@@ -146,45 +121,34 @@ class JournalStore:
     ) -> tuple[list[RawJournalRecord], int]:
         """Records passing every filter (never suppressed ones) and how many passed in all
         (-1 unless `count`)."""
-        clause, params = _where(visibility, secrecy, session_id, ids, start, end)
-        total = self.db.query(f"SELECT count(*) FROM raw_journal WHERE {clause}", params)[0][0] if count else -1
-        order = "DESC" if newest_first else "ASC"
-        sql = f"SELECT {', '.join(COLUMNS)} FROM raw_journal WHERE {clause} ORDER BY created_at {order}, id"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        return self._records(self.db.query(sql, params)), total
+        filters = RawFilters(visibility=list(visibility), secrecy=list(secrecy), session_id=session_id,
+                             start=start, end=end)
+        total = self.rows.count(filters, ids=ids) if count else -1
+        return self._records(self.rows.select(filters, ids=ids, limit=limit, newest_first=newest_first)), total
 
     def passing(self, ids: Sequence[uuid.UUID], *, visibility: Sequence[str], secrecy: Sequence[str],
                 session_id: str | None = None, start: float | None = None,
                 end: float | None = None) -> set[uuid.UUID]:
         """Which of `ids` pass the filters: ids only, so a ranked search reads whole records
         for the few it returns, not for every hit."""
-        clause, params = _where(visibility, secrecy, session_id, ids, start, end)
-        return {row[0] for row in self.db.query(f"SELECT id FROM raw_journal WHERE {clause}", params)}
+        return self.rows.passing(RawFilters(visibility=list(visibility), secrecy=list(secrecy),
+                                            session_id=session_id, start=start, end=end), ids)
 
     def updated_at(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, float]:
         """When each of `ids` still in the journal was last changed."""
-        if not ids:
-            return {}
-        return dict(self.db.query("SELECT id, updated_at FROM raw_journal WHERE id IN (SELECT unnest(?::UUID[]))",
-                                  [[str(i) for i in ids]]))
+        return self.rows.updated_at(ids)
 
     def ids(self) -> list[uuid.UUID]:
-        return [row[0] for row in self.db.query("SELECT id FROM raw_journal")]
+        return self.rows.ids()
 
     def counts(self) -> tuple[int, int]:
         """(all records, records not yet consolidated by a dream tick)."""
-        row = self.db.query(
-            "SELECT count(*), count(*) FILTER (WHERE dream_processed_at IS NULL AND NOT suppressed) "
-            "FROM raw_journal"
-        )[0]
-        return int(row[0]), int(row[1])
+        return self.rows.counts()
 
     def scan(self, batch: int = 5000) -> Iterable[tuple[uuid.UUID, str, RawJournalRecord | None]]:
         """Every record as (id, session_id, record) in id order, the record None when it cannot
         be decoded (noted): an index rebuild still counts it, an export leaves it out."""
-        cursor = self.db.fresh_reader().execute(f"SELECT {', '.join(COLUMNS)} FROM raw_journal ORDER BY id")
-        while rows := cursor.fetchmany(batch):
+        for rows in self.rows.scan(batch):
             for row in rows:
                 try:
                     record = self._row_to_record(row)
@@ -199,22 +163,3 @@ class JournalStore:
     def undecodable_ids(self) -> list[uuid.UUID]:
         """The records no read can use: a full pass, for an export that announces its counts first."""
         return [record_id for record_id, _, record in self.scan() if record is None]
-
-
-def _where(visibility: Sequence[str], secrecy: Sequence[str], session_id: str | None,
-           ids: Sequence[uuid.UUID] | None, start: float | None, end: float | None) -> tuple[str, list[Any]]:
-    where = ["NOT suppressed", "visibility IN (SELECT unnest(?))", "secrecy_level IN (SELECT unnest(?))"]
-    params: list[Any] = [list(visibility), list(secrecy)]
-    if session_id is not None:
-        where.append("session_id = ?")
-        params.append(session_id)
-    if ids is not None:
-        where.append("id IN (SELECT unnest(?::UUID[]))")
-        params.append([str(i) for i in ids])
-    if start is not None:
-        where.append("created_at >= ?")
-        params.append(start)
-    if end is not None:
-        where.append("created_at <= ?")
-        params.append(end)
-    return " AND ".join(where), params

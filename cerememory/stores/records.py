@@ -2,8 +2,8 @@
 
 The hot, mutable part of each record (its *head*: store, times, access, fidelity, emotion
 summary) is held in RAM for every record, so ranking and filtering never query per
-candidate; the body (content, emotion, metadata, meta-memory) stays in DuckDB as a codec blob
-and is fetched for the few records a response returns.
+candidate; the body (content, emotion, metadata, meta-memory) stays in the system of record
+as a sealed codec blob and is fetched for the few records a response returns.
 """
 
 from __future__ import annotations
@@ -15,13 +15,10 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-import duckdb
-import pyarrow as pa
-
-from ..model import FidelityState, MemoryRecord, StoreType, from_ts, to_ts, uuid_from_text
+from ..model import FidelityState, MemoryRecord, StoreType, from_ts, to_ts
 from ..storage import codec
+from ..storage.base import HEAD_COLUMNS, RecordRows, Tables
 from ..storage.crypto import PLAINTEXT, Sealer
-from ..storage.db import Database
 from .undecodable import UndecodableLog, UndecodableRecord
 
 BODY_FIELDS = {"content", "emotion", "metadata", "meta"}
@@ -84,7 +81,8 @@ class Head:
         )
 
 
-HEAD_COLUMNS = [f.name for f in fields(Head)]
+if tuple(f.name for f in fields(Head)) != HEAD_COLUMNS:  # rows are read back by position
+    raise ImportError("Head and storage.base.HEAD_COLUMNS disagree")
 
 
 def _head_columns(ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> dict[str, list]:
@@ -105,20 +103,6 @@ class Reinforcement:
     exponent: float
     boost: float
     lift: float  # the share of lost strength a recall restores
-
-
-# The SQL twin of `dynamics.decay.reinforce`, applied to the current row: strength at the recall,
-# then the lift, and stability continued from the elapsed time and boosted.
-_ELAPSED = "greatest(r.at - records.last_accessed_at, 0.0)"
-_STRENGTH = f"(records.fidelity_base * pow(1.0 + {_ELAPSED} / records.stability, -r.exponent))"
-_CONTINUED = f"(records.stability + {_ELAPSED})"
-REINFORCE_SQL = (
-    f"UPDATE records SET fidelity_base = greatest(least(1.0, {_STRENGTH} + r.lift * (1.0 - {_STRENGTH})), "
-    f"{_STRENGTH}), stability = {_CONTINUED} * (1.0 + r.boost * pow({_CONTINUED}, -0.2)), "
-    "access_count = records.access_count + 1, reinforcement_count = records.reinforcement_count + 1, "
-    "last_accessed_at = greatest(records.last_accessed_at, r.at) "
-    "FROM _reinforced r WHERE records.id = r.id::UUID"
-)
 
 
 @dataclass
@@ -186,10 +170,10 @@ class BodyCache:
 class RecordStore:
     """Persistence and RAM heads for the curated records that live on disk."""
 
-    def __init__(self, db: Database, *, cache_bytes: int = 256 * 1024 * 1024, sealer: Sealer = PLAINTEXT,
+    def __init__(self, rows: RecordRows, *, cache_bytes: int = 256 * 1024 * 1024, sealer: Sealer = PLAINTEXT,
                  undecodable: UndecodableLog | None = None) -> None:
-        self.db = db
-        self.sealer = sealer  # bodies are sealed on the way to DuckDB and opened on the way back
+        self.rows = rows  # reads outside a transaction; writes go through the caller's unit of work
+        self.sealer = sealer  # bodies are sealed on the way to storage and opened on the way back
         self.undecodable = undecodable or UndecodableLog()  # bodies no read can use: skipped, reported
         self.heads: dict[uuid.UUID, Head] = {}
         self.reinforcements: list[Reinforcement] = []  # recalls not yet written (see `reinforced`)
@@ -199,18 +183,14 @@ class RecordStore:
         # only fidelity and access): what was derived from bodies at revision N still holds at N
         self.revision = 0
 
-    def load(self) -> list[tuple[uuid.UUID, int, bytes]]:
-        """Read every head; return every stored vector of a record as (id, dim, vector bytes).
-        Two plain scans: a join of the two tables costs twice as much as both."""
+    def load(self) -> None:
+        """Read every head."""
         stores = {s.value: s for s in StoreType}
         heads = self.heads
-        for row in self.db.query(f"SELECT id::VARCHAR, {', '.join(HEAD_COLUMNS)} FROM records"):
+        for row in self.rows.heads():
             head = Head(*row[1:])
             head.store = stores[head.store]
-            heads[uuid_from_text(row[0])] = head
-        rows = self.db.query("SELECT record_id::VARCHAR, dim, vec FROM vectors")
-        return [(record_id, dim, vec) for text, dim, vec in rows
-                if (record_id := uuid_from_text(text)) in heads]
+            heads[row[0]] = head
 
     def __contains__(self, record_id: uuid.UUID) -> bool:
         return record_id in self.heads
@@ -228,7 +208,7 @@ class RecordStore:
             head.fidelity_base, head.fidelity_score = old.fidelity_base, old.fidelity_score
         return head
 
-    def insert(self, tx: duckdb.DuckDBPyConnection, records: Sequence[MemoryRecord],
+    def insert(self, uow: Tables, records: Sequence[MemoryRecord],
                *, replace: bool = False, heads: Sequence[Head] | None = None) -> Written:
         """Write records; returns what `commit_heads` makes visible once the transaction commits.
         `heads` are written as given (an import restores archived decay state exactly)."""
@@ -236,7 +216,7 @@ class RecordStore:
         columns = _head_columns([r.id for r in records], heads)
         bodies = [codec.pack_model(r, include=BODY_FIELDS, exclude=NOT_IN_BODY) for r in records]
         columns["body"] = self.sealer.seal_many(columns["id"], bodies)
-        Database.insert_columns(tx, "records", columns, uuid_columns=("id",), replace=replace)
+        uow.records.insert(columns, replace=replace)
         return Written(columns["id"], heads, bodies)
 
     def commit_heads(self, written: Written) -> None:
@@ -247,8 +227,8 @@ class RecordStore:
         self.cache.put_many(zip(written.ids, written.bodies, strict=True))
         self.revision += 1
 
-    def delete(self, tx: duckdb.DuckDBPyConnection, ids: Sequence[uuid.UUID]) -> None:
-        Database.delete_ids(tx, "records", "id", ids)
+    def delete(self, uow: Tables, ids: Sequence[uuid.UUID]) -> None:
+        uow.records.delete(ids)
 
     def forget_heads(self, ids: Iterable[uuid.UUID]) -> None:
         ids = list(ids)
@@ -259,24 +239,15 @@ class RecordStore:
         self.revision += 1
 
     @staticmethod
-    def write_decay(tx: duckdb.DuckDBPyConnection, ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> None:
+    def write_decay(uow: Tables, ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> None:
         """Store materialised fidelity, noise and tick time for many records in one statement."""
-        if not ids:
-            return
-        table = pa.table({
-            "id": [i.hex for i in ids],
+        uow.records.write_decay({
+            "id": list(ids),
             "fidelity_score": [h.fidelity_score for h in heads],
             "noise_level": [h.noise_level for h in heads],
             "emotional_anchor": [h.emotional_anchor for h in heads],
             "last_decay_tick": [h.last_decay_tick for h in heads],
         })
-        tx.register("_decayed", table)
-        try:
-            tx.execute("UPDATE records SET fidelity_score = d.fidelity_score, noise_level = d.noise_level, "
-                       "emotional_anchor = d.emotional_anchor, last_decay_tick = d.last_decay_tick "
-                       "FROM _decayed d WHERE records.id = d.id::UUID")
-        finally:
-            tx.unregister("_decayed")
 
     def reinforced(self, event: Reinforcement) -> None:
         """A recall already applied to the head in RAM, queued for `flush_reinforcements`."""
@@ -288,7 +259,7 @@ class RecordStore:
         with self._queue_lock:
             self.reinforcements = [e for e in self.reinforcements if e.record_id not in gone]
 
-    def flush_reinforcements(self, tx: duckdb.DuckDBPyConnection, skip: Collection[uuid.UUID] = ()) -> int:
+    def flush_reinforcements(self, uow: Tables, skip: Collection[uuid.UUID] = ()) -> int:
         """Apply queued recalls to the rows as they are in the database, in the order they
         happened; `skip` are records this transaction rewrites whole (their rows hold them)."""
         with self._queue_lock:
@@ -303,14 +274,9 @@ class RecordStore:
                 rounds.append([])
             rounds[n].append(event)
         for batch in rounds:
-            table = pa.table({"id": [e.record_id.hex for e in batch], "at": [e.at for e in batch],
-                              "exponent": [e.exponent for e in batch], "boost": [e.boost for e in batch],
-                              "lift": [e.lift for e in batch]})
-            tx.register("_reinforced", table)
-            try:
-                tx.execute(REINFORCE_SQL)
-            finally:
-                tx.unregister("_reinforced")
+            uow.records.reinforce({"id": [e.record_id for e in batch], "at": [e.at for e in batch],
+                                   "exponent": [e.exponent for e in batch], "boost": [e.boost for e in batch],
+                                   "lift": [e.lift for e in batch]})
         return len(events)
 
     # ------------------------------------------------------------ reads
@@ -321,8 +287,7 @@ class RecordStore:
         found = self.cache.get_many(ids)
         missing = [i for i in ids if i not in found]
         if missing:
-            opened = self._open_rows(self.db.query(
-                "SELECT id, body FROM records WHERE id IN (SELECT unnest(?::UUID[]))", [[str(i) for i in missing]]))
+            opened = self._open_rows(self.rows.bodies(missing))
             self.cache.put_many(opened)
             found.update(opened)
         return found
@@ -376,35 +341,25 @@ class RecordStore:
             raise self.undecodable.note(record_id, exc) from exc
 
     def warm(self, stop: threading.Event, batch: int = 1000) -> None:
-        """Fill the body cache with the newest records, so first queries need not hit DuckDB.
+        """Fill the body cache with the newest records, so first queries need not read storage.
         Newest first by the RAM heads, a small batch per query, so `stop` (closing) never waits
         for more than one batch."""
         newest = sorted(self.items(), key=lambda item: item[1].created_at, reverse=True)
-        cursor = self.db.fresh_reader()
         try:
             for start in range(0, len(newest), batch):
                 if stop.is_set():
                     return
-                ids = [str(i) for i, _ in newest[start:start + batch]]
-                rows = cursor.execute("SELECT id, body FROM records WHERE id IN (SELECT unnest(?::UUID[]))",
-                                      [ids]).fetchall()
+                rows = self.rows.bodies([i for i, _ in newest[start:start + batch]])
                 if not self.cache.add_missing(self._open_rows(rows)):
                     return
         except Exception:  # the database closed under us: warming is best effort
             pass
-        finally:
-            cursor.close()
 
     def iter_bodies(self, batch: int = 5000, *,
                     stores: Sequence[StoreType] | None = None) -> Iterable[tuple[uuid.UUID, bytes | None]]:
         """Every stored body (of `stores`, else all), in id order and in batches, for rebuilding
         derived indexes and for exports; None for a body that fails to open (noted)."""
-        sql, params = "SELECT id, body FROM records ORDER BY id", []
-        if stores is not None:
-            sql = "SELECT id, body FROM records WHERE store IN (SELECT unnest(?)) ORDER BY id"
-            params = [[s.value for s in stores]]
-        cursor = self.db.fresh_reader().execute(sql, params)
-        while rows := cursor.fetchmany(batch):
+        for rows in self.rows.scan_bodies([s.value for s in stores] if stores is not None else None, batch):
             opened = dict(self._open_rows(rows))
             for record_id, _ in rows:
                 yield record_id, opened.get(record_id)
@@ -413,15 +368,9 @@ class RecordStore:
                           batch: int = 2000) -> Iterator[tuple[uuid.UUID, bytes, str | None, bytes | None]]:
         """Every stored record of `stores` with its vector, sealed as stored, in id order: one
         consistent scan for an export (id, body, vector model or None, vector or None)."""
-        cursor = self.db.fresh_reader()
-        try:
-            cursor.execute("SELECT r.id, r.body, v.model, v.vec FROM records r "
-                           "LEFT JOIN vectors v ON v.record_id = r.id "
-                           "WHERE r.store IN (SELECT unnest(?)) ORDER BY r.id", [[s.value for s in stores]])
-            while rows := cursor.fetchmany(batch):
-                yield from rows
-        finally:
-            cursor.close()
+        for rows in self.rows.scan_with_vectors([s.value for s in stores], batch):
+            for row in rows:
+                yield row[0], row[1], row[2], row[3]
 
     def undecodable_among(self, stores: Sequence[StoreType]) -> set[uuid.UUID]:
         """Which stored records of `stores` no read can use: a full pass, for an export that

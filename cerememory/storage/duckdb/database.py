@@ -1,8 +1,8 @@
-"""DuckDB as the system of record: schema, numbered migrations, transactions, bulk writes.
+"""One DuckDB file: schema, numbered migrations, the single writer connection, reader cursors.
 
 DuckDB is slow at single-row writes and fast at columnar ones, so every write path hands
-whole batches over as Arrow tables. Times are stored as epoch seconds (DOUBLE) and record
-bodies as codec blobs.
+whole batches over as Arrow tables (tables.py). Times are stored as epoch seconds (DOUBLE) and
+record bodies as codec blobs.
 
 A full disk is STORAGE_FULL, and it never needs a restart: a write that cannot reach the
 write-ahead log is rolled back, and when a checkpoint fails DuckDB invalidates the whole
@@ -15,17 +15,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
 import duckdb
-import pyarrow as pa
 
-from ..cmp.errors import CMPError, ErrorCode
-from .full import is_disk_full, storage_full
+from ...cmp.errors import CMPError, ErrorCode
+from ..full import is_disk_full, storage_full
+from .errors import translate
 
 log = logging.getLogger("cerememory.storage")
 DB_NAME = "cerememory.duckdb"
@@ -139,11 +138,6 @@ def _sha(sql: str) -> str:
     return hashlib.sha256(sql.encode()).hexdigest()
 
 
-def is_io_failure(exc: BaseException) -> bool:
-    """A failure of the database's files or connection, as opposed to one of a statement's data."""
-    return isinstance(exc, duckdb.IOException | duckdb.FatalException | duckdb.ConnectionException)
-
-
 def _invalidates(exc: duckdb.Error) -> bool:
     return isinstance(exc, duckdb.FatalException) or _INVALIDATED in str(exc)
 
@@ -236,12 +230,10 @@ class Database:
             pass
 
     def _raise(self, exc: duckdb.Error) -> NoReturn:
-        """Re-raise a DuckDB failure: reopen an invalidated instance, and name a full disk."""
+        """Raise a DuckDB failure as a CMP error, reopening an invalidated instance first."""
         if _invalidates(exc):
             self._invalidate(exc)
-        if is_disk_full(exc):
-            raise storage_full(self.path) from exc
-        raise exc
+        raise translate(exc, self.path) from exc
 
     def _invalidate(self, exc: duckdb.Error) -> None:
         log.warning("the database %s must be reopened: %s", self.path, exc)
@@ -277,84 +269,31 @@ class Database:
             self._local.cursor, self._local.conn = cursor, conn
         return cursor
 
-    def fresh_reader(self) -> duckdb.DuckDBPyConnection:
-        """A cursor of its own, for long scans that must not disturb the thread's cursor."""
-        return self._usable().cursor()
-
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         """Rows of one read; a read that finds the instance invalidated reopens it and runs again."""
         try:
             return self.reader().execute(sql, params or []).fetchall()
         except duckdb.Error as exc:
             if not _invalidates(exc):
-                raise
+                self._raise(exc)
             self._invalidate(exc)
-        return self.reader().execute(sql, params or []).fetchall()
+        try:
+            return self.reader().execute(sql, params or []).fetchall()
+        except duckdb.Error as exc:
+            self._raise(exc)
+
+    def stream(self, sql: str, params: Sequence[Any], batch: int) -> Iterator[list[tuple[Any, ...]]]:
+        """Rows of one long read in batches, on a cursor of its own (so the thread's cursor is
+        free for other reads meanwhile)."""
+        cursor = self._usable().cursor()
+        try:
+            cursor.execute(sql, params)
+            while rows := cursor.fetchmany(batch):
+                yield rows
+        except duckdb.Error as exc:
+            self._raise(exc)
+        finally:
+            cursor.close()
 
     def close(self) -> None:
         self._conn.close()
-
-    # ------------------------------------------------------------ bulk helpers
-
-    @staticmethod
-    def insert_columns(
-        tx: duckdb.DuckDBPyConnection,
-        table: str,
-        columns: dict[str, list[Any]],
-        *,
-        uuid_columns: Sequence[str] = (),
-        replace: bool = False,
-    ) -> None:
-        """Insert many rows in one statement through an Arrow table."""
-        if not columns or not next(iter(columns.values())):
-            return
-        batch = pa.table(
-            {k: ([str(x) for x in v] if k in uuid_columns else v) for k, v in columns.items()}
-        )
-        names = ", ".join(columns)
-        select = ", ".join(f"{k}::UUID" if k in uuid_columns else k for k in columns)
-        verb = "INSERT OR REPLACE" if replace else "INSERT"
-        name = f"_batch_{threading.get_ident()}"
-        tx.register(name, batch)
-        try:
-            tx.execute(f"{verb} INTO {table} ({names}) SELECT {select} FROM {name}")
-        finally:
-            tx.unregister(name)
-
-    @staticmethod
-    def delete_ids(tx: duckdb.DuckDBPyConnection, table: str, column: str, ids: Sequence[Any]) -> None:
-        if ids:
-            tx.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?::UUID[]))",
-                       [[str(i) for i in ids]])
-
-    # ------------------------------------------------------------ small key/value state
-
-    def get_state(self, key: str, default: str | None = None) -> str | None:
-        rows = self.query("SELECT value FROM state WHERE key = ?", [key])
-        return rows[0][0] if rows else default
-
-    @staticmethod
-    def set_state(tx: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
-        tx.execute("INSERT OR REPLACE INTO state VALUES (?, ?)", [key, value])
-
-    @staticmethod
-    def delete_state_prefix(tx: duckdb.DuckDBPyConnection, prefix: str) -> None:
-        tx.execute("DELETE FROM state WHERE starts_with(key, ?)", [prefix])
-
-    # ------------------------------------------------------------ tables read whole at open
-
-    def load_edges(self) -> list[tuple[Any, ...]]:
-        """Every association: (source, target, type, weight, created_at, last_co_activation)."""
-        return self.query("SELECT source_id, target_id, association_type, weight, created_at, last_co_activation "
-                          "FROM associations")
-
-    def load_ledger(self) -> list[tuple[uuid.UUID, uuid.UUID]]:
-        """The consolidation ledger: (episodic id, the semantic id it was promoted to)."""
-        return [(row[0], row[1]) for row in self.query("SELECT episodic_id, semantic_id FROM consolidations")]
-
-    def bump(self, tx: duckdb.DuckDBPyConnection, key: str) -> int:
-        """Increment a counter inside the caller's transaction; used to detect stale indexes."""
-        row = tx.execute("SELECT value FROM state WHERE key = ?", [key]).fetchone()
-        value = int(row[0]) + 1 if row else 1
-        self.set_state(tx, key, str(value))
-        return value

@@ -1,0 +1,28 @@
+"""The DuckDB backend: one file in the data directory holds the system of record."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .database import Database
+from .tables import DuckTables
+
+DB_NAME = "cerememory.duckdb"
+
+
+class DuckDBBackend:
+    """`storage.base.Backend` over `<data_dir>/cerememory.duckdb`."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.database = Database(data_dir / DB_NAME)
+        self.read = DuckTables(self.database)
+
+    @contextmanager
+    def transaction(self) -> Iterator[DuckTables]:
+        with self.database.transaction() as tx:
+            yield DuckTables(self.database, tx)
+
+    def close(self) -> None:
+        self.database.close()

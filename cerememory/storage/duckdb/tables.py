@@ -1,0 +1,304 @@
+"""The repositories of `storage.base` over DuckDB: every SQL statement the engine runs.
+
+A `DuckTables` without a transaction reads through the calling thread's cursor; inside
+`DuckDBBackend.transaction()` it is bound to the writer connection, and its reads see the
+transaction's own writes.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ...model import uuid_from_text
+from ..base import HEAD_COLUMNS, JOURNAL_COLUMNS, Columns, Row
+from .database import Database
+
+_UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "semantic_id", "first_raw_id"}
+_FLAGS = ("suppressed", "visibility", "secrecy_level")
+
+
+class _Rows:
+    """Reads and writes of one table: reads on the transaction when there is one."""
+
+    def __init__(self, db: Database, tx: duckdb.DuckDBPyConnection | None) -> None:
+        self.db = db
+        self.tx = tx
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        if self.tx is not None:
+            return self.tx.execute(sql, list(params)).fetchall()
+        return self.db.query(sql, list(params))
+
+    def _stream(self, sql: str, params: Sequence[Any], batch: int) -> Iterator[list[Row]]:
+        return self.db.stream(sql, list(params), batch)
+
+    def _writer(self) -> duckdb.DuckDBPyConnection:
+        if self.tx is None:
+            raise RuntimeError("a write outside a transaction: use Backend.transaction()")
+        return self.tx
+
+    def _write(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return self._writer().execute(sql, list(params)).fetchall()
+
+    def _insert(self, table: str, columns: Columns, *, replace: bool = True) -> None:
+        """Many rows in one statement, through an Arrow table."""
+        if not columns or not next(iter(columns.values())):
+            return
+        tx = self._writer()
+        batch = pa.table({k: ([str(x) for x in v] if k in _UUID_COLUMNS else list(v)) for k, v in columns.items()})
+        select = ", ".join(f"{k}::UUID" if k in _UUID_COLUMNS else k for k in columns)
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        name = f"_batch_{threading.get_ident()}"
+        tx.register(name, batch)
+        try:
+            tx.execute(f"{verb} INTO {table} ({', '.join(columns)}) SELECT {select} FROM {name}")
+        finally:
+            tx.unregister(name)
+
+    def _update_from(self, sql: str, columns: Columns) -> None:
+        """An UPDATE ... FROM `_batch` joined on the batch's `id` column (one row per id)."""
+        tx = self._writer()
+        tx.register("_batch", pa.table({k: ([i.hex for i in v] if k == "id" else list(v)) for k, v in columns.items()}))
+        try:
+            tx.execute(sql)
+        finally:
+            tx.unregister("_batch")
+
+    def _delete(self, table: str, column: str, ids: Sequence[uuid.UUID]) -> None:
+        if ids:
+            self._write(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?::UUID[]))", [[str(i) for i in ids]])
+
+
+def _ids(ids: Sequence[uuid.UUID]) -> list[str]:
+    return [str(i) for i in ids]
+
+
+# The SQL twin of `dynamics.decay.reinforce`, applied to the current row: strength at the recall,
+# then the lift, and stability continued from the elapsed time and boosted.
+_ELAPSED = "greatest(b.at - records.last_accessed_at, 0.0)"
+_STRENGTH = f"(records.fidelity_base * pow(1.0 + {_ELAPSED} / records.stability, -b.exponent))"
+_CONTINUED = f"(records.stability + {_ELAPSED})"
+_REINFORCE = (
+    f"UPDATE records SET fidelity_base = greatest(least(1.0, {_STRENGTH} + b.lift * (1.0 - {_STRENGTH})), "
+    f"{_STRENGTH}), stability = {_CONTINUED} * (1.0 + b.boost * pow({_CONTINUED}, -0.2)), "
+    "access_count = records.access_count + 1, reinforcement_count = records.reinforcement_count + 1, "
+    "last_accessed_at = greatest(records.last_accessed_at, b.at) "
+    "FROM _batch b WHERE records.id = b.id::UUID"
+)
+_DECAY = ("UPDATE records SET fidelity_score = b.fidelity_score, noise_level = b.noise_level, "
+          "emotional_anchor = b.emotional_anchor, last_decay_tick = b.last_decay_tick "
+          "FROM _batch b WHERE records.id = b.id::UUID")
+
+
+class DuckRecords(_Rows):
+    def heads(self) -> list[Row]:
+        # ids as text, made UUIDs here: DuckDB's own UUID conversion costs more at 100k rows
+        rows = self._read(f"SELECT id::VARCHAR, {', '.join(HEAD_COLUMNS)} FROM records")
+        return [(uuid_from_text(row[0]), *row[1:]) for row in rows]
+
+    def bodies(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, bytes]]:
+        rows = self._read("SELECT id, body FROM records WHERE id IN (SELECT unnest(?::UUID[]))", [_ids(ids)])
+        return [(row[0], row[1]) for row in rows]
+
+    def scan_bodies(self, stores: Sequence[str] | None, batch: int) -> Iterator[list[tuple[uuid.UUID, bytes]]]:
+        if stores is None:
+            sql, params = "SELECT id, body FROM records ORDER BY id", []
+        else:
+            sql = "SELECT id, body FROM records WHERE store IN (SELECT unnest(?)) ORDER BY id"
+            params = [list(stores)]
+        for rows in self._stream(sql, params, batch):
+            yield [(row[0], row[1]) for row in rows]
+
+    def scan_with_vectors(self, stores: Sequence[str], batch: int) -> Iterator[list[Row]]:
+        return self._stream("SELECT r.id, r.body, v.model, v.vec FROM records r LEFT JOIN vectors v "
+                            "ON v.record_id = r.id WHERE r.store IN (SELECT unnest(?)) ORDER BY r.id",
+                            [list(stores)], batch)
+
+    def insert(self, columns: Columns, *, replace: bool) -> None:
+        self._insert("records", columns, replace=replace)
+
+    def delete(self, ids: Sequence[uuid.UUID]) -> None:
+        self._delete("records", "id", ids)
+
+    def write_decay(self, columns: Columns) -> None:
+        if columns["id"]:
+            self._update_from(_DECAY, columns)
+
+    def reinforce(self, columns: Columns) -> None:
+        if columns["id"]:
+            self._update_from(_REINFORCE, columns)
+
+
+def _where(filters: Mapping[str, Any], ids: Sequence[uuid.UUID] | None) -> tuple[str, list[Any]]:
+    """Never a suppressed record; the allowed visibility and secrecy; optional session, ids, range."""
+    where = ["NOT suppressed", "visibility IN (SELECT unnest(?))", "secrecy_level IN (SELECT unnest(?))"]
+    params: list[Any] = [list(filters["visibility"]), list(filters["secrecy"])]
+    if filters.get("session_id") is not None:
+        where.append("session_id = ?")
+        params.append(filters["session_id"])
+    if ids is not None:
+        where.append("id IN (SELECT unnest(?::UUID[]))")
+        params.append(_ids(ids))
+    if filters.get("start") is not None:
+        where.append("created_at >= ?")
+        params.append(filters["start"])
+    if filters.get("end") is not None:
+        where.append("created_at <= ?")
+        params.append(filters["end"])
+    return " AND ".join(where), params
+
+
+_JOURNAL = f"SELECT {', '.join(JOURNAL_COLUMNS)} FROM raw_journal"
+
+
+class DuckJournal(_Rows):
+    def select(self, filters: Mapping[str, Any], *, ids: Sequence[uuid.UUID] | None, limit: int | None,
+               newest_first: bool) -> list[Row]:
+        clause, params = _where(filters, ids)
+        sql = f"{_JOURNAL} WHERE {clause} ORDER BY created_at {'DESC' if newest_first else 'ASC'}, id"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return self._read(sql, params)
+
+    def count(self, filters: Mapping[str, Any], *, ids: Sequence[uuid.UUID] | None) -> int:
+        clause, params = _where(filters, ids)
+        return int(self._read(f"SELECT count(*) FROM raw_journal WHERE {clause}", params)[0][0])
+
+    def passing(self, filters: Mapping[str, Any], ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        clause, params = _where(filters, ids)
+        return {row[0] for row in self._read(f"SELECT id FROM raw_journal WHERE {clause}", params)}
+
+    def pending(self, visibility: Sequence[str], secrecy: Sequence[str], session_id: str | None) -> list[Row]:
+        where = ["NOT suppressed", "dream_processed_at IS NULL", "visibility IN (SELECT unnest(?))",
+                 "secrecy_level IN (SELECT unnest(?))"]
+        params: list[Any] = [list(visibility), list(secrecy)]
+        if session_id is not None:
+            where.append("session_id = ?")
+            params.append(session_id)
+        return self._read(f"{_JOURNAL} WHERE {' AND '.join(where)} ORDER BY created_at, id", params)
+
+    def by_ids(self, ids: Sequence[uuid.UUID]) -> list[Row]:
+        return self._read(f"{_JOURNAL} WHERE id IN (SELECT unnest(?::UUID[]))", [_ids(ids)]) if ids else []
+
+    def updated_at(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, float]:
+        if not ids:
+            return {}
+        rows = self._read("SELECT id, updated_at FROM raw_journal WHERE id IN (SELECT unnest(?::UUID[]))", [_ids(ids)])
+        return {row[0]: row[1] for row in rows}
+
+    def ids(self) -> list[uuid.UUID]:
+        return [row[0] for row in self._read("SELECT id FROM raw_journal")]
+
+    def counts(self) -> tuple[int, int]:
+        row = self._read("SELECT count(*), count(*) FILTER (WHERE dream_processed_at IS NULL AND NOT suppressed) "
+                         "FROM raw_journal")[0]
+        return int(row[0]), int(row[1])
+
+    def scan(self, batch: int) -> Iterator[list[Row]]:
+        return self._stream(f"{_JOURNAL} ORDER BY id", [], batch)
+
+    def insert(self, columns: Columns, *, replace: bool) -> None:
+        self._insert("raw_journal", columns, replace=replace)
+
+    def delete(self, ids: Sequence[uuid.UUID]) -> None:
+        self._delete("raw_journal", "id", ids)
+
+    def set_flags(self, record_id: uuid.UUID, changes: Mapping[str, Any]) -> int:
+        unknown = set(changes) - {*_FLAGS, "updated_at"}
+        if unknown:
+            raise ValueError(f"not a journal flag: {sorted(unknown)}")
+        names = list(changes)
+        rows = self._write(f"UPDATE raw_journal SET {', '.join(f'{n} = ?' for n in names)} WHERE id = ?",
+                           [*(changes[n] for n in names), str(record_id)])
+        return int(rows[0][0]) if rows else 0
+
+
+class DuckEdges(_Rows):
+    def load(self) -> list[Row]:
+        return self._read("SELECT source_id, target_id, association_type, weight, created_at, last_co_activation "
+                          "FROM associations")
+
+    def insert(self, columns: Columns) -> None:
+        self._insert("associations", columns)
+
+    def delete_from(self, ids: Sequence[uuid.UUID]) -> None:
+        self._delete("associations", "source_id", ids)
+
+    def delete_to(self, ids: Sequence[uuid.UUID]) -> None:
+        self._delete("associations", "target_id", ids)
+
+
+class DuckVectors(_Rows):
+    def load(self) -> list[tuple[uuid.UUID, int, bytes]]:
+        rows = self._read("SELECT record_id::VARCHAR, dim, vec FROM vectors")
+        return [(uuid_from_text(row[0]), row[1], row[2]) for row in rows]
+
+    def insert(self, columns: Columns) -> None:
+        self._insert("vectors", columns)
+
+    def delete(self, ids: Sequence[uuid.UUID]) -> None:
+        self._delete("vectors", "record_id", ids)
+
+
+class DuckLedger(_Rows):
+    def load(self) -> list[tuple[uuid.UUID, uuid.UUID]]:
+        return [(row[0], row[1]) for row in self._read("SELECT episodic_id, semantic_id FROM consolidations")]
+
+    def insert(self, columns: Columns) -> None:
+        self._insert("consolidations", columns)
+
+    def delete(self, episodic_ids: Sequence[uuid.UUID]) -> None:
+        self._delete("consolidations", "episodic_id", episodic_ids)
+
+
+class DuckState(_Rows):
+    def get(self, key: str, default: str | None = None) -> str | None:
+        rows = self._read("SELECT value FROM state WHERE key = ?", [key])
+        return str(rows[0][0]) if rows else default
+
+    def set(self, key: str, value: str) -> None:
+        self._write("INSERT OR REPLACE INTO state VALUES (?, ?)", [key, value])
+
+    def bump(self, key: str) -> int:
+        """Increment a counter; used to detect stale indexes."""
+        value = int(self.get(key, "0") or 0) + 1
+        self.set(key, str(value))
+        return value
+
+    def delete_prefix(self, prefix: str) -> None:
+        self._write("DELETE FROM state WHERE starts_with(key, ?)", [prefix])
+
+
+_FAILURE_COLUMNS = "first_raw_id, fingerprint, raw_record_count, code, reason, version, failed_at"
+
+
+class DuckFailures(_Rows):
+    def load(self) -> list[Row]:
+        return self._read(f"SELECT {_FAILURE_COLUMNS} FROM dream_failures")
+
+    def put(self, row: Row) -> None:
+        self._write(f"INSERT OR REPLACE INTO dream_failures ({_FAILURE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [str(row[0]), *row[1:]])
+
+    def prune(self) -> None:
+        self._write("DELETE FROM dream_failures WHERE first_raw_id NOT IN "
+                    "(SELECT id FROM raw_journal WHERE dream_processed_at IS NULL AND NOT suppressed)")
+
+
+class DuckTables:
+    """`storage.base.Tables` over one database, bound to a transaction or to the reader cursors."""
+
+    def __init__(self, db: Database, tx: duckdb.DuckDBPyConnection | None = None) -> None:
+        self.records = DuckRecords(db, tx)
+        self.journal = DuckJournal(db, tx)
+        self.edges = DuckEdges(db, tx)
+        self.vectors = DuckVectors(db, tx)
+        self.ledger = DuckLedger(db, tx)
+        self.state = DuckState(db, tx)
+        self.failures = DuckFailures(db, tx)
