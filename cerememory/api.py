@@ -1,242 +1,362 @@
-"""The Python API: typed convenience methods over CMP, shared by the embedded and remote forms.
+"""The Python API: typed methods over CMP, shared by the embedded and the remote forms.
 
-`Memory` (embedded, from `cerememory.open`) and the HTTP client implement `_invoke`; every
-convenience method builds a CMP request and returns the typed response, so code written
-against one works against the other.
+Each method's request is built once, by the function of the same name in `Calls`, and the
+method set is made from them twice: `MemoryAPI` (the embedded `Memory`, the HTTP `Client`, the
+`GrpcClient`) returns the typed response, `AsyncMemoryAPI` (the `AsyncClient`) an awaitable of
+it. So code written against one form works against the others, and each method keeps its
+signature and return type for the type checker. The methods go through the CMP dispatcher like
+every transport: embedded, `Memory.dispatcher`; remotely, the server's.
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from pydantic import BaseModel
 
+from .cmp import build
 from .cmp import messages as m
-from .cmp.dispatch import call, dispatch
+from .cmp.dispatch import Dispatcher, internal_error
 from .cmp.errors import CMPError, ErrorCode
 from .model import EmotionVector, MemoryRecord
+from .progress import ProgressFn
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .engine import Engine
 
 R = TypeVar("R", bound=BaseModel)
+P = ParamSpec("P")
 EmotionLike = str | EmotionVector | Mapping[str, float] | None
 
 
-def _emotion(value: EmotionLike) -> Any:
-    if value is None or isinstance(value, EmotionVector | Mapping):
-        return value
-    try:
-        return EmotionVector.from_label(value)
-    except ValueError as exc:
-        raise CMPError(ErrorCode.VALIDATION_ERROR, f"emotion: {exc}",
-                       hint="use a Plutchik label or an emotion object") from None
+@dataclass(frozen=True)
+class Call(Generic[R]):
+    """One typed call: the operation, its request, the model of its response and, in process
+    only, a progress callback (a remote server reports no progress)."""
+
+    op: str
+    request: dict[str, Any]
+    response: type[R]
+    progress: ProgressFn | None = None
 
 
-def _content(text: str | None, content: Any, embedding: Sequence[float] | None,
-             summary: str | None) -> Any:
+def _content(text: str | None, content: Any, embedding: Sequence[float] | None = None,
+             summary: str | None = None) -> Any:
     if content is not None:
         return content
     if text is None:
         raise CMPError(ErrorCode.VALIDATION_ERROR, "content: give text or content",
                        hint="store('what happened') or store(content={...})")
-    block: dict[str, Any] = {"modality": "text", "text": text}
-    if embedding is not None:
-        block["embedding"] = list(embedding)
-    return {"blocks": [block], "summary": summary}
+    return build.text_content(text, embedding=embedding, summary=summary)
 
 
-def _range(start: datetime | None, end: datetime | None) -> dict | None:
-    if start is None and end is None:
-        return None
-    if start is None or end is None:
-        raise CMPError(ErrorCode.VALIDATION_ERROR, "temporal range: give both start and end")
-    return {"start": start, "end": end}
-
-
-def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if v is not None}
-
-
-class MemoryAPI:
-    """Typed methods for every CMP operation of the core; subclasses provide `_invoke`."""
-
-    def _invoke(self, op: str, request: dict[str, Any]) -> BaseModel:
-        raise NotImplementedError
-
-    def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _call(self, op: str, request: dict[str, Any], response: type[R]) -> R:
-        result = self._invoke(op, _drop_none(request))
-        return result if isinstance(result, response) else response.model_validate(result)
+class Calls:
+    """The request of every typed method: `Calls.store("x")` builds what `mem.store("x")` sends."""
 
     # ------------------------------------------------------------ encode
 
-    def store(self, text: str | None = None, *, content: Any = None, store: str | None = None,
+    @staticmethod
+    def store(text: str | None = None, *, content: Any = None, store: str | None = None,
               emotion: EmotionLike = None, metadata: Mapping[str, Any] | None = None,
               meta: Any = None, embedding: Sequence[float] | None = None,
               summary: str | None = None, associations: Sequence[Mapping[str, Any]] | None = None,
-              created_at: datetime | None = None) -> m.EncodeStoreResponse:
+              created_at: datetime | None = None) -> Call[m.EncodeStoreResponse]:
         """Remember one thing. Without `store`, a summary routes to semantic, else episodic."""
-        return self._call("encode.store", {
+        return Call("encode.store", build.drop_none({
             "content": _content(text, content, embedding, summary), "store": store,
-            "emotion": _emotion(emotion), "metadata": metadata, "meta": meta,
+            "emotion": build.emotion(emotion), "metadata": metadata, "meta": meta,
             "associations": associations, "created_at": created_at,
-        }, m.EncodeStoreResponse)
+        }), m.EncodeStoreResponse)
 
-    def store_batch(self, records: Sequence[Mapping[str, Any]], *,
-                    infer_associations: bool = False) -> m.EncodeBatchResponse:
+    @staticmethod
+    def store_batch(records: Sequence[Mapping[str, Any]], *,
+                    infer_associations: bool = False) -> Call[m.EncodeBatchResponse]:
         """Store up to 1000 `encode.store` requests in one transaction."""
-        return self._call("encode.batch", {"records": list(records),
-                                           "infer_associations": infer_associations},
-                          m.EncodeBatchResponse)
+        return Call("encode.batch", {"records": list(records), "infer_associations": infer_associations},
+                    m.EncodeBatchResponse)
 
-    def update(self, record_id: uuid.UUID | str, *, text: str | None = None, content: Any = None,
+    @staticmethod
+    def update(record_id: uuid.UUID | str, *, text: str | None = None, content: Any = None,
                emotion: EmotionLike = None, metadata: Mapping[str, Any] | None = None,
-               meta: Any = None) -> m.Empty:
-        return self._call("encode.update", {
+               meta: Any = None) -> Call[m.Empty]:
+        """Replace the content, emotion, metadata or meta-memory of a record (at least one)."""
+        return Call("encode.update", build.drop_none({
             "record_id": record_id,
-            "content": _content(text, content, None, None) if text or content else None,
-            "emotion": _emotion(emotion), "metadata": metadata, "meta": meta,
-        }, m.Empty)
+            "content": _content(text, content) if text or content else None,
+            "emotion": build.emotion(emotion), "metadata": metadata, "meta": meta,
+        }), m.Empty)
 
-    def store_raw(self, text: str | None = None, *, session_id: str, content: Any = None,
+    @staticmethod
+    def store_raw(text: str | None = None, *, session_id: str, content: Any = None,
                   turn_id: str | None = None, topic_id: str | None = None,
                   source: str | None = None, speaker: str | None = None,
                   visibility: str | None = None, secrecy_level: str | None = None,
                   metadata: Mapping[str, Any] | None = None, meta: Any = None,
-                  created_at: datetime | None = None) -> m.EncodeStoreRawResponse:
+                  created_at: datetime | None = None) -> Call[m.EncodeStoreRawResponse]:
         """Append verbatim text (a turn, a tool result, a scratchpad) to the raw journal."""
-        return self._call("encode.store_raw", {
-            "session_id": session_id, "content": _content(text, content, None, None),
+        return Call("encode.store_raw", build.drop_none({
+            "session_id": session_id, "content": _content(text, content),
             "turn_id": turn_id, "topic_id": topic_id, "source": source, "speaker": speaker,
             "visibility": visibility, "secrecy_level": secrecy_level, "metadata": metadata,
             "meta": meta, "created_at": created_at,
-        }, m.EncodeStoreRawResponse)
+        }), m.EncodeStoreRawResponse)
 
-    def store_raw_batch(self, records: Sequence[Mapping[str, Any]]) -> m.EncodeBatchRawResponse:
-        return self._call("encode.batch_raw", {"records": list(records)}, m.EncodeBatchRawResponse)
+    @staticmethod
+    def store_raw_batch(records: Sequence[Mapping[str, Any]]) -> Call[m.EncodeBatchRawResponse]:
+        """Append up to 1000 `encode.store_raw` requests in one transaction."""
+        return Call("encode.batch_raw", {"records": list(records)}, m.EncodeBatchRawResponse)
 
-    def update_raw(self, record_id: uuid.UUID | str, *, suppressed: bool | None = None,
-                   visibility: str | None = None, secrecy_level: str | None = None) -> m.Empty:
+    @staticmethod
+    def update_raw(record_id: uuid.UUID | str, *, suppressed: bool | None = None,
+                   visibility: str | None = None, secrecy_level: str | None = None) -> Call[m.Empty]:
         """Suppress a journal record (hidden from raw recall, never dreamed) or reclassify it."""
-        return self._call("encode.update_raw", {"record_id": record_id, "suppressed": suppressed,
-                                                "visibility": visibility, "secrecy_level": secrecy_level}, m.Empty)
+        return Call("encode.update_raw", build.drop_none({
+            "record_id": record_id, "suppressed": suppressed, "visibility": visibility,
+            "secrecy_level": secrecy_level}), m.Empty)
 
-    def dream_tick(self, *, session_id: str | None = None, dry_run: bool = False, max_groups: int = 10,
+    @staticmethod
+    def dream_tick(*, session_id: str | None = None, dry_run: bool = False, max_groups: int = 10,
                    promote_semantic: bool = True, include_private_scratch: bool = False,
                    include_sealed: bool = False,
-                   secrecy_levels: Sequence[str] | None = None) -> m.DreamTickResponse:
+                   secrecy_levels: Sequence[str] | None = None) -> Call[m.DreamTickResponse]:
         """Summarise unprocessed raw journal topics into episodic memories (and semantic facts)."""
-        return self._call("lifecycle.dream_tick", {
+        return Call("lifecycle.dream_tick", build.drop_none({
             "session_id": session_id, "dry_run": dry_run, "max_groups": max_groups,
             "promote_semantic": promote_semantic, "include_private_scratch": include_private_scratch,
-            "include_sealed": include_sealed, "secrecy_levels": secrecy_levels}, m.DreamTickResponse)
+            "include_sealed": include_sealed, "secrecy_levels": secrecy_levels}), m.DreamTickResponse)
 
     # ------------------------------------------------------------ recall
 
-    def recall(self, query: str | None = None, *, limit: int = 10,
+    @staticmethod
+    def recall(query: str | None = None, *, limit: int = 10,
                stores: Sequence[str] | None = None, min_fidelity: float | None = None,
                include_decayed: bool = False, reconsolidate: bool = True,
                activation_depth: int = 2, mode: str = "human",
                embedding: Sequence[float] | None = None, emotion: EmotionLike = None,
-               start: datetime | None = None, end: datetime | None = None) -> m.RecallQueryResponse:
+               start: datetime | None = None, end: datetime | None = None) -> Call[m.RecallQueryResponse]:
         """Hybrid recall; with no cue at all, the most recent memories."""
-        cue = _drop_none({"text": query, "embedding": list(embedding) if embedding else None,
-                          "emotion": _emotion(emotion), "temporal": _range(start, end)})
-        return self._call("recall.query", {
+        cue = build.drop_none({"text": query, "embedding": list(embedding) if embedding else None,
+                               "emotion": build.emotion(emotion), "temporal": build.temporal(start, end)})
+        return Call("recall.query", build.drop_none({
             "cue": cue, "stores": stores, "limit": limit, "min_fidelity": min_fidelity,
             "include_decayed": include_decayed, "reconsolidate": reconsolidate,
             "activation_depth": activation_depth, "recall_mode": mode,
-        }, m.RecallQueryResponse)
+        }), m.RecallQueryResponse)
 
-    def raw_recall(self, query: str | None = None, *, session_id: str | None = None,
+    @staticmethod
+    def raw_recall(query: str | None = None, *, session_id: str | None = None,
                    record_ids: Sequence[uuid.UUID | str] | None = None, limit: int = 10,
                    include_private_scratch: bool = False, include_sealed: bool = False,
                    secrecy_levels: Sequence[str] | None = None, start: datetime | None = None,
-                   end: datetime | None = None) -> m.RecallRawQueryResponse:
+                   end: datetime | None = None) -> Call[m.RecallRawQueryResponse]:
         """Verbatim journal records; private, sealed and secret ones only when asked for."""
-        return self._call("recall.raw_query", {
+        return Call("recall.raw_query", build.drop_none({
             "query": query, "session_id": session_id, "record_ids": record_ids, "limit": limit,
             "include_private_scratch": include_private_scratch, "include_sealed": include_sealed,
-            "secrecy_levels": secrecy_levels, "temporal": _range(start, end),
-        }, m.RecallRawQueryResponse)
+            "secrecy_levels": secrecy_levels, "temporal": build.temporal(start, end),
+        }), m.RecallRawQueryResponse)
 
-    def list_records(self, store: str, *, metadata: dict[str, Any] | None = None,
+    @staticmethod
+    def list_records(store: str, *, metadata: dict[str, Any] | None = None,
                      fields: Sequence[str] | None = None, cursor: str | None = None,
-                     limit: int = 1000, similar_to: str | None = None) -> m.RecallListResponse:
+                     limit: int = 1000, similar_to: str | None = None) -> Call[m.RecallListResponse]:
         """One page of a store's records, oldest first, whose metadata has these key/values;
         decayed ones included, nothing reconsolidated. Pass `next_cursor` back for the next page;
         `similar_to` adds each record's cosine to that text (`similarity`) when search is semantic."""
-        return self._call("recall.list", {"store": store, "metadata": metadata, "fields": fields,
-                                          "cursor": cursor, "limit": limit, "similar_to": similar_to},
-                          m.RecallListResponse)
+        return Call("recall.list", build.drop_none({
+            "store": store, "metadata": metadata, "fields": fields, "cursor": cursor, "limit": limit,
+            "similar_to": similar_to}), m.RecallListResponse)
 
-    def associate(self, record_id: uuid.UUID | str, *, depth: int = 2, min_weight: float = 0.1,
-                  limit: int = 10, types: Sequence[str] | None = None) -> m.RecallAssociateResponse:
-        return self._call("recall.associate", {
+    @staticmethod
+    def associate(record_id: uuid.UUID | str, *, depth: int = 2, min_weight: float = 0.1,
+                  limit: int = 10, types: Sequence[str] | None = None) -> Call[m.RecallAssociateResponse]:
+        """Spread activation from a record along its associations."""
+        return Call("recall.associate", build.drop_none({
             "record_id": record_id, "depth": depth, "min_weight": min_weight, "limit": limit,
-            "association_types": types,
-        }, m.RecallAssociateResponse)
+            "association_types": types}), m.RecallAssociateResponse)
 
-    def timeline(self, start: datetime, end: datetime, *, granularity: str = "hour",
+    @staticmethod
+    def timeline(start: datetime, end: datetime, *, granularity: str = "hour",
                  min_fidelity: float | None = None, emotion: EmotionLike = None,
-                 stores: Sequence[str] | None = None) -> m.RecallTimelineResponse:
-        return self._call("recall.timeline", {
-            "range": {"start": start, "end": end}, "granularity": granularity,
-            "min_fidelity": min_fidelity, "emotion_filter": _emotion(emotion), "stores": stores,
-        }, m.RecallTimelineResponse)
+                 stores: Sequence[str] | None = None) -> Call[m.RecallTimelineResponse]:
+        """Memories of a time range in buckets."""
+        return Call("recall.timeline", build.drop_none({
+            "range": build.temporal(start, end), "granularity": granularity, "min_fidelity": min_fidelity,
+            "emotion_filter": build.emotion(emotion), "stores": stores}), m.RecallTimelineResponse)
 
-    def graph(self, center_id: uuid.UUID | str | None = None, *, depth: int = 2,
+    @staticmethod
+    def graph(center_id: uuid.UUID | str | None = None, *, depth: int = 2,
               limit_nodes: int = 10, edge_types: Sequence[str] | None = None,
-              include_meta: bool = False) -> m.RecallGraphResponse:
-        return self._call("recall.graph", {
+              include_meta: bool = False) -> Call[m.RecallGraphResponse]:
+        """The association graph around a record (or the best-connected records)."""
+        return Call("recall.graph", build.drop_none({
             "center_id": center_id, "depth": depth, "limit_nodes": limit_nodes,
-            "edge_types": edge_types, "include_meta": include_meta,
-        }, m.RecallGraphResponse)
+            "edge_types": edge_types, "include_meta": include_meta}), m.RecallGraphResponse)
 
     # ------------------------------------------------------------ lifecycle and introspection
 
-    def forget(self, record_ids: Sequence[uuid.UUID | str] | None = None, *,
+    @staticmethod
+    def forget(record_ids: Sequence[uuid.UUID | str] | None = None, *,
                store: str | None = None, start: datetime | None = None,
                end: datetime | None = None, cascade: bool = False,
-               confirm: bool = False) -> m.ForgetResponse:
+               confirm: bool = False) -> Call[m.ForgetResponse]:
         """Delete permanently; `confirm=True` is required."""
-        return self._call("lifecycle.forget", {
-            "record_ids": record_ids, "store": store, "temporal_range": _range(start, end),
-            "cascade": cascade, "confirm": confirm,
-        }, m.ForgetResponse)
+        return Call("lifecycle.forget", build.drop_none({
+            "record_ids": record_ids, "store": store, "temporal_range": build.temporal(start, end),
+            "cascade": cascade, "confirm": confirm}), m.ForgetResponse)
 
-    def set_mode(self, mode: str, *, scope: Sequence[str] | None = None) -> m.Empty:
-        return self._call("lifecycle.set_mode", {"mode": mode, "scope": scope}, m.Empty)
+    @staticmethod
+    def set_mode(mode: str, *, scope: Sequence[str] | None = None) -> Call[m.Empty]:
+        """Set the recall mode: human (fades with fidelity) or perfect (verbatim)."""
+        return Call("lifecycle.set_mode", build.drop_none({"mode": mode, "scope": scope}), m.Empty)
 
-    def decay_tick(self) -> m.DecayTickResponse:
+    @staticmethod
+    def decay_tick() -> Call[m.DecayTickResponse]:
         """Materialise fidelity and noise now, and count forgotten records."""
-        return self._call("lifecycle.decay_tick", {}, m.DecayTickResponse)
+        return Call("lifecycle.decay_tick", {}, m.DecayTickResponse)
 
-    def consolidate(self, strategy: str = "incremental", *, min_age_hours: float = 0, min_access_count: int = 0,
-                    dry_run: bool = False) -> m.ConsolidateResponse:
+    @staticmethod
+    def consolidate(strategy: str = "incremental", *, min_age_hours: float = 0, min_access_count: int = 0,
+                    dry_run: bool = False) -> Call[m.ConsolidateResponse]:
         """Merge near-duplicate episodic memories and promote episodic memories to semantic facts."""
-        return self._call("lifecycle.consolidate", {
+        return Call("lifecycle.consolidate", {
             "strategy": strategy, "min_age_hours": min_age_hours, "min_access_count": min_access_count,
             "dry_run": dry_run}, m.ConsolidateResponse)
 
-    def evolution(self) -> m.EvolutionResponse:
+    @staticmethod
+    def reindex(target: str = "all", *, progress: ProgressFn | None = None) -> Call[m.ReindexResponse]:
+        """Rebuild the full-text indexes (all, records or journal) from the database."""
+        return Call("lifecycle.reindex", {"target": target}, m.ReindexResponse, progress)
+
+    @staticmethod
+    def evolution() -> Call[m.EvolutionResponse]:
         """The decay parameters the evolution engine adjusted, and why."""
-        return self._call("introspect.evolution", {}, m.EvolutionResponse)
+        return Call("introspect.evolution", {}, m.EvolutionResponse)
 
-    def forecast(self, record_ids: Sequence[uuid.UUID | str], at: datetime) -> m.DecayForecastResponse:
+    @staticmethod
+    def forecast(record_ids: Sequence[uuid.UUID | str], at: datetime) -> Call[m.DecayForecastResponse]:
         """Fidelity of records at `at`, and when each will be forgotten."""
-        return self._call("introspect.decay_forecast", {"record_ids": list(record_ids), "forecast_at": at},
-                          m.DecayForecastResponse)
+        return Call("introspect.decay_forecast", {"record_ids": list(record_ids), "forecast_at": at},
+                    m.DecayForecastResponse)
 
-    def stats(self) -> m.StatsResponse:
-        return self._call("introspect.stats", {}, m.StatsResponse)
+    @staticmethod
+    def stats() -> Call[m.StatsResponse]:
+        """Counts, fidelity averages, index and journal figures."""
+        return Call("introspect.stats", {}, m.StatsResponse)
 
-    def inspect(self, record_id: uuid.UUID | str) -> MemoryRecord:
-        return self._call("introspect.record", {"record_id": record_id}, MemoryRecord)
+    @staticmethod
+    def inspect(record_id: uuid.UUID | str) -> Call[MemoryRecord]:
+        """One record with everything stored about it."""
+        return Call("introspect.record", {"record_id": record_id}, MemoryRecord)
+
+
+def _typed(result: BaseModel | dict[str, Any], response: type[R]) -> R:
+    return result if isinstance(result, response) else response.model_validate(result)
+
+
+def _counts(result: m.ReindexResponse) -> dict[str, int]:
+    """A reindex's document counts by index ({"records": n, "journal": n} for both)."""
+    return {name: count for name, count in result.model_dump().items() if count is not None}
+
+
+def _method(build: Callable[P, Call[R]]) -> Callable[Concatenate[MemoryAPI, P], R]:
+    @functools.wraps(build)
+    def method(self: MemoryAPI, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._invoke(build(*args, **kwargs))
+
+    return method
+
+
+def _async_method(build: Callable[P, Call[R]]) -> Callable[Concatenate[AsyncMemoryAPI, P], Coroutine[Any, Any, R]]:
+    @functools.wraps(build)
+    async def method(self: AsyncMemoryAPI, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await self._invoke(build(*args, **kwargs))
+
+    return method
+
+
+class MemoryAPI(ABC):
+    """Typed methods for every CMP operation of the core; an implementation provides `dispatch`
+    (JSON in, JSON out) and may answer `_invoke` without the JSON round trip."""
+
+    @abstractmethod
+    def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run a CMP operation on JSON-like data, exactly as a transport would."""
+
+    def _invoke(self, call: Call[R]) -> R:
+        return _typed(self.dispatch(call.op, call.request), call.response)
+
+    store = _method(Calls.store)
+    store_batch = _method(Calls.store_batch)
+    update = _method(Calls.update)
+    store_raw = _method(Calls.store_raw)
+    store_raw_batch = _method(Calls.store_raw_batch)
+    update_raw = _method(Calls.update_raw)
+    dream_tick = _method(Calls.dream_tick)
+    recall = _method(Calls.recall)
+    raw_recall = _method(Calls.raw_recall)
+    list_records = _method(Calls.list_records)
+    associate = _method(Calls.associate)
+    timeline = _method(Calls.timeline)
+    graph = _method(Calls.graph)
+    forget = _method(Calls.forget)
+    set_mode = _method(Calls.set_mode)
+    decay_tick = _method(Calls.decay_tick)
+    consolidate = _method(Calls.consolidate)
+    evolution = _method(Calls.evolution)
+    forecast = _method(Calls.forecast)
+    stats = _method(Calls.stats)
+    inspect = _method(Calls.inspect)
+
+    def reindex(self, progress: ProgressFn | None = None, *, target: str = "all") -> dict[str, int]:
+        """Rebuild the full-text indexes from the database (`lifecycle.reindex`); the document
+        count of each rebuilt index. `progress(done, total)` is called in process only."""
+        return _counts(self._invoke(Calls.reindex(target, progress=progress)))
+
+
+class AsyncMemoryAPI(ABC):
+    """The methods of `MemoryAPI`, each returning an awaitable of the same typed response."""
+
+    @abstractmethod
+    async def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run a CMP operation on JSON-like data."""
+
+    async def _invoke(self, call: Call[R]) -> R:
+        return _typed(await self.dispatch(call.op, call.request), call.response)
+
+    store = _async_method(Calls.store)
+    store_batch = _async_method(Calls.store_batch)
+    update = _async_method(Calls.update)
+    store_raw = _async_method(Calls.store_raw)
+    store_raw_batch = _async_method(Calls.store_raw_batch)
+    update_raw = _async_method(Calls.update_raw)
+    dream_tick = _async_method(Calls.dream_tick)
+    recall = _async_method(Calls.recall)
+    raw_recall = _async_method(Calls.raw_recall)
+    list_records = _async_method(Calls.list_records)
+    associate = _async_method(Calls.associate)
+    timeline = _async_method(Calls.timeline)
+    graph = _async_method(Calls.graph)
+    forget = _async_method(Calls.forget)
+    set_mode = _async_method(Calls.set_mode)
+    decay_tick = _async_method(Calls.decay_tick)
+    consolidate = _async_method(Calls.consolidate)
+    evolution = _async_method(Calls.evolution)
+    forecast = _async_method(Calls.forecast)
+    stats = _async_method(Calls.stats)
+    inspect = _async_method(Calls.inspect)
+
+    async def reindex(self, *, target: str = "all") -> dict[str, int]:
+        """Rebuild the server's full-text indexes; the document count of each rebuilt index."""
+        return _counts(await self._invoke(Calls.reindex(target)))
 
 
 class Memory(MemoryAPI):
@@ -248,10 +368,13 @@ class Memory(MemoryAPI):
         for hit in mem.recall("when does the key rotate").memories:
             print(hit.relevance_score, hit.rendered_content.plain_text())
     ```
+
+    `dispatcher` runs every call (and may be handed to a transport); `engine` is the engine.
     """
 
-    def __init__(self, engine: Any) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.dispatcher = Dispatcher(engine)
 
     @property
     def data_dir(self) -> Path:
@@ -259,21 +382,16 @@ class Memory(MemoryAPI):
 
     def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
         """Run a CMP operation on JSON-like data, exactly as a transport would."""
-        return dispatch(self.engine, op, request)
+        return self.dispatcher.dispatch(op, request)
 
-    def _invoke(self, op: str, request: dict[str, Any]) -> BaseModel:
+    def _invoke(self, call: Call[R]) -> R:
         try:
-            return call(self.engine, op, request)
+            result = self.dispatcher.call(call.op, call.request, progress=call.progress)
         except CMPError:
             raise
         except Exception as exc:
-            raise CMPError(ErrorCode.INTERNAL_ERROR, "internal error",
-                           details={"operation": op, "exception": type(exc).__name__}) from exc
-
-    def reindex(self, progress: Any = None) -> dict[str, int]:
-        """Rebuild both full-text indexes from the database."""
-        return {"records": self.engine.reindex_records(progress),
-                "journal": self.engine.reindex_journal(progress)}
+            raise internal_error(call.op, exc) from exc
+        return _typed(result, call.response)
 
     def close(self) -> None:
         """Flush recall statistics and release the data directory."""
@@ -296,7 +414,7 @@ _OPEN_ALIASES = {
 
 
 def open(data_dir: str | Path | None = None, *, config: str | Path | None = None,
-         clock: Any = None, **settings: Any) -> Memory:
+         clock: Callable[[], float] | None = None, **settings: Any) -> Memory:
     """Open (creating if needed) a data directory in this process.
 
     Settings come from the config file and `CEREMEMORY_*` variables as for the CLI; keyword
@@ -311,7 +429,7 @@ def open(data_dir: str | Path | None = None, *, config: str | Path | None = None
     return open_config(load_config(config, flags), clock=clock)
 
 
-def open_config(cfg: Any, *, server_url: str | None = None, clock: Any = None,
+def open_config(cfg: Config, *, server_url: str | None = None, clock: Callable[[], float] | None = None,
                 passphrase: str | None = None) -> Memory:
     """Open the data directory a loaded `Config` names, with its engine settings. `clock`
     (seconds since the epoch, like `time.time`) lets tests move time without sleeping."""

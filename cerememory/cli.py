@@ -1,8 +1,9 @@
-"""The `cerememory` command: every subcommand builds one CMP request and prints the response.
+"""The `cerememory` command: every subcommand builds one CMP request, runs it through the CMP
+dispatcher (in process, or on the server `--server-url` names) and prints the response.
 
 With `--json`, stdout carries only JSON (the CMP response, or `{"error": envelope}`) and
 diagnostics go to stderr. Exit codes: 0 success, 1 internal error, 2 bad input,
-3 record not found, 4 data directory busy, 5 not implemented, 6 audit log broken.
+3 record not found, 4 data directory busy, 5 not implemented, 6 audit log broken, 7 API key refused.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from .cmp import build
+from .cmp.context import bound
 from .cmp.errors import CMPError, ErrorCode
 from .version import __version__
 
@@ -65,6 +68,11 @@ def _when(value: str | None, flag: str) -> str | None:
     return moment.isoformat()
 
 
+def _range(args: argparse.Namespace) -> dict[str, Any] | None:
+    """--start / --end as a time range: either may be left out (from the epoch, up to now)."""
+    return build.temporal(_when(args.start, "--start"), _when(args.end, "--end"), open_ended=True)
+
+
 def _text_input(args: argparse.Namespace) -> str:
     """The text of a store command: the argument, `-` for stdin, or --file (must be UTF-8)."""
     if getattr(args, "file", None):
@@ -80,35 +88,14 @@ def _text_input(args: argparse.Namespace) -> str:
                        hint="convert the file to UTF-8 first") from None
 
 
-def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if v is not None}
-
-
-def _content(text: str, embedding: list[float] | None = None, summary: str | None = None) -> dict:
-    block: dict[str, Any] = {"modality": "text", "text": text}
-    if embedding is not None:
-        block["embedding"] = embedding
-    return _drop_none({"blocks": [block], "summary": summary})
-
-
-def _emotion(label: str | None) -> dict | None:
-    if label is None:
-        return None
-    from .model import EmotionVector
-
-    try:
-        return EmotionVector.from_label(label).model_dump()
-    except ValueError as exc:
-        raise _bad(f"--emotion: {exc}") from None
-
-
 # ---------------------------------------------------------------- commands -> CMP requests
 
 
 def cmd_store(args: argparse.Namespace) -> tuple[str, dict]:
-    return "encode.store", _drop_none({
-        "content": _content(_text_input(args), _floats(args.embedding, "--embedding"), args.summary),
-        "store": args.store, "emotion": _emotion(args.emotion),
+    return "encode.store", build.drop_none({
+        "content": build.text_content(_text_input(args), embedding=_floats(args.embedding, "--embedding"),
+                                      summary=args.summary),
+        "store": args.store, "emotion": build.emotion(args.emotion, field="--emotion"),
         "metadata": _json_arg(args.metadata_json, "--metadata-json"),
         "meta": _json_arg(args.meta_json, "--meta-json"),
         "created_at": _when(args.created_at, "--created-at"),
@@ -130,8 +117,8 @@ def _batch_lines(source: str) -> list[dict]:
             if not isinstance(line, dict):
                 raise _bad(f"line {number}: expected a JSON object; nothing was stored")
             if "text" in line and "content" not in line:
-                line["content"] = _content(line.pop("text"), line.pop("embedding", None),
-                                           line.pop("summary", None))
+                line["content"] = build.text_content(line.pop("text"), embedding=line.pop("embedding", None),
+                                                     summary=line.pop("summary", None))
             records.append(line)
     return records
 
@@ -163,11 +150,9 @@ def run_batch(mem: Any, args: argparse.Namespace, out: Output) -> dict:
 
 
 def cmd_recall(args: argparse.Namespace) -> tuple[str, dict]:
-    cue = _drop_none({"text": args.query, "embedding": _floats(args.embedding, "--embedding")})
-    if args.start or args.end:
-        cue["temporal"] = {"start": _when(args.start, "--start") or "1970-01-01T00:00:00Z",
-                           "end": _when(args.end, "--end") or datetime.now(UTC).isoformat()}
-    return "recall.query", _drop_none({
+    cue = build.drop_none({"text": args.query, "embedding": _floats(args.embedding, "--embedding"),
+                           "temporal": _range(args)})
+    return "recall.query", build.drop_none({
         "cue": cue, "limit": args.limit, "stores": _csv(args.stores), "recall_mode": args.mode,
         "min_fidelity": args.min_fidelity, "include_decayed": args.include_decayed or None,
         "reconsolidate": not args.no_reconsolidate,
@@ -175,8 +160,8 @@ def cmd_recall(args: argparse.Namespace) -> tuple[str, dict]:
 
 
 def cmd_raw_store(args: argparse.Namespace) -> tuple[str, dict]:
-    return "encode.store_raw", _drop_none({
-        "session_id": args.session_id, "content": _content(_text_input(args)),
+    return "encode.store_raw", build.drop_none({
+        "session_id": args.session_id, "content": build.text_content(_text_input(args)),
         "turn_id": args.turn_id, "topic_id": args.topic_id, "source": args.source,
         "speaker": args.speaker, "visibility": args.visibility, "secrecy_level": args.secrecy_level,
         "metadata": _json_arg(args.metadata_json, "--metadata-json"),
@@ -185,38 +170,34 @@ def cmd_raw_store(args: argparse.Namespace) -> tuple[str, dict]:
 
 
 def cmd_raw_recall(args: argparse.Namespace) -> tuple[str, dict]:
-    request = _drop_none({
+    return "recall.raw_query", build.drop_none({
         "query": args.query, "session_id": args.session_id, "limit": args.limit,
         "record_ids": _csv(args.ids), "secrecy_levels": _csv(args.secrecy_levels),
         "include_private_scratch": args.include_private_scratch or None,
-        "include_sealed": args.include_sealed or None,
+        "include_sealed": args.include_sealed or None, "temporal": _range(args),
     })
-    if args.start or args.end:
-        request["temporal"] = {"start": _when(args.start, "--start") or "1970-01-01T00:00:00Z",
-                               "end": _when(args.end, "--end") or datetime.now(UTC).isoformat()}
-    return "recall.raw_query", request
 
 
 def cmd_timeline(args: argparse.Namespace) -> tuple[str, dict]:
     now = datetime.now(UTC)
-    return "recall.timeline", _drop_none({
-        "range": {"start": _when(args.start, "--start") or (now - timedelta(days=7)).isoformat(),
-                  "end": _when(args.end, "--end") or now.isoformat()},
+    return "recall.timeline", build.drop_none({
+        "range": build.temporal(_when(args.start, "--start") or (now - timedelta(days=7)).isoformat(),
+                                _when(args.end, "--end") or now.isoformat()),
         "granularity": args.granularity, "min_fidelity": args.min_fidelity,
         "stores": _csv(args.stores),
     })
 
 
 def cmd_graph(args: argparse.Namespace) -> tuple[str, dict]:
-    return "recall.graph", _drop_none({"center_id": args.center, "depth": args.depth,
-                                       "limit_nodes": args.limit_nodes,
-                                       "include_meta": args.include_meta or None})
+    return "recall.graph", build.drop_none({"center_id": args.center, "depth": args.depth,
+                                            "limit_nodes": args.limit_nodes,
+                                            "include_meta": args.include_meta or None})
 
 
 def cmd_associate(args: argparse.Namespace) -> tuple[str, dict]:
-    return "recall.associate", _drop_none({"record_id": args.record_id, "depth": args.depth,
-                                           "min_weight": args.min_weight, "limit": args.limit,
-                                           "association_types": _csv(args.types)})
+    return "recall.associate", build.drop_none({"record_id": args.record_id, "depth": args.depth,
+                                                "min_weight": args.min_weight, "limit": args.limit,
+                                                "association_types": _csv(args.types)})
 
 
 def cmd_inspect(args: argparse.Namespace) -> tuple[str, dict]:
@@ -224,16 +205,13 @@ def cmd_inspect(args: argparse.Namespace) -> tuple[str, dict]:
 
 
 def cmd_forget(args: argparse.Namespace) -> tuple[str, dict]:
-    request = _drop_none({"record_ids": args.record_ids or None, "store": args.store,
-                          "cascade": args.cascade or None, "confirm": args.confirm})
-    if args.start or args.end:
-        request["temporal_range"] = {"start": _when(args.start, "--start") or "1970-01-01T00:00:00Z",
-                                     "end": _when(args.end, "--end") or datetime.now(UTC).isoformat()}
-    return "lifecycle.forget", request
+    return "lifecycle.forget", build.drop_none({
+        "record_ids": args.record_ids or None, "store": args.store, "cascade": args.cascade or None,
+        "confirm": args.confirm, "temporal_range": _range(args)})
 
 
 def cmd_mode(args: argparse.Namespace) -> tuple[str, dict]:
-    return "lifecycle.set_mode", _drop_none({"mode": args.mode, "scope": _csv(args.scope)})
+    return "lifecycle.set_mode", build.drop_none({"mode": args.mode, "scope": _csv(args.scope)})
 
 
 def cmd_stats(args: argparse.Namespace) -> tuple[str, dict]:
@@ -623,7 +601,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-access-count", type=int, default=0, help="promote only memories recalled this often")
     p.add_argument("--dry-run", action="store_true", help="report the plan, change nothing")
     add("evolution", "Decay parameters the evolution engine adjusted, and the patterns it observed.", cmd_evolution)
-    add("reindex", "Rebuild the full-text indexes from the database.", None)
+    p = add("reindex", "Rebuild the full-text indexes from the database.", None)
+    p.add_argument("--target", choices=["all", "records", "journal"], default="all",
+                   help="which index: the curated records', the raw journal's, or both (default)")
     p = sub.add_parser("init", help="Create a data directory, optionally encrypted at rest.",
                        description="Create a data directory, optionally encrypted at rest. The passphrase "
                                    "comes from CEREMEMORY_PASSPHRASE or a prompt.")
@@ -753,7 +733,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
     url = options.url
     mem = open_config(config, server_url=url)
     grpc = f", gRPC on {options.host}:{options.grpc_port}" if options.grpc_port else ""
-    stats = mem.engine.introspect_stats()
+    stats = mem.stats()
     semantic = f"on ({stats.embedder})" if stats.embedder else "off"
     print(f"cerememory {__version__} serving {mem.data_dir} on {url}{grpc}\n"
           f"{stats.total_records} records, {stats.raw_journal_records} journal records; "
@@ -771,7 +751,7 @@ def _mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reindex(mem: Any, out: Output) -> dict:
+def _reindex(mem: Any, args: argparse.Namespace, out: Output) -> dict:
     with out.progress("reindexing", None) as advance:
         last = [0]
 
@@ -779,7 +759,7 @@ def _reindex(mem: Any, out: Output) -> dict:
             advance(done - last[0])
             last[0] = done
 
-        return mem.reindex(progress)
+        return mem.reindex(progress, target=args.target)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -802,10 +782,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("keys", "audit-verify"):
             from .security import cli as security_cli
 
-            run = security_cli.run_keys if args.command == "keys" else security_cli.run_audit_verify
-            return run(args, _load_config(args), out)
-        request = args.handler(args) if args.handler else None
-        with _open(args, out) as mem:
+            run_security = security_cli.run_keys if args.command == "keys" else security_cli.run_audit_verify
+            return run_security(args, _load_config(args), out)
+        request: Any = args.handler(args) if args.handler else None
+        with bound(transport="cli"), _open(args, out) as mem:
             if args.command == "dream-tick":
                 from .dream import cli as dream_cli
 
@@ -817,11 +797,11 @@ def main(argv: list[str] | None = None) -> int:
 
                 op, result = "ingest", ingest_cli.run(mem, args, out, _load_config(args))
             elif args.command == "reindex":
-                op, result = "reindex", _reindex(mem, out)
+                op, result = "lifecycle.reindex", _reindex(mem, args, out)
             elif args.command in ("export", "import"):
-                from .cli_archive import run
+                from . import cli_archive
 
-                op, result = request[0], run(mem, request, out)
+                op, result = request[0], cli_archive.run(mem, request, out)
             else:
                 op, body = request
                 result = mem.dispatch(op, body)

@@ -1,9 +1,11 @@
 """`cerememory export` and `cerememory import`: CMA archives between a data directory and a file.
 
 Everything that can fail on the user's side (the path, the passphrase, reading the file) is
-checked before the data directory is opened. In process, an export streams straight into a
-temporary file beside the target; through `--server-url` the archive travels as bytes (see
-docs/archives.md for the size limits). Either way the file appears whole or not at all.
+checked before the data directory is opened. Both run through the CMP dispatcher, so each leaves
+its audit entry like any other entry point. In process, an export streams straight into a
+temporary file beside the target (the dispatcher passes the file and a progress callback through
+to the engine); through `--server-url` the archive travels as bytes (see docs/archives.md for the
+size limits). Either way the file appears whole or not at all.
 """
 
 from __future__ import annotations
@@ -15,15 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .api import Memory, MemoryAPI
 from .cli_encryption import prompt_passphrase
-from .cmp.errors import CMPError, ErrorCode
+from .cmp import build
+from .storage.archive import is_encrypted
+from .storage.archive_paths import export_target, write_new
 
 PASSPHRASE_ENV = "CEREMEMORY_ARCHIVE_PASSPHRASE"
 WRITE_CHUNK = 1024 * 1024
-
-
-def _bad(message: str, hint: str | None = None) -> CMPError:
-    return CMPError(ErrorCode.VALIDATION_ERROR, message, hint=hint)
 
 
 def passphrase(*, confirm: bool) -> str:
@@ -34,16 +35,12 @@ def passphrase(*, confirm: bool) -> str:
 def prepare(args: argparse.Namespace) -> tuple[str, dict[str, Any], Path]:
     """(operation, request, file) for an export or import, checked before opening anything."""
     if args.command == "export":
-        from .storage.archive_paths import export_target
-
         path = export_target(args.path)
         stores = [s.strip() for s in args.stores.split(",") if s.strip()] if args.stores else None
         request: dict[str, Any] = {"stores": stores, "include_raw_journal": args.raw, "encrypt": args.encrypt}
         if args.encrypt:
             request["encryption_key"] = passphrase(confirm=True)
-        return "lifecycle.export", {k: v for k, v in request.items() if v is not None}, path
-    from .storage.archive import is_encrypted
-
+        return "lifecycle.export", build.drop_none(request), path
     path = Path(args.path).expanduser()
     data = path.read_bytes()
     request = {"archive_id": path.name, "strategy": args.strategy, "conflict_resolution": args.conflict,
@@ -63,28 +60,24 @@ def _bar(out: Any, label: str) -> Iterator[Callable[[int, int | None], None]]:
         yield lambda done, total: progress.update(task, completed=done, total=total)
 
 
-def run(mem: Any, prepared: tuple[str, dict[str, Any], Path], out: Any) -> dict[str, Any]:
+def run(mem: MemoryAPI, prepared: tuple[str, dict[str, Any], Path], out: Any) -> dict[str, Any]:
+    """Export to or import from the file, through the dispatcher like every entry point (so the
+    audit log has the operation): in process the archive streams straight into the file."""
     op, request, path = prepared
-    engine = getattr(mem, "engine", None)
     if op == "lifecycle.export":
-        return _export(mem, engine, request, path, out)
+        return _export(mem, request, path, out)
     with _bar(out, f"importing {path.name}") as progress:
-        if engine is not None:
-            from .cmp.dispatch import parse_request
+        if isinstance(mem, Memory):
+            result = mem.dispatcher.call(op, request, progress=progress).model_dump(mode="json")
+        else:
+            result = mem.dispatch(op, request)
+    return {"path": str(path), **result}
 
-            result = engine.lifecycle_import(parse_request(op, request), progress=progress)
-            return {"path": str(path), **result.model_dump(mode="json")}
-        return {"path": str(path), **mem.dispatch(op, request)}
 
-
-def _export(mem: Any, engine: Any, request: dict[str, Any], path: Path, out: Any) -> dict[str, Any]:
-    from .cmp.dispatch import parse_request
-    from .storage.archive_paths import write_new
-
+def _export(mem: MemoryAPI, request: dict[str, Any], path: Path, out: Any) -> dict[str, Any]:
     with _bar(out, f"exporting to {path.name}") as progress, write_new(path) as sink:
-        if engine is not None:  # in process: stream into the file, no size limit
-            response = engine.lifecycle_export(parse_request("lifecycle.export", request), sink=sink,
-                                               progress=progress)
+        if isinstance(mem, Memory):  # in process: stream into the file, no size limit
+            response = mem.dispatcher.call("lifecycle.export", request, sink=sink, progress=progress)
             result = response.model_dump(mode="json", exclude={"archive_data"})
         else:
             result = mem.dispatch("lifecycle.export", request)

@@ -73,11 +73,9 @@ def cli() -> str:
 
 
 def routes() -> str:
-    from cerememory.transport.routes import ROUTES
-
     lines = ["| method | path | operation | success |", "|---|---|---|---|"]
-    for r in ROUTES:
-        lines.append(f"| `{r.method}` | `{r.path}` | `{r.op}` | {'204' if r.no_content else '200'} |")
+    for op in OPERATIONS.values():
+        lines.append(f"| `{op.http.method}` | `{op.http.path}` | `{op.name}` | {'204' if op.no_content else '200'} |")
     return "\n".join(lines)
 
 

@@ -111,11 +111,36 @@ class ServerThread:
         self.thread.join(timeout=10)
 
 
-@pytest.fixture
-def http_server(mem) -> Iterator[ServerThread]:
-    server = ServerThread(mem.engine)
-    yield server
+class Retargetable:
+    """A handler that forwards every attribute to the engine of the test running now, so that one
+    server, started once, serves each test's own fresh engine (tests stay independent)."""
+
+    def __init__(self) -> None:
+        self.engine: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self.engine is None:
+            raise AttributeError(name)
+        return getattr(self.engine, name)
+
+
+@pytest.fixture(scope="session")
+def _session_http() -> Iterator[tuple[ServerThread, Retargetable]]:
+    target = Retargetable()
+    server = ServerThread(target)
+    yield server, target
     server.stop()
+
+
+@pytest.fixture
+def http_server(mem, _session_http) -> Iterator[ServerThread]:
+    """A real HTTP server (started once per session) over this test's `mem`."""
+    server, target = _session_http
+    target.engine = mem.engine
+    try:
+        yield server
+    finally:
+        target.engine = None
 
 
 @pytest.fixture

@@ -5,39 +5,78 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from cerememory import CMPError, ErrorCode
 
-from .conftest import ServerThread
+from .conftest import Retargetable, ServerThread
 
 BACKENDS = ["embedded", "http"]
 if importlib.util.find_spec("cerememory.transport.grpc_client") is not None:
     BACKENDS.append("grpc")
 
 
-@pytest.fixture(params=BACKENDS)
-def api(request, mem):
-    if request.param == "embedded":
-        yield mem
-    elif request.param == "http":
-        from cerememory.transport.client import Client
+@dataclass
+class Servers:
+    """One HTTP and one gRPC server for the module, both serving the running test's engine."""
 
-        server = ServerThread(mem.engine)
-        with Client(server.url) as client:
-            yield client
-        server.stop()
-    else:
-        from cerememory.transport.grpc_client import GrpcClient
+    handler: Retargetable
+    http: str
+    grpc: str | None
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[Servers]:
+    handler = Retargetable()
+    http = ServerThread(handler)
+    grpc_server = None
+    target = None
+    if "grpc" in BACKENDS:
         from cerememory.transport.grpc_server import build_grpc_server
 
-        server, port = build_grpc_server(mem.engine, host="127.0.0.1", port=0)
-        server.start()
-        with GrpcClient(f"127.0.0.1:{port}") as client:
+        grpc_server, port = build_grpc_server(handler, host="127.0.0.1", port=0)
+        grpc_server.start()
+        target = f"127.0.0.1:{port}"
+    try:
+        yield Servers(handler, http.url, target)
+    finally:
+        http.stop()
+        if grpc_server is not None:
+            grpc_server.stop(None).wait(10)
+
+
+@pytest.fixture
+def served(mem, servers: Servers) -> Iterator[Servers]:
+    """The module's servers over this test's fresh engine."""
+    servers.handler.engine = mem.engine
+    try:
+        yield servers
+    finally:
+        servers.handler.engine = None
+
+
+def _client(backend: str, servers: Servers) -> Any:
+    if backend == "http":
+        from cerememory.transport.client import Client
+
+        return Client(servers.http)
+    from cerememory.transport.grpc_client import GrpcClient
+
+    return GrpcClient(servers.grpc)
+
+
+@pytest.fixture(params=BACKENDS)
+def api(request, mem, served):
+    if request.param == "embedded":
+        yield mem
+    else:
+        with _client(request.param, served) as client:
             yield client
-        server.stop(None)
 
 
 def ids(response) -> list:
@@ -151,22 +190,9 @@ def test_error_codes(api, call, code):
 
 
 @pytest.fixture(params=[b for b in BACKENDS if b != "embedded"])
-def connect(request, mem):
+def connect(request, served):
     """A callable making a new client of a real server (one per thread)."""
-    if request.param == "http":
-        from cerememory.transport.client import Client
-
-        server = ServerThread(mem.engine)
-        yield lambda: Client(server.url)
-        server.stop()
-    else:
-        from cerememory.transport.grpc_client import GrpcClient
-        from cerememory.transport.grpc_server import build_grpc_server
-
-        server, port = build_grpc_server(mem.engine, host="127.0.0.1", port=0)
-        server.start()
-        yield lambda: GrpcClient(f"127.0.0.1:{port}")
-        server.stop(None)
+    return lambda: _client(request.param, served)
 
 
 def test_32_concurrent_clients_lose_nothing(connect):

@@ -37,3 +37,22 @@ def test_readme_names_both_setup_commands():
 
 def test_decay_plot_is_present():
     assert (ROOT / "docs" / "decay.png").stat().st_size > 10_000
+
+
+def test_mcp_docs_name_every_operation_without_a_tool():
+    from cerememory.cmp.dispatch import OPERATIONS
+
+    mcp = (ROOT / "docs" / "mcp.md").read_text()
+    untooled = next(line for line in mcp.split("\n- ") if line.startswith("Operations without a tool"))
+    for op in OPERATIONS.values():
+        if op.mcp is None:
+            assert f"`{op.name}`" in untooled, op.name
+        else:
+            assert f"| `{op.mcp.name}` |" in mcp, op.mcp.name
+
+
+def test_reindex_is_documented_on_every_surface():
+    docs = {name: (ROOT / "docs" / name).read_text() for name in ("http.md", "grpc.md", "mcp.md", "cli.md")}
+    assert "`POST /v1/admin/reindex` is the operation `lifecycle.reindex`" in docs["http.md"]
+    assert "`Reindex` is `lifecycle.reindex`" in docs["grpc.md"] and "CerememoryService/Reindex" in docs["grpc.md"]
+    assert "`lifecycle.reindex`" in docs["mcp.md"] and "`reindex` is `lifecycle.reindex`" in docs["cli.md"]

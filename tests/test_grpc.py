@@ -9,6 +9,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 import cerememory
 from cerememory import CMPError, ErrorCode
 from cerememory.cmp import messages as m
-from cerememory.cmp.dispatch import OPERATIONS, dispatch
+from cerememory.cmp.dispatch import OPERATIONS, Dispatcher
 from cerememory.security.auth import KeyRing
 from cerememory.transport import grpc_convert as convert
 from cerememory.transport import grpc_server
@@ -31,15 +32,24 @@ from cerememory.transport.grpc_server import build_grpc_server
 from cerememory.v1 import cerememory_pb2 as pb
 from cerememory.v1 import cerememory_pb2_grpc as pb_grpc
 
+from .conftest import Clock, Retargetable
+
 ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2025, 3, 10, 9, 0, tzinfo=UTC)
 
 
+def _open(data_dir: Path) -> cerememory.Memory:
+    """An engine on a clock that stands still, so that fidelity (and relevance) cannot move
+    between the calls of a comparison."""
+    return cerememory.open(data_dir, semantic="off", clock=Clock())
+
+
 class Served:
-    """A gRPC server over its own engine; stopped (and the engine closed) on exit."""
+    """A gRPC server over its own engine (for server options: keys, TLS); stopped (and the engine
+    closed) on exit."""
 
     def __init__(self, data_dir: Path, **options: Any) -> None:
-        self.mem = cerememory.open(data_dir, semantic="off")
+        self.mem = _open(data_dir)
         self.server, self.port = build_grpc_server(self.mem.engine, **options)
         self.server.start()
         self.target = f"127.0.0.1:{self.port}"
@@ -49,11 +59,39 @@ class Served:
         self.mem.close()
 
 
+@dataclass
+class Shared:
+    """The module's gRPC server, serving this test's own engine."""
+
+    mem: cerememory.Memory
+    target: str
+
+
+@pytest.fixture(scope="module")
+def _module_server() -> Iterator[tuple[Retargetable, str]]:
+    handler = Retargetable()
+    server, port = build_grpc_server(handler)
+    server.start()
+    yield handler, f"127.0.0.1:{port}"
+    server.stop(None).wait(10)
+
+
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    served = Served(tmp_path / "served")
-    yield served
-    served.close()
+def served(tmp_path: Path, _module_server: tuple[Retargetable, str]) -> Iterator[Shared]:
+    handler, target = _module_server
+    with _open(tmp_path / "served") as mem:
+        handler.engine = mem.engine
+        try:
+            yield Shared(mem, target)
+        finally:
+            handler.engine = None
+
+
+@pytest.fixture
+def mem(data_dir: Path) -> Iterator[cerememory.Memory]:
+    """The embedded side of a comparison, on a clock that stands still too."""
+    with _open(data_dir) as memory:
+        yield memory
 
 
 @pytest.fixture
@@ -103,17 +141,17 @@ def test_schema_check_notices_drift():
 
 def test_one_rpc_per_operation():
     service = pb.DESCRIPTOR.services_by_name["CerememoryService"]
-    assert set(convert.RPC_NAMES) == set(OPERATIONS)
-    assert {m.name for m in service.methods} == set(convert.RPC_NAMES.values())
-    for op, name in convert.RPC_NAMES.items():
-        method = service.methods_by_name[name]
-        if op == "lifecycle.export":
+    assert {m.name for m in service.methods} == {op.rpc for op in OPERATIONS.values()}
+    for op in OPERATIONS.values():
+        method = service.methods_by_name[op.rpc]
+        if op.name == "lifecycle.export":
             assert (method.output_type.name, method.server_streaming) == ("ExportChunk", True)
-        elif op == "lifecycle.import":
+        elif op.name == "lifecycle.import":
             assert (method.input_type.name, method.client_streaming) == ("ImportChunk", True)
         else:
-            assert method.input_type is convert.request_class(op).DESCRIPTOR
-            assert method.output_type is convert.response_class(op).DESCRIPTOR
+            assert not (method.server_streaming or method.client_streaming), op.name
+            assert method.input_type is convert.request_class(op.name).DESCRIPTOR
+            assert method.output_type is convert.response_class(op.name).DESCRIPTOR
 
 
 # ---------------------------------------------------------------- same results as embedded
@@ -162,6 +200,7 @@ def scenario(api: cerememory.MemoryAPI) -> list[Any]:
     keep(api.inspect(a.record_id))
     keep(api.inspect(b.record_id))
     keep(api.forget([batch.results[2].record_id], confirm=True))
+    out.append(api.reindex())
     keep(api.stats())
     out.append(api.dispatch("introspect.record", {"record_id": str(batch.results[0].record_id)}))
     out.append(api.dispatch("recall.query", {"cue": {"text": "rotate"}, "reconsolidate": False}))
@@ -213,9 +252,9 @@ class Recording(cerememory.Memory):
 
     calls: list[tuple[str, dict[str, Any], dict[str, Any]]]
 
-    def _invoke(self, op: str, request: dict[str, Any]) -> Any:
-        result = super()._invoke(op, request)
-        self.calls.append((op, request, result.model_dump(mode="json")))
+    def _invoke(self, call: Any) -> Any:
+        result = super()._invoke(call)
+        self.calls.append((call.op, call.request, result.model_dump(mode="json")))
         return result
 
 
@@ -226,7 +265,7 @@ def test_conversion_round_trips_the_dispatch_json(mem: cerememory.Memory):
     assert {op for op, _, _ in recording.calls} >= {
         "encode.store", "encode.batch", "encode.update", "encode.store_raw", "encode.batch_raw",
         "recall.query", "recall.raw_query", "recall.associate", "recall.timeline", "recall.graph",
-        "lifecycle.set_mode", "lifecycle.forget", "introspect.stats", "introspect.record"}
+        "lifecycle.set_mode", "lifecycle.forget", "lifecycle.reindex", "introspect.stats", "introspect.record"}
     for op, request, response in recording.calls:
         model = OPERATIONS[op].request
         wire = convert.from_proto_request(op, convert.to_proto(op, request))
@@ -404,7 +443,7 @@ def _refusal(channel: grpc.Channel, method: Any, data: bytes) -> dict[str, Any]:
     return envelope
 
 
-def test_malformed_protobuf_is_a_validation_error_on_every_method(served: Served, channel, stub):
+def test_malformed_protobuf_is_a_validation_error_on_every_method(served: Shared, channel, stub):
     kept = stub.EncodeStore(pb.EncodeStoreRequest(content=pb.MemoryContent(blocks=[pb.ContentBlock(
         text="kept through the garbage")])), timeout=30).record_id
     before = served.mem.engine.audit.head
@@ -423,7 +462,7 @@ def test_malformed_protobuf_is_a_validation_error_on_every_method(served: Served
     assert served.mem.inspect(uuid.UUID(kept)).content.blocks[0].text == "kept through the garbage"
 
 
-def test_too_deeply_nested_json_fields_are_a_validation_error(served: Served, channel):
+def test_too_deeply_nested_json_fields_are_a_validation_error(served: Shared, channel):
     paths = {method: _json_field_paths(method.input_type) for method in SERVICE.methods}
     assert sum(map(len, paths.values())) >= 8  # metadata, spatial, temporal, semantic, ...
     for method, fields in paths.items():
@@ -448,6 +487,7 @@ def test_too_deeply_nested_json_fields_are_a_validation_error(served: Served, ch
 class Archiver:
     """A handler that implements only export and import, to drive the streaming RPCs."""
 
+    audit = None
     archive = bytes(range(256)) * 700 + b"end"  # 175 KiB: three chunks
 
     def __init__(self) -> None:
@@ -468,7 +508,7 @@ def test_export_and_import_stream_in_chunks():
     server.start()
     try:
         with GrpcClient(f"127.0.0.1:{port}") as client, grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            assert client.dispatch("lifecycle.export", {}) == dispatch(archiver, "lifecycle.export", {})
+            assert client.dispatch("lifecycle.export", {}) == Dispatcher(archiver).dispatch("lifecycle.export", {})
             chunks = list(pb_grpc.CerememoryServiceStub(channel).Export(pb.ExportRequest(), timeout=30))
             assert [len(c.data) for c in chunks] == [65536, 65536, len(Archiver.archive) - 131072]
             assert [c.is_last for c in chunks] == [False, False, True]
@@ -514,8 +554,8 @@ def test_unreachable_server_is_a_cmp_error(tmp_path: Path):
     served.close()
     with GrpcClient(target, timeout=5) as client, pytest.raises(CMPError) as err:
         client.stats()
-    assert err.value.code is ErrorCode.INTERNAL_ERROR
-    assert err.value.details["grpc_status"] == "UNAVAILABLE"
+    assert err.value.code is ErrorCode.SERVER_UNREACHABLE
+    assert err.value.details["grpc_status"] == "UNAVAILABLE" and "cannot reach" in err.value.message
 
 
 # ---------------------------------------------------------------- health and reflection
@@ -532,7 +572,7 @@ def test_reflection_lists_the_service(channel):
     database = ProtoReflectionDescriptorDatabase(channel)
     assert "cerememory.v1.CerememoryService" in database.get_services()
     service = DescriptorPool(database).FindServiceByName("cerememory.v1.CerememoryService")
-    assert {method.name for method in service.methods} == set(convert.RPC_NAMES.values())
+    assert {method.name for method in service.methods} == {op.rpc for op in OPERATIONS.values()}
     assert service.methods_by_name["RecallQuery"].input_type.fields_by_name["cue"].message_type.name == "RecallCue"
 
 

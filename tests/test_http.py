@@ -13,7 +13,6 @@ from cerememory import CMPError, ErrorCode
 from cerememory.cmp.dispatch import OPERATIONS
 from cerememory.transport.client import AsyncClient, Client
 from cerememory.transport.http import create_app
-from cerememory.transport.routes import ROUTES
 
 from .conftest import ServerThread
 
@@ -29,8 +28,10 @@ def assert_envelope(response: httpx.Response, status: int, code: str) -> dict:
     return body
 
 
-def test_every_operation_has_a_route():
-    assert {r.op for r in ROUTES} == set(OPERATIONS)
+def test_every_operation_is_in_the_api_document(http_server):
+    paths = httpx.get(f"{http_server.url}/openapi.json").json()["paths"]
+    served = {(method.upper(), path) for path, methods in paths.items() for method in methods}
+    assert {(op.http.method, op.http.path) for op in OPERATIONS.values()} <= served
 
 
 def test_health_readiness_openapi_docs(http_server):
@@ -94,6 +95,8 @@ def test_body_limit(mem):
 
 class Throttled:
     """An engine stand-in that answers RATE_LIMITED once, to exercise Retry-After end to end."""
+
+    audit = None
 
     def __init__(self, engine) -> None:
         self.engine = engine
@@ -164,6 +167,7 @@ def test_client_reports_an_unreachable_server():
     with Client(f"http://127.0.0.1:{free_port()}", timeout=2) as client:
         with pytest.raises(CMPError) as err:
             client.stats()
+    assert err.value.code is ErrorCode.SERVER_UNREACHABLE
     assert "cannot reach" in err.value.message
     assert "cerememory serve" in err.value.hint
 
@@ -188,7 +192,7 @@ def test_light_client_speaks_dicts_over_the_standard_library(http_server):
         assert err.value.code is ErrorCode.VALIDATION_ERROR and "recall.list" in err.value.hint
     with LightClient(f"http://127.0.0.1:{free_port()}", timeout=2) as gone, pytest.raises(CMPError) as err:
         gone.dispatch("introspect.stats")
-    assert "cannot reach" in err.value.message
+    assert err.value.code is ErrorCode.SERVER_UNREACHABLE and "cannot reach" in err.value.message
 
 
 def test_async_client(http_server):
@@ -198,7 +202,21 @@ def test_async_client(http_server):
             hits = await client.recall("hello")
             with pytest.raises(CMPError):
                 await client.inspect("01890000-0000-7000-8000-000000000000")
-            return stored, hits
+            await client.store_raw("user: hello", session_id="s1")
+            return stored, hits, await client.reindex(), await client.stats()
 
-    stored, hits = asyncio.run(scenario())
+    stored, hits, counts, stats = asyncio.run(scenario())
     assert hits.memories[0].record.id == stored.record_id
+    assert counts == {"records": 1, "journal": 1}
+    assert stats.total_records == 1
+
+
+def test_reindex_is_an_operation_with_its_admin_route(http_server, client):
+    client.store("indexed again")
+    with httpx.Client(base_url=http_server.url) as h:
+        assert h.post("/v1/admin/reindex").json() == {"records": 1, "journal": 0}
+        only = h.post("/v1/admin/reindex", json={"target": "journal"}).json()
+        assert only == {"records": None, "journal": 0}
+        assert_envelope(h.post("/v1/admin/reindex", json={"target": "everything"}), 400, "VALIDATION_ERROR")
+    assert client.reindex() == {"records": 1, "journal": 0}
+    assert client.reindex(target="records") == {"records": 1}

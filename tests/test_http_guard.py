@@ -14,12 +14,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cerememory.cmp.dispatch import OPERATIONS
 from cerememory.cmp.errors import CMPError
 from cerememory.security.auth import KeyRing
 from cerememory.security.ratelimit import FailedAuthLimit, TokenBucketLimiter
 from cerememory.transport.guard import HostPolicy
 from cerememory.transport.http import create_app
-from cerememory.transport.routes import ROUTES
 from cerememory.transport.server import ServeOptions, bind_addresses
 
 from .conftest import Clock, ServeProcess, ServerThread, clean_env, free_port
@@ -161,6 +161,8 @@ def test_serve_with_an_empty_host_refuses_to_start(cli):
 class _Broken:
     """A handler whose stats blow up as an engine bug would."""
 
+    audit = None
+
     def introspect_stats(self, request: object) -> None:
         raise RuntimeError("boom")
 
@@ -191,11 +193,11 @@ def test_a_500_keeps_the_connection_alive():
         server.stop()
 
 
-@pytest.mark.parametrize("route", [r for r in ROUTES if r.method != "GET"], ids=lambda r: r.op)
-def test_json_nested_ten_thousand_deep_is_a_validation_error(http_server, route):
+@pytest.mark.parametrize("op", [op for op in OPERATIONS.values() if op.http.method != "GET"], ids=lambda op: op.name)
+def test_json_nested_ten_thousand_deep_is_a_validation_error(http_server, op):
     body = b'{"metadata": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"
-    path = route.path.replace("{record_id}", "0190a0b0-0000-7000-8000-000000000001")
-    response = httpx.request(route.method, f"{http_server.url}{path}", content=body, headers=JSON)
+    path = op.http.path.replace("{record_id}", "0190a0b0-0000-7000-8000-000000000001")
+    response = httpx.request(op.http.method, f"{http_server.url}{path}", content=body, headers=JSON)
     _assert_refused(response, 400, "VALIDATION_ERROR")
 
 

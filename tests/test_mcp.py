@@ -21,17 +21,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 import cerememory
+from cerememory import model
 from cerememory.cmp.messages import ConsolidationStrategy, TimelineGranularity
-from cerememory.model import (
-    EMOTION_CHANNELS,
-    AssociationType,
-    RawSource,
-    RawSpeaker,
-    RawVisibility,
-    SecrecyLevel,
-    StoreType,
-)
-from cerememory.transport import mcp_server
+from cerememory.model import StoreType
+from cerememory.transport import mcp_server, mcp_tools
 from cerememory.transport.http import create_app
 from cerememory.transport.mcp_server import build_mcp_server, mount_streamable_http
 
@@ -263,12 +256,13 @@ def test_schema_choices_match_the_protocol_enums() -> None:
         (schema,) = (m for m in typing.get_args(alias)[1:] if hasattr(m, "json_schema"))
         return schema.json_schema["enum"]
 
-    for alias, values in [(mcp_server.StoreName, StoreType), (mcp_server.RawSourceName, RawSource),
-                          (mcp_server.SpeakerName, RawSpeaker), (mcp_server.VisibilityName, RawVisibility),
-                          (mcp_server.SecrecyName, SecrecyLevel), (mcp_server.AssociationName, AssociationType),
-                          (mcp_server.GranularityName, TimelineGranularity),
-                          (mcp_server.StrategyName, ConsolidationStrategy),
-                          (mcp_server.EmotionLabel, EMOTION_CHANNELS)]:
+    for alias, values in [(mcp_tools.StoreName, StoreType), (mcp_tools.RawSourceName, model.RawSource),
+                          (mcp_tools.SpeakerName, model.RawSpeaker), (mcp_tools.VisibilityName, model.RawVisibility),
+                          (mcp_tools.SecrecyName, model.SecrecyLevel),
+                          (mcp_tools.AssociationName, model.AssociationType),
+                          (mcp_tools.GranularityName, TimelineGranularity),
+                          (mcp_tools.StrategyName, ConsolidationStrategy),
+                          (mcp_tools.EmotionLabel, model.EMOTION_CHANNELS)]:
         assert choices(alias) == [str(v) for v in values]
     assert {t.name for t in anyio.run(build_mcp_server(object()).list_tools)} == TOOLS
 
@@ -277,7 +271,7 @@ def test_a_stopped_server_is_a_tool_error_with_a_hint(tmp_path: Path) -> None:
     async def body(session: ClientSession) -> None:
         assert {t.name for t in (await session.list_tools()).tools} == TOOLS
         down = await fail(session, "store", content="nobody is listening")
-        assert "INTERNAL_ERROR" in down and "cannot reach the Cerememory server" in down
+        assert "SERVER_UNREACHABLE: cannot reach the Cerememory server" in down
         assert "cerememory serve" in down
 
     _stdio(f"http://127.0.0.1:{free_port()}", tmp_path, body)

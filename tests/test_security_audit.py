@@ -60,15 +60,11 @@ def test_every_mutating_operation_is_logged_with_its_records(mem, data_dir):
     assert verify(data_dir / AUDIT_FILE).ok
 
 
-def test_http_calls_carry_request_id_and_transport(mem, data_dir):
-    server = ServerThread(mem.engine)
-    try:
-        with httpx.Client(base_url=server.url) as h:
-            response = h.post("/v1/encode", headers={"x-request-id": "req-audit-1"},
-                              json={"content": {"blocks": [{"text": "over http"}]}})
-            assert response.status_code == 200
-    finally:
-        server.stop()
+def test_http_calls_carry_request_id_and_transport(http_server, data_dir):
+    with httpx.Client(base_url=http_server.url) as h:
+        response = h.post("/v1/encode", headers={"x-request-id": "req-audit-1"},
+                          json={"content": {"blocks": [{"text": "over http"}]}})
+        assert response.status_code == 200
     last = entries(data_dir)[-1]
     assert last["request_id"] == "req-audit-1" and last["transport"] == "http"
     assert last["record_ids"] == [response.json()["record_id"]]

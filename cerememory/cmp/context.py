@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ def current() -> CallContext:
 @contextmanager
 def bound(**fields: str | None) -> Iterator[CallContext]:
     """Run the body with the current context updated by `fields` (transport, request_id, ...)."""
-    context = replace(_current.get(), **fields)
+    changes: dict[str, Any] = dict(fields)
+    context = replace(_current.get(), **changes)
     token = _current.set(context)
     try:
         yield context

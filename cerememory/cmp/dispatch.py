@@ -1,101 +1,32 @@
-"""The one CMP dispatcher: operation name + JSON-like request -> JSON-like response.
+"""The one CMP dispatcher: an operation name and a JSON-like request in, the response out.
 
-`OPERATIONS` is the table every transport is generated from: the operation name, its
-request and response models, and the engine method that implements it.
+`Dispatcher` is what every entry point runs operations through: the HTTP routes, the gRPC
+servicer, the MCP tools, the background scheduler, the CLI and the embedded `Memory`. It
+validates the request against the operation's model (and the CMP header's version), runs the
+engine method, writes the audit outcome of an audited operation, and feeds the metrics. The
+operations themselves are declared in `operations.py`.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ValidationError
 
-from ..model import MemoryRecord
+from ..progress import ProgressFn
 from ..security.audit import running
 from ..storage.full import is_disk_full, storage_full
 from . import messages as m
 from .context import collecting
 from .errors import CMPError, ErrorCode, from_validation_error
+from .handler import CMPHandler, OpObserver
+from .operations import OPERATIONS, Operation, operation
 
-
-@dataclass(frozen=True)
-class Operation:
-    name: str
-    request: type[BaseModel]
-    response: type[BaseModel]
-    summary: str
-
-    @property
-    def method(self) -> str:
-        """The engine method implementing the operation: `encode.store` -> `encode_store`."""
-        return self.name.replace(".", "_")
-
-
-_OPS = [
-    Operation("encode.store", m.EncodeStoreRequest, m.EncodeStoreResponse,
-              "Store one memory record in a curated store."),
-    Operation("encode.batch", m.EncodeBatchRequest, m.EncodeBatchResponse,
-              "Store up to 1000 records at once, optionally linking them in sequence."),
-    Operation("encode.update", m.EncodeUpdateRequest, m.Empty,
-              "Replace the content, emotion, metadata or meta-memory of a record."),
-    Operation("encode.store_raw", m.EncodeStoreRawRequest, m.EncodeStoreRawResponse,
-              "Append one verbatim record to the raw journal."),
-    Operation("encode.batch_raw", m.EncodeBatchRawRequest, m.EncodeBatchRawResponse,
-              "Append up to 1000 verbatim records to the raw journal."),
-    Operation("encode.update_raw", m.EncodeUpdateRawRequest, m.Empty,
-              "Suppress a raw journal record or change its visibility or secrecy."),
-    Operation("recall.query", m.RecallQueryRequest, m.RecallQueryResponse,
-              "Hybrid recall over the curated stores."),
-    Operation("recall.associate", m.RecallAssociateRequest, m.RecallAssociateResponse,
-              "Spread activation from one record along its associations."),
-    Operation("recall.timeline", m.RecallTimelineRequest, m.RecallTimelineResponse,
-              "Memories of a time range, bucketed by minute, hour, day, week or month."),
-    Operation("recall.graph", m.RecallGraphRequest, m.RecallGraphResponse,
-              "The association graph around a record (or the best-connected records)."),
-    Operation("recall.raw_query", m.RecallRawQueryRequest, m.RecallRawQueryResponse,
-              "Search the raw journal by session, text, ids or time."),
-    Operation("recall.list", m.RecallListRequest, m.RecallListResponse,
-              "Every record of one store, oldest first, filtered by metadata: an inventory, not a recall."),
-    Operation("lifecycle.consolidate", m.ConsolidateRequest, m.ConsolidateResponse,
-              "Merge duplicates and promote episodic memories to semantic ones."),
-    Operation("lifecycle.decay_tick", m.DecayTickRequest, m.DecayTickResponse,
-              "Materialise fidelity and noise and apply the prune threshold."),
-    Operation("lifecycle.dream_tick", m.DreamTickRequest, m.DreamTickResponse,
-              "Turn unprocessed raw journal topics into episodic summaries and facts."),
-    Operation("lifecycle.set_mode", m.SetModeRequest, m.Empty,
-              "Set the global recall mode (human or perfect)."),
-    Operation("lifecycle.forget", m.ForgetRequest, m.ForgetResponse,
-              "Delete records by id, store or time range (confirm required)."),
-    Operation("lifecycle.export", m.ExportRequest, m.ExportResponse,
-              "Write a CMA archive of the stores and optionally the raw journal."),
-    Operation("lifecycle.import", m.ImportRequest, m.ImportResponse,
-              "Read a CMA archive into the stores."),
-    Operation("introspect.stats", m.StatsRequest, m.StatsResponse,
-              "Counts, fidelity averages, index and journal figures."),
-    Operation("introspect.record", m.IntrospectRecordRequest, MemoryRecord,
-              "One record with everything stored about it."),
-    Operation("introspect.decay_forecast", m.DecayForecastRequest, m.DecayForecastResponse,
-              "Predicted fidelity of records at a future instant."),
-    Operation("introspect.evolution", m.EvolutionRequest, m.EvolutionResponse,
-              "Parameter changes the evolution engine proposed or applied."),
-]
-
-OPERATIONS: dict[str, Operation] = {op.name: op for op in _OPS}
+__all__ = ["OPERATIONS", "SUPPORTED_MAJOR", "Dispatcher", "Operation", "call", "internal_error", "operation",
+           "parse_request"]
 
 SUPPORTED_MAJOR = m.PROTOCOL_VERSION.split(".")[0]
-
-
-def operation(name: str) -> Operation:
-    try:
-        return OPERATIONS[name]
-    except KeyError:
-        raise CMPError(
-            ErrorCode.VALIDATION_ERROR,
-            f"unknown operation {name!r}",
-            hint="operations: " + ", ".join(OPERATIONS),
-        ) from None
 
 
 def parse_request(name: str, request: dict[str, Any] | BaseModel | None) -> BaseModel:
@@ -127,63 +58,92 @@ def parse_request(name: str, request: dict[str, Any] | BaseModel | None) -> Base
     return parsed
 
 
-def call(handler: Any, name: str, request: dict[str, Any] | BaseModel | None) -> BaseModel:
-    """Validate and run one operation, returning the response model.
+def internal_error(op: str, exc: BaseException) -> CMPError:
+    """What a caller is told of a failure that is not a CMPError (an engine bug, an I/O error)."""
+    return CMPError(ErrorCode.INTERNAL_ERROR, "internal error", hint="the server log has the details",
+                    details={"operation": op, "exception": type(exc).__name__})
 
-    The one place every transport and the embedded API pass through, so the handler's optional
-    `audit` log (mutating operations) and `op_metrics` (every call) are fed here. The engine
-    writes an intent entry before each change it commits; here the operation gets its outcome:
-    `done` when it returned, `failed` when it raised after an intent.
+
+class Dispatcher:
+    """Runs CMP operations on one engine, writing each audited operation's outcome to the
+    engine's audit log (`engine.audit`) and every call to `metrics` when given.
+
+    The engine writes an intent entry before each change it commits; the dispatcher writes the
+    operation's outcome: `done` when it returned (audited operations only), `failed` when it
+    raised after an intent.
     """
-    started = time.perf_counter()
-    code = "OK"
-    try:
-        parsed = parse_request(name, request)
-        method = getattr(handler, operation(name).method, None)
-        if method is None:
-            raise CMPError(
-                ErrorCode.NOT_IMPLEMENTED,
-                f"{name} is not implemented by this server yet",
-                hint="see `cerememory --help` for the operations available",
-                details={"operation": name},
-            )
-        audit = getattr(handler, "audit", None)
-        with collecting() as touched, running(name) as run:
-            try:
-                result = method(parsed)
-            except Exception as exc:
-                if audit is not None and run.intents:
-                    audit.record_failure(name, parsed, exc, touched)
-                raise
-        result = result if result is not None else m.Empty()
-        if audit is not None:
-            audit.record(name, parsed, result, touched)
-        return result
-    except CMPError as exc:
-        code = exc.code.value
-        raise
-    except Exception as exc:
-        if is_disk_full(exc):  # wherever a full disk surfaced (a key file, an index): one code
-            code = ErrorCode.STORAGE_FULL.value
-            raise storage_full(getattr(handler, "data_dir", "the data directory")) from exc
-        code = ErrorCode.INTERNAL_ERROR.value
-        raise
-    finally:
-        metrics = getattr(handler, "op_metrics", None)
-        if metrics is not None:
-            metrics.observe(name, time.perf_counter() - started, code)
+
+    def __init__(self, engine: CMPHandler, *, metrics: OpObserver | None = None) -> None:
+        self.engine = engine
+        self.metrics = metrics
+
+    @classmethod
+    def of(cls, target: Dispatcher | CMPHandler) -> Dispatcher:
+        """`target` itself when it is a Dispatcher, else a new one (without metrics) over it."""
+        return target if isinstance(target, Dispatcher) else cls(target)
+
+    def call(self, name: str, request: dict[str, Any] | BaseModel | None = None, *,
+             sink: BinaryIO | None = None, progress: ProgressFn | None = None) -> BaseModel:
+        """Validate and run one operation, returning the response model. `sink` and `progress`
+        go to the engine method of an operation that declares them (`Operation.options`): an
+        in-process export streams into `sink`, and long operations report `(done, total)`."""
+        started = time.perf_counter()
+        code = "OK"
+        try:
+            op = operation(name)
+            options = self._options(op, sink=sink, progress=progress)
+            parsed = parse_request(name, request)
+            method = getattr(self.engine, op.method, None)
+            if method is None:
+                raise CMPError(
+                    ErrorCode.NOT_IMPLEMENTED,
+                    f"{name} is not implemented by this server yet",
+                    hint="see `cerememory --help` for the operations available",
+                    details={"operation": name},
+                )
+            audit = self.engine.audit
+            with collecting() as touched, running(name) as run:
+                try:
+                    result: BaseModel | None = method(parsed, **options)
+                except Exception as exc:
+                    if audit is not None and run.intents:
+                        audit.record_failure(name, parsed, exc, touched)
+                    raise
+            result = result if result is not None else m.Empty()
+            if audit is not None and op.audited:
+                audit.record(name, parsed, result, touched)
+            return result
+        except CMPError as exc:
+            code = exc.code.value
+            raise
+        except Exception as exc:
+            if is_disk_full(exc):  # wherever a full disk surfaced (a key file, an index): one code
+                code = ErrorCode.STORAGE_FULL.value
+                raise storage_full(self.engine.data_dir) from exc
+            code = ErrorCode.INTERNAL_ERROR.value
+            raise
+        finally:
+            if self.metrics is not None:
+                self.metrics.observe(name, time.perf_counter() - started, code)
+
+    def dispatch(self, name: str, request: dict[str, Any] | BaseModel | None = None) -> dict[str, Any]:
+        """JSON in, JSON out, as the transports speak it; every failure raises a CMPError."""
+        try:
+            return self.call(name, request).model_dump(mode="json")
+        except CMPError:
+            raise
+        except Exception as exc:  # an engine bug must still reach the client as an envelope
+            raise internal_error(name, exc) from exc
+
+    @staticmethod
+    def _options(op: Operation, **given: Any) -> dict[str, Any]:
+        options = {key: value for key, value in given.items() if value is not None}
+        unknown = set(options) - op.options
+        if unknown:
+            raise TypeError(f"{op.name} takes no {', '.join(sorted(unknown))}")
+        return options
 
 
-def dispatch(handler: Any, name: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The transport entry point: JSON in, JSON out; errors raise `CMPError`."""
-    try:
-        return call(handler, name, request).model_dump(mode="json")
-    except CMPError:
-        raise
-    except Exception as exc:  # an engine bug must still reach the client as an envelope
-        raise CMPError(
-            ErrorCode.INTERNAL_ERROR,
-            "internal error",
-            hint="the server log has the details",
-            details={"operation": name, "exception": type(exc).__name__},
-        ) from exc
+def call(handler: CMPHandler, name: str, request: dict[str, Any] | BaseModel | None = None) -> BaseModel:
+    """Run one operation on `handler` without metrics: `Dispatcher(handler).call(...)`."""
+    return Dispatcher(handler).call(name, request)

@@ -2,7 +2,9 @@
 
 Every failure that reaches a client is a `CMPError` carrying the envelope
 `{code, message, details, retry_after, request_id}`. The tables below are the single
-source for the status mappings that the HTTP and gRPC transports use.
+source for the status mappings that the HTTP and gRPC transports use. Every code is raised
+somewhere it applies (tests/test_operations.py checks it), and a client that meets a code it does
+not know (from a newer or older server) reads it as INTERNAL_ERROR.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ class ErrorCode(StrEnum):
     VALIDATION_ERROR = "VALIDATION_ERROR"
     MODALITY_UNSUPPORTED = "MODALITY_UNSUPPORTED"
     WORKING_MEMORY_FULL = "WORKING_MEMORY_FULL"
-    DECAY_ENGINE_BUSY = "DECAY_ENGINE_BUSY"
     CONSOLIDATION_IN_PROGRESS = "CONSOLIDATION_IN_PROGRESS"
     EXPORT_FAILED = "EXPORT_FAILED"
     IMPORT_CONFLICT = "IMPORT_CONFLICT"
@@ -38,6 +39,7 @@ class ErrorCode(StrEnum):
     AUDIT_BROKEN = "AUDIT_BROKEN"
     STORAGE_FULL = "STORAGE_FULL"
     NOT_IMPLEMENTED = "NOT_IMPLEMENTED"
+    SERVER_UNREACHABLE = "SERVER_UNREACHABLE"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
@@ -48,7 +50,6 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.VALIDATION_ERROR: 400,
     ErrorCode.MODALITY_UNSUPPORTED: 400,
     ErrorCode.WORKING_MEMORY_FULL: 503,
-    ErrorCode.DECAY_ENGINE_BUSY: 503,
     ErrorCode.CONSOLIDATION_IN_PROGRESS: 503,
     ErrorCode.EXPORT_FAILED: 500,
     ErrorCode.IMPORT_CONFLICT: 409,
@@ -65,6 +66,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.AUDIT_BROKEN: 500,
     ErrorCode.STORAGE_FULL: 507,
     ErrorCode.NOT_IMPLEMENTED: 501,
+    ErrorCode.SERVER_UNREACHABLE: 503,
     ErrorCode.INTERNAL_ERROR: 500,
 }
 
@@ -75,8 +77,7 @@ WHEN: dict[ErrorCode, str] = {
     ErrorCode.VALIDATION_ERROR: "a request is malformed: the message names the field",
     ErrorCode.MODALITY_UNSUPPORTED: "a recall cue uses a modality no configured backend can search (image, audio)",
     ErrorCode.WORKING_MEMORY_FULL: "one request puts more records into working memory than it holds",
-    ErrorCode.DECAY_ENGINE_BUSY: "a decay tick is running and the operation cannot wait (retry_after is set)",
-    ErrorCode.CONSOLIDATION_IN_PROGRESS: "another consolidation or dream tick is running",
+    ErrorCode.CONSOLIDATION_IN_PROGRESS: "another consolidation is running (retry_after is set)",
     ErrorCode.EXPORT_FAILED: "an archive could not be written",
     ErrorCode.IMPORT_CONFLICT: "an archive is damaged, of an unknown version, or conflicts with stored records",
     ErrorCode.FORGET_UNCONFIRMED: "lifecycle.forget was sent without confirm: true",
@@ -93,6 +94,9 @@ WHEN: dict[ErrorCode, str] = {
     ErrorCode.STORAGE_FULL: "the disk of the data directory is full or over quota; reads go on, and writes work "
                             "again once space is freed, without a restart",
     ErrorCode.NOT_IMPLEMENTED: "the operation exists in CMP but this server does not offer it yet",
+    ErrorCode.SERVER_UNREACHABLE: "a client (`Client`, `GrpcClient`, `LightClient`, `--server-url`, the "
+                                  "`cerememory mcp` proxy) cannot connect to the server or lost the connection; "
+                                  "raised by the client, never sent by a server",
     ErrorCode.INTERNAL_ERROR: "a bug or an I/O failure; the server log has the details",
 }
 
@@ -104,7 +108,6 @@ GRPC_STATUS: dict[ErrorCode, str] = {
     ErrorCode.VALIDATION_ERROR: "INVALID_ARGUMENT",
     ErrorCode.MODALITY_UNSUPPORTED: "INVALID_ARGUMENT",
     ErrorCode.WORKING_MEMORY_FULL: "RESOURCE_EXHAUSTED",
-    ErrorCode.DECAY_ENGINE_BUSY: "UNAVAILABLE",
     ErrorCode.CONSOLIDATION_IN_PROGRESS: "UNAVAILABLE",
     ErrorCode.EXPORT_FAILED: "INTERNAL",
     ErrorCode.IMPORT_CONFLICT: "ALREADY_EXISTS",
@@ -121,6 +124,7 @@ GRPC_STATUS: dict[ErrorCode, str] = {
     ErrorCode.AUDIT_BROKEN: "DATA_LOSS",
     ErrorCode.STORAGE_FULL: "RESOURCE_EXHAUSTED",
     ErrorCode.NOT_IMPLEMENTED: "UNIMPLEMENTED",
+    ErrorCode.SERVER_UNREACHABLE: "UNAVAILABLE",
     ErrorCode.INTERNAL_ERROR: "INTERNAL",
 }
 

@@ -1,8 +1,11 @@
 """Background upkeep for a serving process: a decay tick every `interval` seconds, and a dream
 tick every `dream.background_interval_secs` when `dream.background_enabled` is on.
 
-The first tick runs one interval after start (opening a data directory stays fast). A failing
-tick is logged and retried at the next interval; the scheduler never takes the server down.
+Ticks run through the serving process's `Dispatcher` like any client call (transport
+"scheduler"), so they reach the audit log and the metrics. The scheduler sets the engine's
+`background_decay` / `background_dream` flags, which `introspect.stats` reports. The first tick
+runs one interval after start (opening a data directory stays fast). A failing tick is logged and
+retried at the next interval; the scheduler never takes the server down.
 """
 
 from __future__ import annotations
@@ -11,14 +14,20 @@ import logging
 import threading
 from typing import Any
 
+from ..cmp.context import bound
+from ..cmp.dispatch import Dispatcher
+from ..cmp.handler import CMPHandler
+from ..cmp.messages import DecayTickRequest, DreamTickRequest
+from ..dream.settings import DreamSettings
 from ..shutdown import close_at_exit
 
 log = logging.getLogger("cerememory.scheduler")
 
 
 class Scheduler:
-    def __init__(self, engine: Any, *, decay_interval: float) -> None:
-        self.engine = engine
+    def __init__(self, target: Dispatcher | CMPHandler, *, decay_interval: float) -> None:
+        self.dispatcher = Dispatcher.of(target)
+        self.engine = self.dispatcher.engine
         self.decay_interval = decay_interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -29,13 +38,8 @@ class Scheduler:
         return self._thread is not None and self._thread.is_alive()
 
     def _run(self, op: str, request: Any) -> Any:
-        """Through the dispatcher, like any client: background ticks reach the audit log and the
-        metrics (transport "scheduler")."""
-        from ..cmp.context import bound
-        from ..cmp.dispatch import call
-
         with bound(transport="scheduler", request_id=None, key_id=None, client=None):
-            return call(self.engine, op, request)
+            return self.dispatcher.call(op, request)
 
     def start(self) -> None:
         close_at_exit(self)  # a process that exits without stop() still joins the ticks first
@@ -44,27 +48,26 @@ class Scheduler:
             return
         self._thread = threading.Thread(target=self._loop, name="cerememory-scheduler", daemon=True)
         self._thread.start()
+        self.engine.background_decay = True
 
     def _loop(self) -> None:
         while not self._stop.wait(self.decay_interval):
             try:
-                result = self._run("lifecycle.decay_tick", {})
+                result = self._run("lifecycle.decay_tick", DecayTickRequest())
                 log.info("decay tick: %s", result.model_dump())
             except Exception:
                 log.exception("background decay tick failed; retrying in %ss", self.decay_interval)
 
     def _start_dream(self) -> None:
-        settings = getattr(self.engine.options, "dream", None)
-        if settings is None or not settings.background_enabled or self._dream_thread is not None:
+        settings = self.engine.options.dream
+        if not settings.background_enabled or self._dream_thread is not None:
             return
         self._dream_thread = threading.Thread(target=self._dream_loop, args=(settings,),
                                               name="cerememory-dream", daemon=True)
         self._dream_thread.start()
         self.engine.background_dream = True
 
-    def _dream_loop(self, settings: Any) -> None:
-        from ..cmp.messages import DreamTickRequest
-
+    def _dream_loop(self, settings: DreamSettings) -> None:
         request = DreamTickRequest(max_groups=settings.background_max_groups)
         while not self._stop.wait(settings.background_interval_secs):
             try:
@@ -81,6 +84,7 @@ class Scheduler:
         for thread in (self._thread, self._dream_thread):
             if thread is not None:
                 thread.join(timeout)
+        self.engine.background_decay = False
         self.engine.background_dream = False
 
     def close(self) -> None:

@@ -7,7 +7,8 @@ dreams, lifecycle, introspect, archive and indexes one part each. docs/architect
 
 from __future__ import annotations
 
+from ..progress import ProgressFn
 from .facade import Engine
-from .options import EngineOptions, ProgressFn
+from .options import EngineOptions
 
 __all__ = ["Engine", "EngineOptions", "ProgressFn"]

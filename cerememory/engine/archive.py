@@ -21,6 +21,7 @@ from ..cmp import messages as m
 from ..cmp.errors import CMPError, ErrorCode
 from ..index.graph import Edge
 from ..model import MemoryRecord, RawJournalRecord, StoreType, from_ts, new_id, to_ts
+from ..progress import ProgressFn
 from ..storage import archive_crypto as crypto
 from ..storage import archive_format as fmt
 from ..storage.archive import MAX_ARCHIVE_BYTES, FileSink, check_export, read_archive
@@ -29,7 +30,6 @@ from ..storage.crypto import VECTOR
 from ..stores.records import Head
 from ..version import __version__
 from .core import CALLER_MODEL, EngineCore, Vectors
-from .options import ProgressFn
 from .writer import Replacement, Writer
 
 

@@ -16,6 +16,7 @@ from typing import BinaryIO
 from ..cmp import messages as m
 from ..cmp.errors import CMPError
 from ..model import MemoryRecord
+from ..progress import ProgressFn
 from ..security.audit import AuditLog
 from ..shutdown import close_at_exit
 from ..storage.lock import DataDirLock
@@ -28,7 +29,7 @@ from .indexes import TextIndexes
 from .introspect import Introspection
 from .lifecycle import Lifecycle
 from .listing import Listing
-from .options import EngineOptions, ProgressFn
+from .options import EngineOptions
 from .recall import Recall
 from .writer import Writer
 
@@ -203,12 +204,6 @@ class Engine:
     def lifecycle_reindex(self, req: m.ReindexRequest, *, progress: ProgressFn | None = None) -> m.ReindexResponse:
         """Rebuild the full-text indexes from the database (after damage, or a changed analyzer)."""
         return self.indexes.reindex(req, progress)
-
-    def reindex_records(self, progress: ProgressFn | None = None) -> int:
-        return self.indexes.rebuild_records(progress)
-
-    def reindex_journal(self, progress: ProgressFn | None = None) -> int:
-        return self.indexes.rebuild_journal(progress)
 
     # ================================================================ introspect
 

@@ -9,10 +9,10 @@ from collections.abc import Iterable
 from ..cmp import messages as m
 from ..index.fulltext import TextDoc
 from ..model import StoreType
+from ..progress import ProgressFn
 from ..stores.undecodable import UndecodableRecord
 from .core import EngineCore
 from .docs import raw_text_doc, record_text_doc
-from .options import ProgressFn
 from .writer import JOURNAL_SEQ, RECORDS_SEQ, Writer
 
 

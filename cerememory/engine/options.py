@@ -13,8 +13,6 @@ from ..llm.settings import LLMSettings
 from ..model import StoreType
 from ..storage.archive_settings import ArchiveSettings
 
-ProgressFn = Callable[[int, int | None], None]  # (done, total or None)
-
 
 @dataclass
 class EngineOptions:

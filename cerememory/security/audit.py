@@ -1,4 +1,6 @@
-"""The tamper-evident audit log: hash-chained JSON lines for every mutating operation.
+"""The tamper-evident audit log: hash-chained JSON lines for every mutating operation (those the
+operation table marks `audited`, cmp/operations.py), whatever the entry point: the dispatcher
+writes each one's outcome.
 
 Each entry is `{seq, time, op, phase, record_ids, key_id, request_id, transport, summary, prev,
 hash}`. An operation writes an `intent` entry just before each change it commits (inside the
@@ -53,12 +55,6 @@ GENESIS = "0" * 64
 _HASH_SUFFIX = len(',"hash":""}') + 64  # bytes after the body's closing brace is removed
 INTENT, DONE, FAILED = "intent", "done", "failed"
 UNATTRIBUTED = "engine.write"  # the op of an intent written outside any dispatched operation
-
-
-def is_audited(op: str) -> bool:
-    """Every operation that changes stored data or its policy: encode.* and lifecycle.* (export
-    too, since it copies the data out). Recall's reconsolidation bookkeeping is not logged."""
-    return op.startswith(("encode.", "lifecycle."))
 
 
 def canonical(entry: dict[str, Any]) -> bytes:
@@ -215,9 +211,10 @@ _running: ContextVar[Running | None] = ContextVar("cerememory_audited_op", defau
 def running(op: str) -> Iterator[Running]:
     """Run the body as operation `op`: the intents it writes are named after it, and the
     dispatcher learns whether a failed call had begun changing anything."""
-    token = _running.set(Running(op))
+    run = Running(op)
+    token = _running.set(run)
     try:
-        yield _running.get()
+        yield run
     finally:
         _running.reset(token)
 
@@ -304,7 +301,7 @@ class AuditLog:
                          "transport": transport, "summary": summary or {}, "prev": self._head}
                 line, digest = _line(entry)
                 self._write(line)
-                self._seq, self._head = entry["seq"], digest
+                self._seq, self._head = self._seq + 1, digest
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
             self._schedule_sync()
@@ -347,12 +344,11 @@ class AuditLog:
 
     def record(self, op: str, request: BaseModel, response: BaseModel,
                touched: Iterable[uuid.UUID] = ()) -> dict[str, Any] | None:
-        """The `done` entry of one successful CMP operation (None when `op` is not audited, or
-        when it cannot be written), with the caller taken from the call context. The change is
-        committed and its intent entry names it, so a failure here (a full disk) is left to the
-        server log rather than turned into an error that would make the client repeat the change."""
-        if not is_audited(op):
-            return None
+        """The `done` entry of one successful audited CMP operation (the dispatcher asks for it when
+        the operation's table entry says `audited`), with the caller taken from the call context;
+        None when it cannot be written. The change is committed and its intent entry names it, so a
+        failure here (a full disk) is left to the server log rather than turned into an error that
+        would make the client repeat the change."""
         caller = context.current()
         try:
             return self.append(op, record_ids=record_ids(request, response, touched),

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Callable
 from typing import BinaryIO
 
 from ..cmp import messages as m
 from ..cmp.errors import CMPError, ErrorCode
 from ..model import StoreType
+from ..progress import ProgressFn
 from . import archive_crypto as crypto
 from . import archive_format as fmt
 
@@ -25,7 +25,6 @@ from . import archive_format as fmt
 # base64-encoded archive. The CLI's embedded export streams to disk and has no limit.
 MAX_ARCHIVE_BYTES = 256 * 1024 * 1024
 FORMATS = ("cma", "jsonl")
-Progress = Callable[[int, int | None], None]
 
 
 def invalid(message: str, field_name: str, hint: str | None = None) -> CMPError:
@@ -74,7 +73,7 @@ def is_encrypted(data: bytes) -> bool:
     return head.get("kind") == "encrypted"
 
 
-def read_archive(data: bytes, passphrase: str | None, *, progress: Progress | None = None,
+def read_archive(data: bytes, passphrase: str | None, *, progress: ProgressFn | None = None,
                  limits: crypto.KdfLimits = crypto.DEFAULT_LIMITS) -> fmt.ParsedArchive:
     """Decrypt (when sealed), authenticate and parse a whole archive; raises on any problem,
     and on a key-derivation cost above `limits` before deriving anything."""

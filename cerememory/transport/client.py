@@ -14,17 +14,18 @@ import time
 from typing import Any
 
 import httpx
-from pydantic import BaseModel
 
-from ..api import MemoryAPI, R, _drop_none
+from ..api import AsyncMemoryAPI, MemoryAPI
 from ..cmp.dispatch import operation, parse_request
 from .light import error_from, request_parts, unreachable
-from .routes import ROUTE_OF
 
 DEFAULT_URL = "http://127.0.0.1:8420"
 
 
-class _Base:
+class _BaseClient:
+    """What the sync and the async client share: the URL and key, the request of a CMP call, and
+    what to make of an answer (httpx's `BaseClient` pattern); each subclass does the I/O."""
+
     def __init__(self, url: str, api_key: str | None, retries: int) -> None:
         self.url = url.rstrip("/")
         self.retries = retries
@@ -38,22 +39,24 @@ class _Base:
 
     def _request(self, op: str, request: dict[str, Any] | None) -> tuple[str, str, dict[str, Any], Any]:
         """(method, path, query params, JSON body) of one CMP call."""
-        route = ROUTE_OF[operation(op).name]
-        return (route.method, *request_parts(route, self._prepare(op, request)))
+        spec = operation(op)
+        return (spec.http.method, *request_parts(spec, self._prepare(op, request)))
 
     def _outcome(self, response: httpx.Response, attempt: int) -> tuple[dict[str, Any] | None, float]:
         """(result, 0) on success; (None, delay) when the server asks to retry and retries are
         left; otherwise raises the server's CMP error."""
         if response.is_success:
-            return ({} if response.status_code == 204 else response.json()), 0.0
+            result: dict[str, Any] = {} if response.status_code == 204 else response.json()
+            return result, 0.0
         error = error_from(response.status_code, response.content)
         if error.retry_after is None or attempt >= self.retries:
             raise error
         return None, float(error.retry_after or 1)
 
 
-class Client(_Base, MemoryAPI):
-    """A synchronous client of `cerememory serve`; errors raise `CMPError` with the server's envelope.
+class Client(_BaseClient, MemoryAPI):
+    """A synchronous client of `cerememory serve`; errors raise `CMPError` with the server's
+    envelope, and SERVER_UNREACHABLE when the server does not answer.
 
     **Parameters:** `url` (default http://127.0.0.1:8420), `api_key` (sent as a bearer key),
     `timeout` in seconds, `retries` — how often to retry an error that carries `retry_after`.
@@ -77,18 +80,9 @@ class Client(_Base, MemoryAPI):
             time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def _invoke(self, op: str, request: dict[str, Any]) -> BaseModel:
-        return operation(op).response.model_validate(self.dispatch(op, request))
-
-    def reindex(self, progress: Any = None) -> dict[str, int]:
-        """Rebuild the server's full-text indexes (progress is not reported remotely)."""
-        response = self._http.post("/v1/admin/reindex")
-        if not response.is_success:
-            raise error_from(response.status_code, response.content)
-        return response.json()
-
     def health(self) -> dict[str, str]:
-        return self._http.get("/readiness").json()
+        readiness: dict[str, str] = self._http.get("/readiness").json()
+        return readiness
 
     def close(self) -> None:
         self._http.close()
@@ -100,7 +94,7 @@ class Client(_Base, MemoryAPI):
         self.close()
 
 
-class AsyncClient(_Base, MemoryAPI):
+class AsyncClient(_BaseClient, AsyncMemoryAPI):
     """The asynchronous twin of `Client`: the same methods, each returning an awaitable."""
 
     def __init__(self, url: str = DEFAULT_URL, *, api_key: str | None = None, timeout: float | None = 30.0,
@@ -109,7 +103,7 @@ class AsyncClient(_Base, MemoryAPI):
         self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, headers=self.headers,
                                        transport=transport)
 
-    async def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:  # type: ignore[override]
+    async def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
         method, path, params, body = self._request(op, request)
         for attempt in range(self.retries + 1):
             try:
@@ -121,10 +115,6 @@ class AsyncClient(_Base, MemoryAPI):
                 return result
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")
-
-    async def _call(self, op: str, request: dict[str, Any], response: type[R]) -> R:  # type: ignore[override]
-        result = await self.dispatch(op, _drop_none(request))
-        return response.model_validate(result)
 
     async def aclose(self) -> None:
         await self._http.aclose()

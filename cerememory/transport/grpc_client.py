@@ -16,7 +16,6 @@ from typing import Any
 
 import grpc
 from google.protobuf.message import Message
-from pydantic import BaseModel
 
 from ..api import MemoryAPI
 from ..cmp.dispatch import operation
@@ -30,6 +29,7 @@ from .grpc_convert import CHUNK_BYTES, ERROR_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_
 _TRANSPORT_CODES = {
     grpc.StatusCode.UNAUTHENTICATED: ErrorCode.UNAUTHORIZED,
     grpc.StatusCode.UNIMPLEMENTED: ErrorCode.NOT_IMPLEMENTED,
+    grpc.StatusCode.UNAVAILABLE: ErrorCode.SERVER_UNREACHABLE,  # no connection (or it broke)
 }
 
 
@@ -43,9 +43,11 @@ def error_from_rpc(exc: grpc.RpcError, target: str) -> CMPError:
                 break
     status, details = exc.code(), exc.details()
     code = _TRANSPORT_CODES.get(status, ErrorCode.INTERNAL_ERROR)
-    hint = ("start it with `cerememory serve`, or check the address"
-            if status is grpc.StatusCode.UNAVAILABLE else None)
-    return CMPError(code, f"gRPC call to {target} failed: {status.name}: {details}", hint=hint,
+    if code is ErrorCode.SERVER_UNREACHABLE:
+        return CMPError(code, f"cannot reach the Cerememory server at {target}: {details}",
+                        hint="start it with `cerememory serve --grpc-port`, or check the address (and TLS)",
+                        details={"grpc_status": status.name, "url": target})
+    return CMPError(code, f"gRPC call to {target} failed: {status.name}: {details}",
                     details={"grpc_status": status.name})
 
 
@@ -72,23 +74,20 @@ class GrpcClient(MemoryAPI):
 
     def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
         """Run a CMP operation on JSON-like data, exactly as `Memory.dispatch` does."""
-        operation(op)  # unknown operations fail here, as they do embedded
+        rpc = convert.rpc_method(operation(op))  # unknown operations fail here, as they do embedded
         message = convert.to_proto(op, request)
         metadata = self._call_metadata(request)
         try:
-            if op == "lifecycle.export":
+            if rpc.server_streaming:
                 return self._export(message, metadata)
-            if op == "lifecycle.import":
-                reply = self._stub.Import(_import_chunks(message), metadata=metadata, timeout=self.timeout)
+            call = getattr(self._stub, rpc.name)
+            if rpc.client_streaming:
+                reply = call(_import_chunks(message), metadata=metadata, timeout=self.timeout)
             else:
-                rpc = getattr(self._stub, convert.RPC_NAMES[op])
-                reply = rpc(message, metadata=metadata, timeout=self.timeout)
+                reply = call(message, metadata=metadata, timeout=self.timeout)
         except grpc.RpcError as exc:
             raise error_from_rpc(exc, self.target) from None
         return convert.from_proto_response(op, reply)
-
-    def _invoke(self, op: str, request: dict[str, Any]) -> BaseModel:
-        return operation(op).response.model_validate(self.dispatch(op, request))
 
     def _call_metadata(self, request: dict[str, Any] | None) -> tuple[tuple[str, str], ...]:
         header = (request or {}).get("header") or {}
@@ -97,7 +96,7 @@ class GrpcClient(MemoryAPI):
 
     def _export(self, message: Message, metadata: tuple[tuple[str, str], ...]) -> dict[str, Any]:
         chunks = self._stub.Export(message, metadata=metadata, timeout=self.timeout)
-        first: pb.ExportResponse | None = None
+        first: pb.ExportResponse | None = None  # the one server-streaming RPC: the archive in chunks
         data = bytearray()
         for chunk in chunks:
             if first is None and chunk.HasField("metadata"):

@@ -22,51 +22,31 @@ from functools import cache
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from google.protobuf import empty_pb2, json_format
-from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
+from google.protobuf.descriptor import (
+    Descriptor,
+    EnumDescriptor,
+    FieldDescriptor,
+    MethodDescriptor,
+    ServiceDescriptor,
+)
 from google.protobuf.message import Message
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 from ..cmp import messages as m
-from ..cmp.dispatch import OPERATIONS, operation
+from ..cmp.dispatch import OPERATIONS, Operation, operation
 from ..cmp.errors import CMPError, ErrorCode
 from ..model import Bytes, UtcDatetime
 from ..v1 import cerememory_pb2 as pb
 
-SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["CerememoryService"].full_name
+SERVICE: ServiceDescriptor = pb.DESCRIPTOR.services_by_name["CerememoryService"]
+SERVICE_NAME: str = SERVICE.full_name
 
 # wire conventions the server and the client share
 ERROR_KEY = "cmp-error"  # trailing metadata: the CMP error envelope as JSON
 REQUEST_ID_KEY = "x-request-id"
 CHUNK_BYTES = 64 * 1024  # archive chunk size of Export and Import
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024  # one unary message: a 50 MiB video block and then some
-
-# CMP operation -> RPC of CerememoryService
-RPC_NAMES: dict[str, str] = {
-    "encode.store": "EncodeStore",
-    "encode.batch": "EncodeBatch",
-    "encode.update": "EncodeUpdate",
-    "encode.store_raw": "EncodeStoreRaw",
-    "encode.batch_raw": "EncodeBatchRaw",
-    "encode.update_raw": "EncodeUpdateRaw",
-    "recall.query": "RecallQuery",
-    "recall.associate": "RecallAssociate",
-    "recall.timeline": "RecallTimeline",
-    "recall.graph": "RecallGraph",
-    "recall.raw_query": "RecallRawQuery",
-    "recall.list": "RecallList",
-    "lifecycle.consolidate": "Consolidate",
-    "lifecycle.decay_tick": "DecayTick",
-    "lifecycle.dream_tick": "DreamTick",
-    "lifecycle.set_mode": "SetMode",
-    "lifecycle.forget": "Forget",
-    "lifecycle.export": "Export",
-    "lifecycle.import": "Import",
-    "introspect.stats": "Stats",
-    "introspect.record": "IntrospectRecord",
-    "introspect.decay_forecast": "DecayForecast",
-    "introspect.evolution": "Evolution",
-}
 
 _TIMESTAMP = "google.protobuf.Timestamp"
 _JSON_TYPES = {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
@@ -83,9 +63,15 @@ _BYTES: TypeAdapter[bytes] = TypeAdapter(Bytes)
 
 def message_class(model: type[BaseModel]) -> type[Message]:
     """The proto message mirroring a pydantic model (same name; m.Empty is protobuf's Empty)."""
-    if model is m.Empty:
-        return empty_pb2.Empty
-    return getattr(pb, model.__name__)
+    message: type[Message] = empty_pb2.Empty if model is m.Empty else getattr(pb, model.__name__)
+    return message
+
+
+def rpc_method(op: Operation) -> MethodDescriptor:
+    """The method of CerememoryService that runs `op` (its `rpc`, as the operation table declares):
+    unary, except the archive streams (server-streaming Export, client-streaming Import)."""
+    method: MethodDescriptor = SERVICE.methods_by_name[op.rpc]
+    return method
 
 
 def request_class(op: str) -> type[Message]:

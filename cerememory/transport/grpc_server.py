@@ -1,8 +1,10 @@
 """The gRPC server: CerememoryService over the one CMP dispatcher, plus health and reflection.
 
-Each RPC converts its proto request to CMP JSON, runs `dispatch` and converts the answer
-back, so gRPC clients get exactly what the embedded API and HTTP get. A CMPError becomes the
-gRPC status of `GRPC_STATUS` with the CMP envelope as JSON in trailing metadata `cmp-error`.
+The servicer is built from the operation table (cmp/operations.py): each operation's `rpc` is a
+method. Each RPC converts its proto request to CMP JSON, runs it through the `Dispatcher` and
+converts the answer back, so gRPC clients get exactly what the embedded API and HTTP get. A
+CMPError becomes the gRPC status of `GRPC_STATUS` with the CMP envelope as JSON in trailing
+metadata `cmp-error`.
 
 The methods take their requests as bytes and parse them in the handler: grpcio answers a
 request its deserializer rejects with a bare INTERNAL, so a malformed or too deeply nested
@@ -16,23 +18,25 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from contextlib import AbstractContextManager
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError, Message
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
+from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]
 
-from ..cmp.context import bound, client_request_id
-from ..cmp.dispatch import OPERATIONS, dispatch
+from ..cmp.context import CallContext, bound, client_request_id
+from ..cmp.dispatch import OPERATIONS, Dispatcher, internal_error
 from ..cmp.errors import CMPError, ErrorCode
+from ..cmp.handler import CMPHandler
 from ..security.auth import KeyRing
 from ..security.keys import ServerKeys
 from ..security.ratelimit import FailedAuthLimit, RateLimit, unauthorized
 from ..v1 import cerememory_pb2 as pb
 from . import grpc_convert as convert
 from .grpc_convert import CHUNK_BYTES, ERROR_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KEY
-from .metrics import attach_op_metrics
+from .metrics import metered
 from .middleware import access_log
 
 log = logging.getLogger(__name__)
@@ -40,7 +44,6 @@ log = logging.getLogger(__name__)
 MAX_IMPORT_BYTES = 256 * 1024 * 1024  # the largest archive Import reassembles
 MAX_ENVELOPE_CHARS = 7000  # gRPC clients refuse metadata over 8 KiB by default
 MAX_PROTO_DEPTH = 100  # protobuf's own parse limit on message nesting
-_SERVICE = pb.DESCRIPTOR.services_by_name["CerememoryService"]
 
 
 # ---------------------------------------------------------------- errors and metadata
@@ -81,15 +84,14 @@ def _as_cmp_error(exc: Exception, op: str) -> CMPError:
     if isinstance(exc, CMPError):
         return exc
     log.exception("gRPC %s failed", op)
-    return CMPError(ErrorCode.INTERNAL_ERROR, "internal error", hint="the server log has the details",
-                    details={"operation": op, "exception": type(exc).__name__})
+    return internal_error(op, exc)
 
 
 class _Gate:
     """What every call passes before it reaches the dispatcher: the bearer key (a KeyRing or
     ServerKeys) and the rate limit; `denied` counts the refusals."""
 
-    def __init__(self, keys: Any = None, rate_limit: RateLimit | None = None,
+    def __init__(self, keys: KeyRing | ServerKeys | None = None, rate_limit: RateLimit | None = None,
                  denied: Callable[[str, str], None] | None = None,
                  auth_failures: FailedAuthLimit | None = None) -> None:
         self.keys, self.rate_limit, self.denied, self.auth_failures = keys, rate_limit, denied, auth_failures
@@ -138,7 +140,7 @@ class _Guard:
             except CMPError as exc:
                 self.refuse(exc)
 
-    def bound(self) -> Any:
+    def bound(self) -> AbstractContextManager[CallContext]:
         return bound(transport="grpc", request_id=self.request_id, key_id=self.key_id, client=self.address)
 
     def refuse(self, error: CMPError) -> None:
@@ -178,7 +180,7 @@ def _parse_request(message: type[Message], data: bytes, op: str) -> Message:
                        hint=hint, details={"message_type": name}) from None
 
 
-def _unary(handler: Any, op: str, gate: _Gate) -> Callable[[bytes, grpc.ServicerContext], Message]:
+def _unary(dispatcher: Dispatcher, op: str, gate: _Gate) -> Callable[[bytes, grpc.ServicerContext], Message]:
     message = convert.request_class(op)
 
     def rpc(data: bytes, context: grpc.ServicerContext) -> Message:
@@ -188,7 +190,7 @@ def _unary(handler: Any, op: str, gate: _Gate) -> Callable[[bytes, grpc.Servicer
             if guard.request_id is None:
                 guard.request_id = _request_id(context, request)
             with guard.bound():
-                response = convert.to_proto_response(op, dispatch(handler, op, request))
+                response = convert.to_proto_response(op, dispatcher.dispatch(op, request))
             guard.log()
             return response
         except Exception as exc:  # every failure leaves as a CMP envelope
@@ -198,15 +200,15 @@ def _unary(handler: Any, op: str, gate: _Gate) -> Callable[[bytes, grpc.Servicer
     return rpc
 
 
-def _export(handler: Any, gate: _Gate) -> Callable[[bytes, grpc.ServicerContext], Iterator[pb.ExportChunk]]:
-    op = "lifecycle.export"
+def _export(dispatcher: Dispatcher, op: str,
+            gate: _Gate) -> Callable[[bytes, grpc.ServicerContext], Iterator[pb.ExportChunk]]:
 
     def rpc(data: bytes, context: grpc.ServicerContext) -> Iterator[pb.ExportChunk]:
         guard = _Guard(context, op, gate)
         try:
-            request = convert.from_proto_request(op, _parse_request(pb.ExportRequest, data, op))
+            request = convert.from_proto_request(op, _parse_request(convert.request_class(op), data, op))
             with guard.bound():
-                response = dispatch(handler, op, request)
+                response = dispatcher.dispatch(op, request)
             archive = convert.to_proto_response(op, response)
             guard.log()
         except Exception as exc:
@@ -221,8 +223,8 @@ def _export(handler: Any, gate: _Gate) -> Callable[[bytes, grpc.ServicerContext]
     return rpc
 
 
-def _import(handler: Any, gate: _Gate) -> Callable[[Iterator[bytes], grpc.ServicerContext], Message]:
-    op = "lifecycle.import"
+def _import(dispatcher: Dispatcher, op: str,
+            gate: _Gate) -> Callable[[Iterator[bytes], grpc.ServicerContext], Message]:
 
     def rpc(chunks: Iterator[bytes], context: grpc.ServicerContext) -> Message:
         guard = _Guard(context, op, gate)
@@ -232,7 +234,7 @@ def _import(handler: Any, gate: _Gate) -> Callable[[Iterator[bytes], grpc.Servic
             if archive:
                 data["archive_data"] = archive  # raw bytes: the models accept them as they are
             with guard.bound():
-                response = convert.to_proto_response(op, dispatch(handler, op, data))
+                response = convert.to_proto_response(op, dispatcher.dispatch(op, data))
             guard.log()
             return response
         except _TooLarge as exc:
@@ -275,21 +277,25 @@ def _reassemble(chunks: Iterator[bytes]) -> tuple[pb.ImportRequest, bytes]:
     return request, bytes(archive)
 
 
-def _method_handlers(handler: Any, gate: _Gate) -> dict[str, grpc.RpcMethodHandler]:
-    """CerememoryService's methods, each running the matching CMP operation on `handler`."""
+def _method_handlers(dispatcher: Dispatcher, gate: _Gate) -> dict[str, grpc.RpcMethodHandler]:
+    """CerememoryService's methods, each running its CMP operation (the `rpc` the operation
+    table declares) through `dispatcher`. The proto says which stream: the archive of Export
+    leaves in chunks, the archive of Import arrives in chunks."""
     methods: dict[str, grpc.RpcMethodHandler] = {}
-    for op in OPERATIONS:
-        name = convert.RPC_NAMES[op]
-        if op == "lifecycle.export":
-            methods[name] = grpc.unary_stream_rpc_method_handler(
-                _export(handler, gate), response_serializer=pb.ExportChunk.SerializeToString)
-        elif op == "lifecycle.import":
-            methods[name] = grpc.stream_unary_rpc_method_handler(
-                _import(handler, gate), response_serializer=convert.response_class(op).SerializeToString)
+    for op in OPERATIONS.values():
+        rpc = convert.rpc_method(op)
+        if rpc.server_streaming:
+            methods[rpc.name] = grpc.unary_stream_rpc_method_handler(
+                _export(dispatcher, op.name, gate), response_serializer=pb.ExportChunk.SerializeToString)
+        elif rpc.client_streaming:
+            methods[rpc.name] = grpc.stream_unary_rpc_method_handler(
+                _import(dispatcher, op.name, gate),
+                response_serializer=convert.response_class(op.name).SerializeToString)
         else:
-            methods[name] = grpc.unary_unary_rpc_method_handler(
-                _unary(handler, op, gate), response_serializer=convert.response_class(op).SerializeToString)
-    declared = {method.name for method in _SERVICE.methods}
+            methods[rpc.name] = grpc.unary_unary_rpc_method_handler(
+                _unary(dispatcher, op.name, gate),
+                response_serializer=convert.response_class(op.name).SerializeToString)
+    declared = {method.name for method in convert.SERVICE.methods}
     if set(methods) != declared:
         raise RuntimeError(f"CerememoryService and the CMP operations differ: {sorted(declared ^ set(methods))}")
     return methods
@@ -302,12 +308,14 @@ def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
-def build_grpc_server(handler: Any, *, host: str = "127.0.0.1", port: int = 0, max_workers: int = 16,
+def build_grpc_server(target: Dispatcher | CMPHandler, *, host: str = "127.0.0.1", port: int = 0,
+                      max_workers: int = 16,
                       tls: tuple[bytes, bytes] | None = None,
                       keys: KeyRing | ServerKeys | None = None,
                       rate_limit: RateLimit | None = None,
                       auth_failures: FailedAuthLimit | None = None) -> tuple[grpc.Server, int]:
-    """A ready (not yet started) server for `handler` (the Engine), and the port it bound.
+    """A ready (not yet started) server running CMP through `target` (the serving process's
+    Dispatcher; an engine gets a Dispatcher of its own), and the port it bound.
 
     `tls` is (certificate chain PEM, private key PEM); without it the port is plaintext.
     With `keys`, CerememoryService calls need `authorization: Bearer <key>` (health and
@@ -319,8 +327,9 @@ def build_grpc_server(handler: Any, *, host: str = "127.0.0.1", port: int = 0, m
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.so_reuseport", 0)],  # a second server on the same port must fail
     )
-    gate = _Gate(keys, rate_limit, attach_op_metrics(handler).denied, auth_failures)
-    methods = _method_handlers(handler, gate)
+    dispatcher, metrics = metered(target)
+    gate = _Gate(keys, rate_limit, metrics.denied, auth_failures)
+    methods = _method_handlers(dispatcher, gate)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(convert.SERVICE_NAME, methods),))
     server.add_registered_method_handlers(convert.SERVICE_NAME, methods)
 
@@ -334,10 +343,10 @@ def build_grpc_server(handler: Any, *, host: str = "127.0.0.1", port: int = 0, m
 
     address = _address(host, port)
     if tls is None:
-        bound = server.add_insecure_port(address)
+        bound_port = server.add_insecure_port(address)
     else:
         cert_chain, private_key = tls
-        bound = server.add_secure_port(address, grpc.ssl_server_credentials([(private_key, cert_chain)]))
-    if not bound:
+        bound_port = server.add_secure_port(address, grpc.ssl_server_credentials([(private_key, cert_chain)]))
+    if not bound_port:
         raise OSError(f"cannot bind the gRPC server to {address}")
-    return server, bound
+    return server, bound_port

@@ -1,4 +1,5 @@
-"""CMP over HTTP (FastAPI): the reference's `/v1` routes, each a thin call into `dispatch`.
+"""CMP over HTTP (FastAPI): the reference's `/v1` routes, built from the operation table
+(cmp/operations.py), each a thin call into the `Dispatcher`.
 
 Bodies are parsed here rather than by FastAPI so that every failure, malformed JSON included,
 answers with the CMP error envelope and status instead of FastAPI's own 422 shape.
@@ -16,17 +17,17 @@ from starlette.concurrency import run_in_threadpool
 from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..cmp.dispatch import OPERATIONS, call, dispatch
+from ..cmp.dispatch import OPERATIONS, Dispatcher, Operation
 from ..cmp.errors import CMPError, ErrorCode
+from ..cmp.handler import CMPHandler
 from ..security.auth import KeyRing
 from ..security.keys import ServerKeys
 from ..security.ratelimit import FailedAuthLimit, RateLimit
 from ..version import __version__
 from . import openapi
 from .guard import LOOPBACK, HostPolicy
-from .metrics import HttpMetrics
+from .metrics import HttpMetrics, metered
 from .middleware import REQUEST_ID, RequestMiddleware
-from .routes import LITERAL_SEGMENTS, ROUTES, Route
 
 DEFAULT_BODY_LIMIT = 64 * 1024 * 1024
 ROUTING_CODES = {404: ErrorCode.ROUTE_NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
@@ -54,6 +55,12 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     return body
 
 
+# Every fixed path segment: a path parameter never takes one, so `PATCH /v1/encode/batch` is a
+# method `POST /v1/encode/batch` does not take (405), not an update of a record named "batch".
+LITERAL_SEGMENTS = frozenset(part for op in OPERATIONS.values() for part in op.http.path.split("/")
+                             if part and not part.startswith("{"))
+
+
 class _ParamConvertor(StringConvertor):
     """A path parameter: any segment but the routes' fixed ones (see LITERAL_SEGMENTS)."""
 
@@ -63,9 +70,9 @@ class _ParamConvertor(StringConvertor):
 register_url_convertor("param", _ParamConvertor())
 
 
-def _served_path(route: Route) -> str:
-    path = route.path
-    for name in route.path_params:
+def _served_path(op: Operation) -> str:
+    path = op.http.path
+    for name in op.http.path_params:
         path = path.replace("{" + name + "}", "{" + name + ":param}")
     return path
 
@@ -85,7 +92,7 @@ def error_response(exc: CMPError, request_id: str | None) -> JSONResponse:
     return JSONResponse(exc.envelope(), status_code=exc.http_status, headers=headers)
 
 
-def _endpoint(route: Route, handler: Any, body_limit: int) -> Callable[[Request], Awaitable[Response]]:
+def _endpoint(op: Operation, dispatcher: Dispatcher, body_limit: int) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > body_limit:
@@ -94,29 +101,31 @@ def _endpoint(route: Route, handler: Any, body_limit: int) -> Callable[[Request]
         raw = await request.body()
         if len(raw) > body_limit:
             raise CMPError(ErrorCode.CONTENT_TOO_LARGE, f"request body exceeds {body_limit} bytes")
-        body = parse_body(raw) if route.method != "GET" else {}
+        body = parse_body(raw) if op.http.method != "GET" else {}
         for key, value in request.query_params.items():
             body.setdefault(key, _query_value(value))
         body.update(request.path_params)
-        result = await run_in_threadpool(call, handler, route.op, body)
-        if route.no_content:
+        result = await run_in_threadpool(dispatcher.call, op.name, body)
+        if op.no_content:
             return Response(status_code=204)
         # pydantic's own serializer: several times faster than model_dump + json.dumps
         return Response(result.model_dump_json(), media_type="application/json")
 
-    endpoint.__name__ = route.op.replace(".", "_")
+    endpoint.__name__ = op.method
     return endpoint
 
 
-def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyRing | ServerKeys | None = None,
-               extra_routes: Callable[[FastAPI], None] | None = None,
+def create_app(target: Dispatcher | CMPHandler, *, body_limit: int = DEFAULT_BODY_LIMIT,
+               keys: KeyRing | ServerKeys | None = None, extra_routes: Callable[[FastAPI], None] | None = None,
                rate_limit: RateLimit | None = None, host_policy: HostPolicy = LOOPBACK,
                auth_failures: FailedAuthLimit | None = None) -> FastAPI:
-    """The HTTP application over `handler` (the Engine): routes, request ids, error envelopes,
+    """The HTTP application running CMP through `target` (the serving process's Dispatcher; an
+    engine gets a Dispatcher of its own): routes, request ids, error envelopes,
     the cross-site checks of `host_policy` on every route (by default: a loopback server's),
     with `keys` a bearer key on everything but the health probes and the API docs (failures
     budgeted per address by `auth_failures`), and with `rate_limit` a token bucket per key (or
     client address) on everything but the probes."""
+    dispatcher, ops = metered(target)
     app = FastAPI(title="Cerememory", version=__version__,
                   description="CMP over HTTP. Every error is `{code, message, details, retry_after, request_id}`.")
 
@@ -133,16 +142,15 @@ def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyR
         response.headers.update(exc.headers or {})  # `Allow` on a 405
         return response
 
-    refs, components = openapi.request_schemas([OPERATIONS[route.op].request for route in ROUTES])
+    refs, components = openapi.request_schemas([op.request for op in OPERATIONS.values()])
     errors = openapi.error_responses()
-    for route in ROUTES:
-        op = OPERATIONS[route.op]
+    for op in OPERATIONS.values():
         app.add_api_route(
-            _served_path(route), _endpoint(route, handler, body_limit), methods=[route.method],
-            summary=op.summary, tags=[route.op.split(".")[0]], operation_id=route.op.replace(".", "_"),
-            status_code=204 if route.no_content else 200, responses=errors,
-            openapi_extra=openapi.request_body(route, refs[op.request], components),
-            response_model=None if route.no_content else op.response,
+            _served_path(op), _endpoint(op, dispatcher, body_limit), methods=[op.http.method],
+            summary=op.summary, tags=[op.group], operation_id=op.method,
+            status_code=204 if op.no_content else 200, responses=errors,
+            openapi_extra=openapi.request_body(op.http, refs[op.request], components),
+            response_model=None if op.no_content else op.response,
         )
 
     @app.get("/health", tags=["health"], responses=errors)
@@ -152,17 +160,12 @@ def create_app(handler: Any, *, body_limit: int = DEFAULT_BODY_LIMIT, keys: KeyR
     @app.get("/readiness", tags=["health"], responses=errors)
     async def readiness() -> JSONResponse:
         try:
-            await run_in_threadpool(dispatch, handler, "introspect.stats", {})
+            await run_in_threadpool(dispatcher.dispatch, "introspect.stats", {})
         except Exception as exc:  # not ready, whatever the reason
             return JSONResponse({"status": "not_ready", "reason": str(exc)}, status_code=503)
         return JSONResponse({"status": "ready"})
 
-    @app.post("/v1/admin/reindex", tags=["admin"], summary="Rebuild the full-text indexes.", responses=errors)
-    async def reindex() -> dict[str, int]:
-        return {"records": await run_in_threadpool(handler.reindex_records),
-                "journal": await run_in_threadpool(handler.reindex_journal)}
-
-    metrics = HttpMetrics(handler)
+    metrics = HttpMetrics(dispatcher, ops)
     metrics.mount(app)
     if extra_routes is not None:
         extra_routes(app)

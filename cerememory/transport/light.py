@@ -19,17 +19,18 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from ..cmp.errors import CMPError, ErrorCode
-from .routes import ROUTE_OF, Route
+from ..cmp.operations import Operation, operation
 
 
-def request_parts(route: Route, request: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
+def request_parts(op: Operation, request: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
     """(path, query params, JSON body) of one call: path parameters move out of the body, a GET
     sends the rest as query parameters."""
     body = dict(request)
+    route = op.http
     path = route.path
     for name in route.path_params:
         if name not in body:
-            raise CMPError(ErrorCode.VALIDATION_ERROR, f"{route.op}: {name}: field required")
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"{op.name}: {name}: field required")
         path = path.replace("{" + name + "}", str(body.pop(name)))
     if route.method == "GET":
         params = {k: json.dumps(v) if isinstance(v, bool) else str(v) for k, v in body.items()}
@@ -38,8 +39,9 @@ def request_parts(route: Route, request: dict[str, Any]) -> tuple[str, dict[str,
 
 
 def unreachable(url: str, exc: Exception) -> CMPError:
-    return CMPError(ErrorCode.INTERNAL_ERROR, f"cannot reach the Cerememory server at {url}: {exc}",
-                    hint="start it with `cerememory serve`, or check --server-url")
+    """SERVER_UNREACHABLE: the server did not answer (the request may or may not have arrived)."""
+    return CMPError(ErrorCode.SERVER_UNREACHABLE, f"cannot reach the Cerememory server at {url}: {exc}",
+                    hint="start it with `cerememory serve`, or check --server-url", details={"url": url})
 
 
 def error_from(status: int, body: bytes) -> CMPError:
@@ -74,15 +76,12 @@ class LightClient:
             self.headers["authorization"] = f"Bearer {api_key}"
 
     def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
-        route = ROUTE_OF.get(op)
-        if route is None:
-            raise CMPError(ErrorCode.VALIDATION_ERROR, f"unknown operation {op!r}",
-                           hint="operations: " + ", ".join(ROUTE_OF))
-        path, params, body = request_parts(route, request or {})
+        spec = operation(op)
+        path, params, body = request_parts(spec, request or {})
         target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
         payload = json.dumps(body).encode() if body is not None else None
         for attempt in range(self.retries + 1):
-            status, data = self._send(route.method, target, payload)
+            status, data = self._send(spec.http.method, target, payload)
             if 200 <= status < 300:
                 return json.loads(data) if status != 204 and data else {}
             error = error_from(status, data)

@@ -92,7 +92,7 @@ class _AnsweringReader:
 
     async def receive(self) -> SessionMessage | Exception:
         while True:
-            item = await self._inner.receive()
+            item: SessionMessage | Exception = await self._inner.receive()
             if not isinstance(item, Exception):
                 return item
             answer = unreadable_answer(item)

@@ -5,25 +5,29 @@ record counts read at scrape time."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import cast
 
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from starlette.concurrency import run_in_threadpool
 
-from ..cmp.context import current
-from ..cmp.dispatch import OPERATIONS
+from ..cmp import messages as m
+from ..cmp.context import bound, current
+from ..cmp.dispatch import OPERATIONS, Dispatcher
+from ..cmp.handler import CMPHandler
 
 
 class _StoreCollector:
-    """Record counts, read from the engine at scrape time (no bookkeeping on the write path)."""
+    """Record counts, read at scrape time through the dispatcher (transport "metrics"), so that
+    the write path keeps no bookkeeping for them."""
 
-    def __init__(self, handler: Any) -> None:
-        self.handler = handler
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        stats = self.handler.introspect_stats()
+    def collect(self) -> Iterator[Metric]:
+        with bound(transport="metrics", request_id=None, key_id=None, client=None):
+            stats = cast(m.StatsResponse, self.dispatcher.call("introspect.stats", {}))
         records = GaugeMetricFamily("cerememory_records", "Records per store", labels=["store"])
         for store, count in stats.records_by_store.items():
             records.add_metric([store], count)
@@ -71,27 +75,28 @@ class OpMetrics:
             registry.register(collector)
 
 
-def attach_op_metrics(handler: Any) -> OpMetrics:
-    """The handler's OpMetrics, created on first use (the dispatcher reads `handler.op_metrics`)."""
-    metrics = getattr(handler, "op_metrics", None)
-    if metrics is None:
-        metrics = OpMetrics()
-        handler.op_metrics = metrics
-    return metrics
+def metered(target: Dispatcher | CMPHandler) -> tuple[Dispatcher, OpMetrics]:
+    """A dispatcher that feeds OpMetrics, and those metrics: `target` itself when it is one (what
+    `cerememory serve` hands every transport, so they share one set), else a new one over it."""
+    if isinstance(target, Dispatcher) and isinstance(target.metrics, OpMetrics):
+        return target, target.metrics
+    metrics = OpMetrics()
+    engine = target.engine if isinstance(target, Dispatcher) else target
+    return Dispatcher(engine, metrics=metrics), metrics
 
 
 class HttpMetrics:
     """Requests by route template and latency, plus record counts read at scrape time."""
 
-    def __init__(self, handler: Any) -> None:
+    def __init__(self, dispatcher: Dispatcher, ops: OpMetrics) -> None:
         self.registry = CollectorRegistry()
         self._requests = Counter("cerememory_http_requests", "HTTP requests", ["method", "route", "status"],
                                  registry=self.registry)
         self._latency = Histogram("cerememory_http_request_duration_seconds", "HTTP request latency",
                                   ["method", "route"], registry=self.registry,
                                   buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5))
-        self.registry.register(_StoreCollector(handler))
-        self.ops = attach_op_metrics(handler)
+        self.registry.register(_StoreCollector(dispatcher))
+        self.ops = ops
         self.ops.register(self.registry)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:

@@ -12,10 +12,10 @@ from typing import Any
 
 from ..cmp.context import bound, client_request_id
 from ..cmp.errors import CMPError, ErrorCode
+from ..cmp.operations import OPERATIONS
 from ..model import new_id
 from ..security.ratelimit import FailedAuthLimit, RateLimit, unauthorized
 from .guard import HostPolicy
-from .routes import ROUTES
 
 REQUEST_ID = "x-request-id"
 PUBLIC_PATHS = {"/health", "/readiness", "/docs", "/docs/oauth2-redirect", "/openapi.json"}
@@ -29,7 +29,7 @@ Denied = Callable[[str, str], None]  # (transport, error code)
 
 access_log = logging.getLogger("cerememory.access")
 log = logging.getLogger("cerememory.http")
-_OPS = {(r.method, r.path): r.op for r in ROUTES}
+_OPS = {(op.http.method, op.http.path): op.name for op in OPERATIONS.values()}
 
 
 class RequestMiddleware:

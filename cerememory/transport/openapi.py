@@ -9,7 +9,7 @@ with the envelope's schema.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from ..cmp.errors import HTTP_STATUS, WHEN, ErrorCode
-from .routes import Route
+from ..cmp.operations import Route
 
 COMPONENTS = "#/components/schemas/"
 ENVELOPE = "CMPError"
@@ -54,7 +54,7 @@ def request_schemas(models: list[type[BaseModel]]) -> tuple[dict[type[BaseModel]
     """Each model's `$ref`, and the component schemas they (and everything they nest) need."""
     refs, schema = models_json_schema([(model, "validation") for model in models],
                                       ref_template=COMPONENTS + "{model}")
-    return {model: ref for (model, _), ref in refs.items()}, schema.get("$defs", {})
+    return {cast(type[BaseModel], model): ref for (model, _), ref in refs.items()}, schema.get("$defs", {})
 
 
 def request_body(route: Route, ref: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:

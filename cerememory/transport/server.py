@@ -15,16 +15,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import uvicorn
 
+from ..cmp.dispatch import Dispatcher
 from ..cmp.errors import CMPError, ErrorCode
+from ..cmp.handler import CMPHandler
+from ..dynamics.scheduler import Scheduler
 from ..security.auth import KeyRing
 from ..security.keys import ServerKeys
 from ..security.ratelimit import FailedAuthLimit, RateLimit
 from . import logs
 from .guard import HostPolicy, is_loopback_address, is_wildcard
+from .http import create_app
+from .mcp_server import mount_streamable_http
+from .metrics import OpMetrics
 
 log = logging.getLogger("cerememory.server")
 GRPC_GRACE_SECONDS = 8.0
@@ -131,33 +136,31 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-def serve(engine: Any, options: ServeOptions) -> None:
-    """Serve HTTP (and gRPC when asked) from `engine` until a signal arrives; closes the engine."""
-    from ..dynamics.scheduler import Scheduler
-    from .http import create_app
-    from .mcp_server import mount_streamable_http
-
+def serve(engine: CMPHandler, options: ServeOptions) -> None:
+    """Serve HTTP, MCP at /mcp (and gRPC when asked) from `engine` until a signal arrives; closes
+    the engine. Every transport and the background scheduler run CMP through one Dispatcher,
+    so they share its metrics."""
     options.check()
     _check_port_free(options.host, options.port)
     uvicorn_logging = logs.configure(options.log_format, options.log_level)
+    dispatcher = Dispatcher(engine, metrics=OpMetrics())
     grpc_server = None
-    scheduler = Scheduler(engine, decay_interval=options.decay_interval)
+    scheduler = Scheduler(dispatcher, decay_interval=options.decay_interval)
     try:
         scheduler.start()
-        engine.background_decay = scheduler.running
         if options.grpc_port is not None:
-            from .grpc_server import build_grpc_server
+            from .grpc_server import build_grpc_server  # grpcio loads only when gRPC is on
 
-            grpc_server, bound = build_grpc_server(engine, host=options.host, port=options.grpc_port,
-                                                   tls=options.tls(), keys=options.keys,
-                                                   rate_limit=options.rate_limit,
-                                                   auth_failures=options.auth_failures)
+            grpc_server, port = build_grpc_server(dispatcher, host=options.host, port=options.grpc_port,
+                                                  tls=options.tls(), keys=options.keys,
+                                                  rate_limit=options.rate_limit,
+                                                  auth_failures=options.auth_failures)
             grpc_server.start()
-            log.info("gRPC listening on %s:%s", options.host, bound)
-        app = create_app(engine, keys=options.keys, rate_limit=options.rate_limit,
+            log.info("gRPC listening on %s:%s", options.host, port)
+        app = create_app(dispatcher, keys=options.keys, rate_limit=options.rate_limit,
                          host_policy=options.host_policy(), auth_failures=options.auth_failures,
                          extra_routes=lambda app: mount_streamable_http(
-                             app, engine, stream_seconds=options.mcp_stream_seconds))
+                             app, dispatcher, stream_seconds=options.mcp_stream_seconds))
         config = uvicorn.Config(app, host=options.host, port=options.port, log_level=options.log_level,
                                 timeout_graceful_shutdown=30, lifespan="off", **uvicorn_logging,
                                 # uvicorn would believe X-Forwarded-For from 127.0.0.1 and rewrite the

@@ -131,6 +131,13 @@ class ConflictResolution(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONFLICT_RESOLUTION_KEEP_IMPORTED: _ClassVar[ConflictResolution]
     CONFLICT_RESOLUTION_KEEP_NEWER: _ClassVar[ConflictResolution]
 
+class ReindexTarget(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REINDEX_TARGET_UNSPECIFIED: _ClassVar[ReindexTarget]
+    REINDEX_TARGET_ALL: _ClassVar[ReindexTarget]
+    REINDEX_TARGET_RECORDS: _ClassVar[ReindexTarget]
+    REINDEX_TARGET_JOURNAL: _ClassVar[ReindexTarget]
+
 class ListField(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     LIST_FIELD_UNSPECIFIED: _ClassVar[ListField]
@@ -217,6 +224,10 @@ CONFLICT_RESOLUTION_UNSPECIFIED: ConflictResolution
 CONFLICT_RESOLUTION_KEEP_EXISTING: ConflictResolution
 CONFLICT_RESOLUTION_KEEP_IMPORTED: ConflictResolution
 CONFLICT_RESOLUTION_KEEP_NEWER: ConflictResolution
+REINDEX_TARGET_UNSPECIFIED: ReindexTarget
+REINDEX_TARGET_ALL: ReindexTarget
+REINDEX_TARGET_RECORDS: ReindexTarget
+REINDEX_TARGET_JOURNAL: ReindexTarget
 LIST_FIELD_UNSPECIFIED: ListField
 LIST_FIELD_TEXT: ListField
 LIST_FIELD_CONTENT: ListField
@@ -1243,6 +1254,22 @@ class ImportResponse(_message.Message):
     raw_records_imported: int
     records_skipped: int
     def __init__(self, records_imported: _Optional[int] = ..., raw_records_imported: _Optional[int] = ..., records_skipped: _Optional[int] = ...) -> None: ...
+
+class ReindexRequest(_message.Message):
+    __slots__ = ("header", "target")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    header: CMPHeader
+    target: ReindexTarget
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., target: _Optional[_Union[ReindexTarget, str]] = ...) -> None: ...
+
+class ReindexResponse(_message.Message):
+    __slots__ = ("records", "journal")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    JOURNAL_FIELD_NUMBER: _ClassVar[int]
+    records: int
+    journal: int
+    def __init__(self, records: _Optional[int] = ..., journal: _Optional[int] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ("header",)

@@ -132,6 +132,11 @@ class CerememoryServiceStub:
                 request_serializer=cerememory_dot_v1_dot_cerememory__pb2.ImportChunk.SerializeToString,
                 response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.ImportResponse.FromString,
                 _registered_method=True)
+        self.Reindex = channel.unary_unary(
+                '/cerememory.v1.CerememoryService/Reindex',
+                request_serializer=cerememory_dot_v1_dot_cerememory__pb2.ReindexRequest.SerializeToString,
+                response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.ReindexResponse.FromString,
+                _registered_method=True)
         self.Stats = channel.unary_unary(
                 '/cerememory.v1.CerememoryService/Stats',
                 request_serializer=cerememory_dot_v1_dot_cerememory__pb2.StatsRequest.SerializeToString,
@@ -280,6 +285,13 @@ class CerememoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Reindex(self, request, context):
+        """lifecycle.reindex: rebuild the full-text indexes from the database.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Stats(self, request, context):
         """introspect
         """
@@ -402,6 +414,11 @@ def add_CerememoryServiceServicer_to_server(servicer, server):
                     servicer.Import,
                     request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.ImportChunk.FromString,
                     response_serializer=cerememory_dot_v1_dot_cerememory__pb2.ImportResponse.SerializeToString,
+            ),
+            'Reindex': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reindex,
+                    request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.ReindexRequest.FromString,
+                    response_serializer=cerememory_dot_v1_dot_cerememory__pb2.ReindexResponse.SerializeToString,
             ),
             'Stats': grpc.unary_unary_rpc_method_handler(
                     servicer.Stats,
@@ -939,6 +956,33 @@ class CerememoryService:
             '/cerememory.v1.CerememoryService/Import',
             cerememory_dot_v1_dot_cerememory__pb2.ImportChunk.SerializeToString,
             cerememory_dot_v1_dot_cerememory__pb2.ImportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reindex(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cerememory.v1.CerememoryService/Reindex',
+            cerememory_dot_v1_dot_cerememory__pb2.ReindexRequest.SerializeToString,
+            cerememory_dot_v1_dot_cerememory__pb2.ReindexResponse.FromString,
             options,
             channel_credentials,
             insecure,
