@@ -64,7 +64,7 @@ WHEN = ["before deploying", "after a refactor", "when tests are flaky", "in CI",
 def seed_rules(data_dir: Path, count: int, start: int, rng: random.Random, semantic: str = "off") -> None:
     """Append `count` playbook rules as cm writes them (procedural records with bullet metadata)."""
     import cerememory
-    from cerememory.cm.backend import _bullet_request
+    from cerememory.cm.backend import bullet_request
     from cerememory.cm.bullets import new_bullet
 
     bullets = []
@@ -74,7 +74,7 @@ def seed_rules(data_dir: Path, count: int, start: int, rng: random.Random, seman
                                   state="active", tags=[rng.choice(NOUNS).split()[0]]))
     with cerememory.open(data_dir, semantic=semantic) as mem:
         for i in range(0, len(bullets), 500):
-            mem.dispatch("encode.batch", {"records": [_bullet_request(b) for b in bullets[i:i + 500]]})
+            mem.dispatch("encode.batch", {"records": [bullet_request(b) for b in bullets[i:i + 500]]})
 
 
 def seed_journal(data_dir: Path, turns: int, rng: random.Random) -> None:

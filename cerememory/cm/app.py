@@ -7,14 +7,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import CM_VERSION
-from .backend import Backend
 from .errors import CmError
-from .home import load_config
-from .playbook import Playbook
-from .scoring import now_iso
+
+if TYPE_CHECKING:
+    from .backend import Backend
+    from .playbook import Playbook
 
 
 @dataclass
@@ -30,35 +30,52 @@ class Result:
 
 
 class Ctx:
-    def __init__(self, *, as_json: bool, server_url: str | None, cwd: Path | None = None) -> None:
+    """One invocation's settings and its lazily opened storage. `verbose` and `no_emoji` are the
+    program-level `--verbose` / `--no-emoji` (or CASS_MEMORY_VERBOSE / CASS_MEMORY_NO_EMOJI)."""
+
+    def __init__(self, *, as_json: bool, server_url: str | None, cwd: Path | None = None, verbose: bool = False,
+                 no_emoji: bool = False) -> None:
         self.as_json = as_json
+        self.server_url = server_url
         self.cwd = cwd or Path.cwd()
+        self.verbose = verbose
+        self.no_emoji = no_emoji
         self.started = time.perf_counter()
         self._config: dict[str, Any] | None = None
-        self._server_url = server_url
         self._backend: Backend | None = None
         self._playbook: Playbook | None = None
 
     @property
     def config(self) -> dict[str, Any]:
         if self._config is None:
+            from .home import load_config
+
             self._config = load_config(self.cwd)
         return self._config
 
     @property
     def backend(self) -> Backend:
         if self._backend is None:
+            from .backend import Backend
+
             semantic = self.config.get("semanticSearchEnabled")
             rules = self.config.get("sanitization") or {}
             redact = tuple(rules.get("extraPatterns") or ()) if rules.get("enabled", True) is not False else None
-            self._backend = Backend(self._server_url, semantic if isinstance(semantic, bool) else None, redact)
+            self._backend = Backend(self.server_url, semantic if isinstance(semantic, bool) else None, redact)
         return self._backend
 
     @property
     def playbook(self) -> Playbook:
         if self._playbook is None:
+            from .playbook import Playbook
+
             self._playbook = Playbook(self.backend, self.config, self.cwd)
         return self._playbook
+
+    @property
+    def storage_notice(self) -> str | None:
+        """What storage had to say about how it was opened, if this invocation opened it."""
+        return self._backend.notice if self._backend is not None else None
 
     def close(self) -> None:
         if self._backend is not None:
@@ -76,6 +93,8 @@ class Ctx:
 
 
 def success_envelope(ctx: Ctx, command: str, result: Result) -> dict[str, Any]:
+    from .scoring import now_iso
+
     out: dict[str, Any] = {"success": True, "command": command, "timestamp": now_iso(), "data": result.data,
                            "metadata": ctx.metadata()}
     if result.warnings:
@@ -87,6 +106,8 @@ def success_envelope(ctx: Ctx, command: str, result: Result) -> dict[str, Any]:
 
 
 def error_envelope(ctx: Ctx | None, command: str, error: CmError) -> dict[str, Any]:
+    from .scoring import now_iso
+
     meta = ctx.metadata() if ctx else {"executionMs": 0, "version": CM_VERSION}
     return {"success": False, "command": command, "timestamp": now_iso(), "error": error.to_dict(),
             "metadata": meta}

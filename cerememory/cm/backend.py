@@ -16,10 +16,17 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import CmError
 from .home import data_dir
+
+if TYPE_CHECKING:
+    import threading
+
+    from ..api import Memory, MemoryAPI
+    from ..transport.client import Client
+    from ..transport.light import LightClient
 
 BULLET_KIND = "bullet"
 META_KIND = "playbook"
@@ -42,7 +49,7 @@ def map_cmp_error(exc: Exception) -> CmError:
     if code == "DATA_DIR_LOCKED":
         return CmError("LOCK_ACQUISITION_FAILED", message, hint=getattr(exc, "hint", None),
                        details=getattr(exc, "details", None))
-    if "cannot reach" in message:
+    if code == "SERVER_UNREACHABLE":
         return CmError("NETWORK_ERROR", message, hint=getattr(exc, "hint", None), retryable=True)
     if code in ("VALIDATION_ERROR", "CONTENT_TOO_LARGE"):
         return CmError("INVALID_INPUT", message, hint=getattr(exc, "hint", None))
@@ -73,27 +80,30 @@ class Backend:
         self.redact = redact  # extra secret patterns for the logs; None: sanitization is off
         self.mode: str | None = None
         self.notice: str | None = None
-        self._api: Any = None
-        self._typed: Any = None
+        self._api: Memory | LightClient | None = None  # the embedded engine, or a server's plain-dict client
+        self._url: str | None = None  # the server's URL when `_api` is its client
+        self._typed: Client | None = None  # that server's typed client, opened for ingest
         self._key: str | None = None  # the server's API key, read from the config once
         self._bullets: list[tuple[str, dict[str, Any]]] | None = None
         self._procedural: list[dict[str, Any]] | None = None
         self._similarity: Similarity | None = None  # cosines asked for with the procedural listing
-        self._prefetched: dict[tuple[str, int, int], tuple[Any, dict[str, Any]]] = {}
+        self._prefetched: dict[tuple[str, int, int], tuple[threading.Thread, dict[str, Any]]] = {}
         self.history_hidden = 0
 
     # ------------------------------------------------------------ connection
 
     @property
-    def api(self) -> Any:
+    def api(self) -> Memory | LightClient:
+        """The CMP connection, opened on first use: the embedded `Memory`, or a server's client."""
         if self._api is None:
             self._api = self._open()
         return self._api
 
-    def _client(self, url: str) -> Any:
+    def _client(self, url: str) -> LightClient:
         from ..transport.light import LightClient
 
         self.mode = "server"
+        self._url = url
         return LightClient(url, api_key=self._server_key(), retries=1)
 
     def _server_key(self) -> str | None:
@@ -104,10 +114,12 @@ class Backend:
         return self._key or None
 
     @property
-    def typed_api(self) -> Any:
+    def typed_api(self) -> MemoryAPI:
         """The typed `MemoryAPI` (for code such as ingest that calls its methods, not `dispatch`)."""
+        from ..api import Memory
+
         api = self.api
-        if self.mode != "server":
+        if isinstance(api, Memory):
             return api
         if self._typed is None:
             from ..transport.client import Client
@@ -115,7 +127,7 @@ class Backend:
             self._typed = Client(api.url, api_key=self._server_key(), retries=1)
         return self._typed
 
-    def _open(self) -> Any:
+    def _open(self) -> Memory | LightClient:
         from ..cmp.errors import CMPError
 
         if self.server_url:
@@ -154,6 +166,7 @@ class Backend:
             if api is not None:
                 api.close()
         self._api = self._typed = None
+        self._url = None
 
     # ------------------------------------------------------------ bullets
 
@@ -244,7 +257,7 @@ class Backend:
         ids: list[str] = []
         for start in range(0, len(bullets), PAGE):
             chunk = bullets[start:start + PAGE]
-            response = self.call("encode.batch", {"records": [_bullet_request(b) for b in chunk]})
+            response = self.call("encode.batch", {"records": [bullet_request(b) for b in chunk]})
             ids.extend(r["record_id"] for r in response["results"])
         if self._bullets is not None:
             self._bullets.extend(zip(ids, bullets, strict=True))
@@ -327,7 +340,7 @@ class Backend:
         import threading
 
         api = self.api  # opened here, never by two threads at once
-        worker = self._client(api.url) if self.mode == "server" else api
+        worker = self._client(self._url) if self._url is not None else api
         request = raw_history_request(query, days, _fetch_size(limit, filtered=True))
         box: dict[str, Any] = {}
 
@@ -459,7 +472,8 @@ def raw_snippet(record: dict[str, Any]) -> dict[str, Any]:
 def _episodic_snippet(hit: dict[str, Any]) -> dict[str, Any]:
     record = hit["record"]
     meta = record.get("metadata") or {}
-    diary = meta.get("diary") if isinstance(meta.get("diary"), dict) else {}
+    found = meta.get("diary")
+    diary = found if isinstance(found, dict) else {}
     path = diary.get("sessionPath") or meta.get("source_path") or f"cerememory:episodic/{record['id']}"
     return {"source_path": path, "line_number": 1, "agent": diary.get("agent") or meta.get("agent") or "unknown",
             "workspace": diary.get("workspace") or meta.get("workspace"),
@@ -482,7 +496,8 @@ def bullet_metadata(bullet: dict[str, Any]) -> dict[str, Any]:
 _COUNTS = ("helpfulCount", "harmfulCount")  # kept even at 0: normalise would recount them from events
 
 
-def _bullet_request(bullet: dict[str, Any]) -> dict[str, Any]:
+def bullet_request(bullet: dict[str, Any]) -> dict[str, Any]:
+    """The encode.store request that keeps a playbook rule as a procedural record."""
     return {"content": {"blocks": [{"modality": "text", "text": bullet["content"]}]}, "store": "procedural",
             "metadata": bullet_metadata(bullet)}
 

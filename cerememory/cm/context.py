@@ -25,8 +25,8 @@ _ISSUE_WORDS = ("error", "fix", "bug", "issue", "problem", "fail", "debug")
 
 
 def last_helpful(bullet: dict[str, Any], now: float) -> str:
-    stamps = [parse_ms(e.get("timestamp")) for e in bullet.get("feedbackEvents") or [] if e.get("type") == "helpful"]
-    stamps = [s for s in stamps if s is not None]
+    parsed = [parse_ms(e.get("timestamp")) for e in bullet.get("feedbackEvents") or [] if e.get("type") == "helpful"]
+    stamps = [s for s in parsed if s is not None]
     if not stamps:
         return "Never"
     seconds = max(0.0, (now - max(stamps)) / 1000)

@@ -1,10 +1,12 @@
-"""Feedback on rules: events, maturity updates, inversion and deterministic curation (§3.4–3.5)."""
+"""Feedback on rules: events, maturity updates, implicit feedback from outcomes, inversion and
+deterministic curation (§3.4–3.5)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .bullets import deprecate, new_bullet
+from .outcome import score_outcome
 from .playbook import Playbook
 from .scoring import (
     calculate_maturity,
@@ -58,6 +60,25 @@ def apply_maturity(bullet: dict[str, Any], config: dict[str, Any]) -> None:
         bullet["maturity"] = maturity
 
 
+def apply_outcome(playbook: Playbook, outcome: dict[str, Any]) -> dict[str, Any]:
+    """Apply one outcome's implicit feedback to its rules (idempotent per recordedAt)."""
+    signal = score_outcome(outcome)
+    if signal is None:
+        return {"applied": 0, "missing": [], "signal": None}
+    applied, absent = 0, []
+    for rule in outcome.get("rulesUsed") or []:
+        bullet = playbook.find(rule)
+        if bullet is None:
+            absent.append(rule)
+            continue
+        if add_event(bullet, playbook.config, signal["type"], timestamp=outcome["recordedAt"],
+                     session=outcome.get("sessionId"), reason="other", context=signal["context"],
+                     weight=signal["weight"], idempotent="event"):
+            playbook.save(bullet)
+            applied += 1
+    return {"applied": applied, "missing": absent, "signal": signal}
+
+
 def curate(playbook: Playbook, config: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
     """Deterministic curation of the global and repo rules: inversion, then promotion, then demotion."""
     promotions, inversions, log = [], [], []
@@ -85,7 +106,7 @@ def curate(playbook: Playbook, config: dict[str, Any], *, dry_run: bool = False)
             inversions.append({"originalId": bullet["id"], "originalContent": bullet["content"],
                                "antiPatternId": anti["id"], "antiPatternContent": anti["content"],
                                "bulletId": bullet["id"], "reason": "harmful feedback outweighs helpful"})
-            log.append(_log("inversion", "accepted", bullet["id"], bullet["content"], "harmful ≥ threshold"))
+            log.append(decision("inversion", "accepted", bullet["id"], bullet["content"], "harmful ≥ threshold"))
             continue
         if bullet.get("pinned"):
             continue
@@ -100,7 +121,7 @@ def curate(playbook: Playbook, config: dict[str, Any], *, dry_run: bool = False)
                 deprecate(bullet, "Auto-deprecated due to negative effective score")
                 playbook.save(bullet)
             pruned += 1
-            log.append(_log("demotion", "accepted", bullet["id"], bullet["content"], "auto-deprecated"))
+            log.append(decision("demotion", "accepted", bullet["id"], bullet["content"], "auto-deprecated"))
             continue
         if score < 0 and after in ("proven", "established"):
             after = _ORDER[_ORDER.index(after) - 1]
@@ -108,7 +129,7 @@ def curate(playbook: Playbook, config: dict[str, Any], *, dry_run: bool = False)
             phase = "promotion" if _ORDER.index(after) > _ORDER.index(before) else "demotion"
             promotions.append({"bulletId": bullet["id"], "from": before, "to": after,
                                "reason": f"{phase} by decayed feedback"})
-            log.append(_log(phase, "accepted", bullet["id"], bullet["content"], f"{before} → {after}"))
+            log.append(decision(phase, "accepted", bullet["id"], bullet["content"], f"{before} → {after}"))
             if not dry_run:
                 bullet["maturity"] = after
                 if phase == "promotion":
@@ -117,6 +138,7 @@ def curate(playbook: Playbook, config: dict[str, Any], *, dry_run: bool = False)
     return {"promotions": promotions, "inversions": inversions, "pruned": pruned, "decisionLog": log}
 
 
-def _log(phase: str, action: str, bullet_id: str, content: str, reason: str) -> dict[str, Any]:
+def decision(phase: str, action: str, bullet_id: str, content: str, reason: str) -> dict[str, Any]:
+    """One line of a curation's `decisionLog`."""
     return {"timestamp": now_iso(), "phase": phase, "action": action, "bulletId": bullet_id,
             "content": content[:100], "reason": reason}

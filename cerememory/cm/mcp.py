@@ -1,6 +1,7 @@
 """`cm serve`: cm's MCP tools and resources over stdio (default) or streamable HTTP (`--port`).
 
-Every tool runs the same code as the CLI command, over one Ctx (one CMP connection) per call.
+Every tool calls the same typed service function as the CLI command, over one Ctx (one CMP
+connection) per call.
 """
 
 from __future__ import annotations
@@ -9,9 +10,8 @@ import hmac
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import SimpleNamespace
 from typing import Any
 
 from . import CM_VERSION
@@ -19,10 +19,6 @@ from .app import Ctx
 from .errors import CmError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def _ns(**kw: Any) -> SimpleNamespace:
-    return SimpleNamespace(**kw)
 
 
 class Gate:
@@ -73,7 +69,7 @@ def tool_error(exc: CmError) -> Exception:
     return ToolError("\n".join(lines))
 
 
-def build_server(server_url: str | None, gate: Gate) -> Any:
+def build_server(new_ctx: Callable[[], Ctx], gate: Gate) -> Any:
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("cass-memory", version=CM_VERSION,
@@ -81,21 +77,17 @@ def build_server(server_url: str | None, gate: Gate) -> Any:
                                     "cm_feedback / cm_outcome after it.")
 
     @contextmanager
-    def session() -> Iterator[Ctx]:
+    def one_call() -> Iterator[Ctx]:
         """One Ctx (one CMP connection) for one call, inside the gate; cm errors become tool errors."""
         try:
             with gate.slot():
-                ctx = Ctx(as_json=True, server_url=server_url)
+                ctx = new_ctx()
                 try:
                     yield ctx
                 finally:
                     ctx.close()
         except CmError as exc:
             raise tool_error(exc) from None
-
-    def run(fn: Any, args: SimpleNamespace) -> Any:
-        with session() as ctx:
-            return fn(ctx, args).data
 
     def refuse(message: str) -> Exception:
         return tool_error(CmError("MISSING_REQUIRED", message))
@@ -104,41 +96,40 @@ def build_server(server_url: str | None, gate: Gate) -> Any:
     def cm_context(task: str, workspace: str | None = None, limit: int | None = None, history: int | None = None,
                    days: int | None = None) -> dict:
         """Rules, anti-patterns and history relevant to a task (the `cm context` data)."""
-        from .cmd_playbook import cmd_context
+        from .service_context import context
 
-        return run(cmd_context, _ns(task=[task], workspace=workspace, limit=limit, top=None, history=history,
-                                    days=days, min_score=None, no_history=False, format=None, log_context=False,
-                                    session=None))
+        with one_call() as ctx:
+            return context(ctx, task, workspace=workspace, limit=limit, history=history, days=days).data
 
     @server.tool()
     def cm_feedback(bulletId: str, helpful: bool = False, harmful: bool = False,  # noqa: N803
                     reason: str | None = None, session: str | None = None) -> dict:
         """Mark a rule helpful or harmful."""
-        from .cmd_feedback import cmd_mark
+        from .service_feedback import mark
 
         if helpful == harmful:
             raise refuse("give exactly one of helpful or harmful")
-        data = run(cmd_mark, _ns(bullet_id=bulletId, helpful=helpful, harmful=harmful, reason=reason,
-                                 session=session))
+        with one_call() as ctx:
+            data = mark(ctx, bulletId, "helpful" if helpful else "harmful", reason=reason, session=session).data
         return {"success": True, "type": data["type"], "score": data["effectiveScore"], "state": data["newState"]}
 
     @server.tool()
     def cm_outcome(sessionId: str, outcome: str, rulesUsed: list[str] | None = None,  # noqa: N803
                    notes: str | None = None, durationSec: int | None = None) -> dict:  # noqa: N803
         """Record a session outcome and apply its implicit feedback (the reference only logged it)."""
-        from .cmd_feedback import cmd_outcome
+        from .service_feedback import record_outcome
 
         if not rulesUsed:
             raise refuse("rulesUsed: the ids of the rules the session used")
-        return run(cmd_outcome, _ns(status=outcome, rules=",".join(rulesUsed), session=sessionId,
-                                    duration=durationSec, errors=None, retries=False, sentiment=None, text=notes))
+        with one_call() as ctx:
+            return record_outcome(ctx, outcome, rulesUsed, session=sessionId, duration=durationSec, text=notes).data
 
     @server.tool()
     def memory_search(query: str, scope: str = "both", limit: int = 10, days: int | None = None,
                       workspace: str | None = None) -> dict:
         """Substring search of the playbook and/or history search of the raw journal (under the
         `cm privacy` rule, as `cm context`)."""
-        with session() as ctx:
+        with one_call() as ctx:
             out: dict[str, Any] = {}
             if scope in ("playbook", "both"):
                 needle = query.lower()
@@ -157,56 +148,58 @@ def build_server(server_url: str | None, gate: Gate) -> Any:
     def memory_reflect(days: int = 7, maxSessions: int = 20, dryRun: bool = False,  # noqa: N803
                        session: str | None = None) -> dict:
         """Reflect on recent sessions (deterministic path)."""
-        from .cmd_reflect import cmd_reflect
+        from .service_reflect import reflect
 
-        data = run(cmd_reflect, _ns(days=days, max_sessions=maxSessions, dry_run=dryRun, workspace=None,
-                                    session=session))
-        return data
-
-    def resource(fn: Any, args: SimpleNamespace, pick: Any = None) -> str:
-        data = run(fn, args)
-        return json.dumps(pick(data) if pick else data)
+        with one_call() as ctx:
+            return reflect(ctx, days=days, max_sessions=maxSessions, dry_run=dryRun, session=session).data
 
     @server.resource("cm://playbook", mime_type="application/json")
     def playbook() -> str:
-        from .cmd_playbook import cmd_list
+        from .service_playbook import list_rules
 
-        return resource(cmd_list, _ns(category=None))
+        with one_call() as ctx:
+            return json.dumps(list_rules(ctx).data)
 
     @server.resource("cm://stats", mime_type="application/json")
     def stats() -> str:
-        from .cmd_info import cmd_stats
+        from .service_info import stats
 
-        return resource(cmd_stats, _ns())
+        with one_call() as ctx:
+            return json.dumps(stats(ctx).data)
 
     @server.resource("cm://diary", mime_type="application/json")
     def diary() -> str:
-        with session() as ctx:
+        with one_call() as ctx:
             return json.dumps({"diary": ctx.backend.diaries()[:50]})
 
     @server.resource("cm://outcomes", mime_type="application/json")
     def outcomes() -> str:
-        with session() as ctx:
+        with one_call() as ctx:
             return json.dumps({"outcomes": ctx.backend.read_log("outcome")[-50:]})
 
     return server
 
 
-def serve(ctx: Ctx, args: Any) -> int:
-    embedded = not (ctx._server_url or os.environ.get("CEREMEMORY_SERVER_URL"))
-    server = build_server(ctx._server_url, Gate(ctx.config.get("serve") or {}, embedded))
-    port = args.port or (int(os.environ["MCP_HTTP_PORT"]) if os.environ.get("MCP_HTTP_PORT") else None)
-    if port is None or args.stdio:
+def serve(ctx: Ctx, *, port: int | None, host: str, stdio: bool) -> int:
+    """Serve until stopped: stdio unless a port is given (`--port` or MCP_HTTP_PORT) and not `stdio`."""
+    embedded = not (ctx.server_url or os.environ.get("CEREMEMORY_SERVER_URL"))
+
+    def new_ctx() -> Ctx:
+        return Ctx(as_json=True, server_url=ctx.server_url, verbose=ctx.verbose, no_emoji=ctx.no_emoji)
+
+    server = build_server(new_ctx, Gate(ctx.config.get("serve") or {}, embedded))
+    port = port or (int(os.environ["MCP_HTTP_PORT"]) if os.environ.get("MCP_HTTP_PORT") else None)
+    if port is None or stdio:
         server.run("stdio")
         return 0
     token = os.environ.get("MCP_HTTP_TOKEN")
-    if args.host not in LOOPBACK and not token and os.environ.get("MCP_HTTP_UNSAFE_NO_TOKEN") != "1":
-        raise CmError("CONFIG_INVALID", f"Refusing to serve on {args.host} without MCP_HTTP_TOKEN")
+    if host not in LOOPBACK and not token and os.environ.get("MCP_HTTP_UNSAFE_NO_TOKEN") != "1":
+        raise CmError("CONFIG_INVALID", f"Refusing to serve on {host} without MCP_HTTP_TOKEN")
     import uvicorn
 
     app = server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
-                                     host=args.host)
-    uvicorn.run(_TokenGate(app, token) if token else app, host=args.host, port=port, log_level="warning")
+                                     host=host)
+    uvicorn.run(_TokenGate(app, token) if token else app, host=host, port=port, log_level="warning")
     return 0
 
 

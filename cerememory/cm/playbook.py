@@ -5,14 +5,16 @@ blocked list applied in the merged view."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .backend import Backend
-from .bullets import normalise
+from .bullets import normalise, public
 from .errors import CmError
 from .home import global_dir, read_jsonl, repo_dir, write_atomic
 from .locks import locked
 from .scoring import hash_content, is_active, jaccard_sets, now_iso, tokenize
+
+if TYPE_CHECKING:
+    from .backend import Backend
 
 
 def empty_playbook(name: str = "playbook") -> dict[str, Any]:
@@ -164,11 +166,11 @@ class Playbook:
             self._write_repo(bullets)
             return
         ids = self.backend.add_bullets(bullets)
-        self.global_bullets()
+        known = self.global_bullets()
         for record_id, bullet in zip(ids, bullets, strict=True):
             self._record_of[bullet["id"]] = record_id
-            if not any(b is bullet for b in self._global or []):
-                self._global.append(bullet)
+            if not any(b is bullet for b in known):
+                known.append(bullet)
 
     def save(self, bullet: dict[str, Any], content_changed: bool = False) -> None:
         bullet["updatedAt"] = bullet.get("updatedAt") or now_iso()
@@ -212,6 +214,24 @@ class Playbook:
 
     def blocked_entries(self) -> list[dict[str, Any]]:
         return [e for p in self.blocked_paths() for e in read_jsonl(p) if isinstance(e.get("content"), str)]
+
+
+def export_playbook(playbook: Playbook, include_all: bool) -> dict[str, Any]:
+    """The merged playbook as one playbook document (`cm playbook export`, `cm project --format
+    yaml`): the global playbook's own fields, the deprecated patterns of both layers, and the
+    active rules (every rule with `include_all`) without their provenance lists."""
+    _, meta = playbook.backend.playbook_meta()
+    book = empty_playbook()
+    book.update({k: v for k, v in (meta or {}).items() if k != "bullets"})
+    bullets = playbook.merged(apply_blocked=False)
+    if not include_all:
+        bullets = [b for b in bullets if is_active(b)]
+    book["deprecatedPatterns"] = playbook.deprecated_patterns()
+    book["metadata"] = {**(book.get("metadata") or {}), "exportedAt": now_iso(),
+                        "exportedBulletCount": len(bullets)}
+    book["bullets"] = [{k: v for k, v in public(b).items() if k not in ("sourceSessions", "sourceAgents")}
+                       for b in bullets]
+    return book
 
 
 def _blocked_view(bullet: dict[str, Any], blocked: list[dict[str, Any]]) -> dict[str, Any]:

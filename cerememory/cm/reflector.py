@@ -97,8 +97,11 @@ class Session:
         from ..llm import make_client
         from .home import data_dir
 
+        client = make_client(settings, data_dir())
+        if client is None:  # resolve() returns only enabled settings
+            raise ValueError(f"llm.provider {settings.provider!r} has no client")
         self.source = source
-        self.client = make_client(settings, data_dir())
+        self.client = client
         self.usage = Usage(settings.provider, settings.effective_model)
 
     def complete_json(self, system: str, prompt: str) -> Any:
@@ -198,7 +201,8 @@ def parse_deltas(reply: Any) -> list[dict[str, Any]]:
         kind = item.get("type")
         reason = str(item.get("reason") or "")[:500]
         if kind == "add":
-            bullet = item.get("bullet") if isinstance(item.get("bullet"), dict) else item
+            nested = item.get("bullet")
+            bullet = nested if isinstance(nested, dict) else item
             content = " ".join(str(bullet.get("content") or "").split())
             if 10 <= len(content) <= 1000:
                 category = str(bullet.get("category") or "general").strip().lower()[:40] or "general"

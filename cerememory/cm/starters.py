@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .bullets import normalise
+from .errors import invalid
 from .home import global_dir
 from .scoring import hash_content, now_iso
+
+if TYPE_CHECKING:
+    from .playbook import Playbook
 
 BUILTIN: dict[str, dict[str, Any]] = {
     "general": {"description": "Universal practices for any codebase", "bullets": [
@@ -114,3 +118,19 @@ def starter_bullets(name: str) -> list[dict[str, Any]] | None:
                   "tags": extra.get("tags") or [], "createdAt": now, "updatedAt": now}
         out.append(normalise(fields))
     return out
+
+
+def apply_starter(playbook: Playbook, name: str, target: str = "global") -> dict[str, Any]:
+    """Add starter `name`'s rules to the `target` layer (global or repo), skipping those already
+    there by id or by content."""
+    bullets = starter_bullets(name)
+    if bullets is None:
+        raise invalid(f"Unknown starter: {name}", details={"available": [s["name"] for s in catalogue()]},
+                      recovery=["List starters with: cm starters"])
+    existing = playbook.merged(apply_blocked=False)
+    ids = {b["id"] for b in existing}
+    hashes = {hash_content(b["content"]) for b in existing}
+    fresh = [b for b in bullets if b["id"] not in ids and hash_content(b["content"]) not in hashes]
+    if fresh:
+        playbook.add(fresh, target)
+    return {"added": len(fresh), "skipped": len(bullets) - len(fresh), "name": name}
