@@ -17,10 +17,13 @@ def _recall(store: RecordStore, record_id, at: float) -> None:
     """What recall does to a record: the head in RAM first, then the queued change."""
     params = decay.DEFAULT_PARAMS[StoreType.EPISODIC]
     head = store.heads[record_id]
+    before = (head.fidelity_base, head.stability, head.last_accessed_at)
     head.fidelity_base, head.stability = decay.reinforce(head.fidelity_base, at - head.last_accessed_at,
                                                          head.stability, params)
     head.access_count += 1
-    store.reinforced(Reinforcement(record_id, at, params.exponent, params.boost, decay.RECALL_FIDELITY_BOOST))
+    head.last_accessed_at = at
+    store.reinforced(Reinforcement(record_id, at, params.exponent, params.boost, decay.RECALL_FIDELITY_BOOST,
+                                   before, (head.fidelity_base, head.stability)))
 
 
 def test_two_writers_interleaved_reinforcements_of_one_record_both_count(data_dir, clock):

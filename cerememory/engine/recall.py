@@ -82,13 +82,15 @@ class Recall:
             head = self.core.records.heads.get(i)
             if head is not None:
                 params = self.core.params[head.store]
+                before = (head.fidelity_base, head.stability, head.last_accessed_at)
                 head.fidelity_base, head.stability = decay.reinforce(
                     head.fidelity_base, now - head.last_accessed_at, head.stability, params)
                 head.access_count += 1
                 head.last_accessed_at = max(head.last_accessed_at, now)
                 head.reinforcement_count += 1
                 self.core.records.reinforced(Reinforcement(i, now, params.exponent, params.boost,
-                                                           decay.RECALL_FIDELITY_BOOST))
+                                                           decay.RECALL_FIDELITY_BOOST, before,
+                                                           (head.fidelity_base, head.stability)))
             else:
                 self.core.working.touch(i)
 

@@ -1,1 +1,2 @@
-"""Persistence: the DuckDB system of record, the msgpack codec and the data-dir lock."""
+"""Persistence: the storage seam (`base.py`) and its DuckDB backend (`duckdb/`), the msgpack codec,
+encryption at rest, the data-directory lock, and the CMA archive format."""

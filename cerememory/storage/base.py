@@ -38,7 +38,7 @@ class StorageUnavailable(CMPError):
 class RecordRows(Protocol):
     """Curated records: a head (HEAD_COLUMNS) and a sealed body per id."""
 
-    def heads(self) -> list[Row]: ...  # (id, *HEAD_COLUMNS) of every record
+    def heads(self) -> Iterator[tuple[uuid.UUID, Row]]: ...  # (id, HEAD_COLUMNS values) of every record
     def bodies(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, bytes]]: ...
     def scan_bodies(self, stores: Sequence[str] | None, batch: int) -> Iterator[list[tuple[uuid.UUID, bytes]]]: ...
     def scan_with_vectors(self, stores: Sequence[str], batch: int) -> Iterator[list[Row]]: ...
@@ -46,6 +46,9 @@ class RecordRows(Protocol):
     def delete(self, ids: Sequence[uuid.UUID]) -> None: ...
     def write_decay(self, columns: Columns) -> None: ...  # id, fidelity_score, noise_level, ...
     def reinforce(self, columns: Columns) -> None: ...  # id, at, exponent, boost, lift; each id once
+    # where a row still holds base_before, stability_before, accessed_before: set base and stability,
+    # add n to the counts, move last access to `at`; returns the ids it changed
+    def reinforce_unchanged(self, columns: Columns) -> set[uuid.UUID]: ...
 
 
 class JournalRows(Protocol):
@@ -75,7 +78,7 @@ class EdgeRows(Protocol):
 
 
 class VectorRows(Protocol):
-    def load(self) -> list[tuple[uuid.UUID, int, bytes]]: ...  # (record id, dimension, sealed vector)
+    def load(self) -> Iterator[tuple[uuid.UUID, int, bytes]]: ...  # (record id, dimension, sealed vector)
     def insert(self, columns: Columns) -> None: ...
     def delete(self, ids: Sequence[uuid.UUID]) -> None: ...
 

@@ -95,14 +95,16 @@ def _head_columns(ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> dict[str, 
 
 @dataclass(frozen=True, slots=True)
 class Reinforcement:
-    """One recall of a record, as the database applies it to the row it finds (so two writers'
-    recalls of one record both count): the parameters of `dynamics.decay.reinforce` at `at`."""
+    """One recall of a record: the parameters of `dynamics.decay.reinforce` at `at`, and the
+    head's strength, stability and last access before and after it in this process."""
 
     record_id: uuid.UUID
     at: float
     exponent: float
     boost: float
     lift: float  # the share of lost strength a recall restores
+    before: tuple[float, float, float]  # (fidelity_base, stability, last_accessed_at)
+    after: tuple[float, float]  # (fidelity_base, stability)
 
 
 @dataclass
@@ -187,10 +189,10 @@ class RecordStore:
         """Read every head."""
         stores = {s.value: s for s in StoreType}
         heads = self.heads
-        for row in self.rows.heads():
-            head = Head(*row[1:])
+        for record_id, values in self.rows.heads():
+            head = Head(*values)
             head.store = stores[head.store]
-            heads[row[0]] = head
+            heads[record_id] = head
 
     def __contains__(self, record_id: uuid.UUID) -> bool:
         return record_id in self.heads
@@ -260,14 +262,27 @@ class RecordStore:
             self.reinforcements = [e for e in self.reinforcements if e.record_id not in gone]
 
     def flush_reinforcements(self, uow: Tables, skip: Collection[uuid.UUID] = ()) -> int:
-        """Apply queued recalls to the rows as they are in the database, in the order they
-        happened; `skip` are records this transaction rewrites whole (their rows hold them)."""
+        """Write queued recalls so that no writer's are lost; `skip` are records this transaction
+        rewrites whole (their rows hold them). A row still as this process last saw it takes the
+        result computed here, in one statement; a row another writer changed meanwhile gets
+        each recall replayed on what it holds now, in the order they happened."""
         with self._queue_lock:
             events, self.reinforcements = self.reinforcements, []
+        by_record: dict[uuid.UUID, list[Reinforcement]] = {}
+        for event in events:
+            if event.record_id not in skip:
+                by_record.setdefault(event.record_id, []).append(event)
+        chains = list(by_record.values())
+        applied = uow.records.reinforce_unchanged({
+            "id": list(by_record), "base_before": [c[0].before[0] for c in chains],
+            "stability_before": [c[0].before[1] for c in chains], "accessed_before": [c[0].before[2] for c in chains],
+            "base": [c[-1].after[0] for c in chains], "stability": [c[-1].after[1] for c in chains],
+            "n": [len(c) for c in chains], "at": [max(e.at for e in c) for c in chains],
+        })
         rounds: list[list[Reinforcement]] = []  # one UPDATE per round: at most one event per record
         seen: dict[uuid.UUID, int] = {}
         for event in events:
-            if event.record_id in skip:
+            if event.record_id in skip or event.record_id in applied:
                 continue
             n = seen[event.record_id] = seen.get(event.record_id, -1) + 1
             if n == len(rounds):

@@ -61,12 +61,12 @@ class _Rows:
         finally:
             tx.unregister(name)
 
-    def _update_from(self, sql: str, columns: Columns) -> None:
+    def _update_from(self, sql: str, columns: Columns) -> list[Row]:
         """An UPDATE ... FROM `_batch` joined on the batch's `id` column (one row per id)."""
         tx = self._writer()
         tx.register("_batch", pa.table({k: ([i.hex for i in v] if k == "id" else list(v)) for k, v in columns.items()}))
         try:
-            tx.execute(sql)
+            return tx.execute(sql).fetchall()
         finally:
             tx.unregister("_batch")
 
@@ -91,16 +91,24 @@ _REINFORCE = (
     "last_accessed_at = greatest(records.last_accessed_at, b.at) "
     "FROM _batch b WHERE records.id = b.id::UUID"
 )
+_REINFORCE_UNCHANGED = (
+    "UPDATE records SET fidelity_base = b.base, stability = b.stability, "
+    "access_count = records.access_count + b.n, reinforcement_count = records.reinforcement_count + b.n, "
+    "last_accessed_at = greatest(records.last_accessed_at, b.at) FROM _batch b WHERE records.id = b.id::UUID "
+    "AND records.fidelity_base = b.base_before AND records.stability = b.stability_before "
+    "AND records.last_accessed_at = b.accessed_before "
+    "RETURNING records.id"
+)
 _DECAY = ("UPDATE records SET fidelity_score = b.fidelity_score, noise_level = b.noise_level, "
           "emotional_anchor = b.emotional_anchor, last_decay_tick = b.last_decay_tick "
           "FROM _batch b WHERE records.id = b.id::UUID")
 
 
 class DuckRecords(_Rows):
-    def heads(self) -> list[Row]:
+    def heads(self) -> Iterator[tuple[uuid.UUID, Row]]:
         # ids as text, made UUIDs here: DuckDB's own UUID conversion costs more at 100k rows
-        rows = self._read(f"SELECT id::VARCHAR, {', '.join(HEAD_COLUMNS)} FROM records")
-        return [(uuid_from_text(row[0]), *row[1:]) for row in rows]
+        for row in self._read(f"SELECT id::VARCHAR, {', '.join(HEAD_COLUMNS)} FROM records"):
+            yield uuid_from_text(row[0]), row[1:]
 
     def bodies(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, bytes]]:
         rows = self._read("SELECT id, body FROM records WHERE id IN (SELECT unnest(?::UUID[]))", [_ids(ids)])
@@ -133,6 +141,9 @@ class DuckRecords(_Rows):
     def reinforce(self, columns: Columns) -> None:
         if columns["id"]:
             self._update_from(_REINFORCE, columns)
+
+    def reinforce_unchanged(self, columns: Columns) -> set[uuid.UUID]:
+        return {row[0] for row in self._update_from(_REINFORCE_UNCHANGED, columns)} if columns["id"] else set()
 
 
 def _where(filters: Mapping[str, Any], ids: Sequence[uuid.UUID] | None) -> tuple[str, list[Any]]:
@@ -235,9 +246,9 @@ class DuckEdges(_Rows):
 
 
 class DuckVectors(_Rows):
-    def load(self) -> list[tuple[uuid.UUID, int, bytes]]:
-        rows = self._read("SELECT record_id::VARCHAR, dim, vec FROM vectors")
-        return [(uuid_from_text(row[0]), row[1], row[2]) for row in rows]
+    def load(self) -> Iterator[tuple[uuid.UUID, int, bytes]]:
+        for text, dim, vec in self._read("SELECT record_id::VARCHAR, dim, vec FROM vectors"):
+            yield uuid_from_text(text), dim, vec
 
     def insert(self, columns: Columns) -> None:
         self._insert("vectors", columns)
