@@ -34,7 +34,8 @@ from ..model import (
     to_ts,
     uuid_from_text,
 )
-from ..stores.journal import DEFAULT_SECRECY, RawFilters, allowed_visibility
+from ..storage.base import RawFilters
+from ..stores.journal import DEFAULT_SECRECY, allowed_visibility
 from ..stores.records import Reinforcement
 from ..stores.undecodable import reporting
 from .core import EngineCore
@@ -369,7 +370,7 @@ class Recall:
             rank = {uuid.UUID(i): n for n, (i, _) in enumerate(hits)}
             if wanted_ids:
                 rank = {i: n for i, n in rank.items() if i in wanted_ids}
-            passing = sorted(self.core.journal.passing(list(rank), **filters), key=rank.__getitem__)
+            passing = sorted(self.core.journal.passing(filters, list(rank)), key=rank.__getitem__)
             if len(passing) >= req.limit or len(hits) < want or want >= RAW_SEARCH_CAP:
                 return passing
             want *= 4
@@ -393,9 +394,9 @@ class Recall:
         if query:
             passing = self._raw_hits(query, req, filters)
             total = len(passing)
-            records, _ = self.core.journal.query(ids=passing[: req.limit], count=False, **filters)
+            records, _ = self.core.journal.query(filters, ids=passing[: req.limit], count=False)
         else:
-            records, total = self.core.journal.query(ids=req.record_ids or None, limit=req.limit, **filters)
+            records, total = self.core.journal.query(filters, ids=req.record_ids or None, limit=req.limit)
         records.sort(key=lambda r: (r.created_at, r.id))
         return m.RecallRawQueryResponse(records=records, total_candidates=total)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from ..cmp.errors import CMPError, ErrorCode
 
@@ -25,6 +25,17 @@ HEAD_COLUMNS = ("store", "created_at", "updated_at", "last_accessed_at", "access
                 "last_decay_tick", "emotion_intensity", "emotion_valence", "version", "fidelity_base")
 JOURNAL_COLUMNS = ("id", "session_id", "turn_id", "topic_id", "source", "speaker", "visibility",
                    "secrecy_level", "created_at", "updated_at", "suppressed", "dream_processed_at", "body")
+
+
+class RawFilters(TypedDict):
+    """Which journal records a read may return: visibility and secrecy allowed, and optionally
+    one session and a creation-time range (epoch seconds)."""
+
+    visibility: list[str]
+    secrecy: list[str]
+    session_id: str | None
+    start: float | None
+    end: float | None
 
 
 class StorageUnavailable(CMPError):
@@ -55,10 +66,10 @@ class JournalRows(Protocol):
     """The raw journal (JOURNAL_COLUMNS). Reads never return suppressed records unless they
     name them by id (`by_ids`, `scan`)."""
 
-    def select(self, filters: Mapping[str, Any], *, ids: Sequence[uuid.UUID] | None, limit: int | None,
+    def select(self, filters: RawFilters, *, ids: Sequence[uuid.UUID] | None, limit: int | None,
                newest_first: bool) -> list[Row]: ...
-    def count(self, filters: Mapping[str, Any], *, ids: Sequence[uuid.UUID] | None) -> int: ...
-    def passing(self, filters: Mapping[str, Any], ids: Sequence[uuid.UUID]) -> set[uuid.UUID]: ...
+    def count(self, filters: RawFilters, *, ids: Sequence[uuid.UUID] | None) -> int: ...
+    def passing(self, filters: RawFilters, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]: ...
     def pending(self, visibility: Sequence[str], secrecy: Sequence[str], session_id: str | None) -> list[Row]: ...
     def by_ids(self, ids: Sequence[uuid.UUID]) -> list[Row]: ...
     def updated_at(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, float]: ...

@@ -6,26 +6,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any
 
 from ..model import RawJournalRecord, RawVisibility, SecrecyLevel, from_ts, to_ts
 from ..storage import codec
-from ..storage.base import JOURNAL_COLUMNS, JournalRows, Row, Tables
+from ..storage.base import JOURNAL_COLUMNS, JournalRows, RawFilters, Row, Tables
 from ..storage.crypto import PLAINTEXT, Sealer
 from .undecodable import UndecodableLog, UndecodableRecord
 
 BODY_FIELDS = {"content", "metadata", "derived_memory_ids", "meta"}
 DEFAULT_SECRECY = (SecrecyLevel.PUBLIC, SecrecyLevel.SENSITIVE)
-
-
-class RawFilters(TypedDict):
-    """Who may see which journal records, and of which session and time range."""
-
-    visibility: list[str]
-    secrecy: list[str]
-    session_id: str | None
-    start: float | None
-    end: float | None
 
 
 def allowed_visibility(include_private_scratch: bool, include_sealed: bool) -> list[str]:
@@ -106,33 +96,17 @@ class JournalStore:
     def get(self, ids: Sequence[uuid.UUID]) -> list[RawJournalRecord]:
         return self._records(self.rows.by_ids(ids))
 
-    def query(
-        self,
-        *,
-        visibility: Sequence[str],
-        secrecy: Sequence[str],
-        session_id: str | None = None,
-        ids: Sequence[uuid.UUID] | None = None,
-        start: float | None = None,
-        end: float | None = None,
-        limit: int | None = None,
-        newest_first: bool = True,
-        count: bool = True,
-    ) -> tuple[list[RawJournalRecord], int]:
+    def query(self, filters: RawFilters, *, ids: Sequence[uuid.UUID] | None = None, limit: int | None = None,
+              newest_first: bool = True, count: bool = True) -> tuple[list[RawJournalRecord], int]:
         """Records passing every filter (never suppressed ones) and how many passed in all
         (-1 unless `count`)."""
-        filters = RawFilters(visibility=list(visibility), secrecy=list(secrecy), session_id=session_id,
-                             start=start, end=end)
         total = self.rows.count(filters, ids=ids) if count else -1
         return self._records(self.rows.select(filters, ids=ids, limit=limit, newest_first=newest_first)), total
 
-    def passing(self, ids: Sequence[uuid.UUID], *, visibility: Sequence[str], secrecy: Sequence[str],
-                session_id: str | None = None, start: float | None = None,
-                end: float | None = None) -> set[uuid.UUID]:
+    def passing(self, filters: RawFilters, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         """Which of `ids` pass the filters: ids only, so a ranked search reads whole records
         for the few it returns, not for every hit."""
-        return self.rows.passing(RawFilters(visibility=list(visibility), secrecy=list(secrecy),
-                                            session_id=session_id, start=start, end=end), ids)
+        return self.rows.passing(filters, ids)
 
     def updated_at(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, float]:
         """When each of `ids` still in the journal was last changed."""

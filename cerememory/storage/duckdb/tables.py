@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from ...model import uuid_from_text
-from ..base import HEAD_COLUMNS, JOURNAL_COLUMNS, Columns, Row
+from ..base import HEAD_COLUMNS, JOURNAL_COLUMNS, Columns, RawFilters, Row
 from .database import Database
 
 _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "semantic_id", "first_raw_id"}
@@ -146,20 +146,20 @@ class DuckRecords(_Rows):
         return {row[0] for row in self._update_from(_REINFORCE_UNCHANGED, columns)} if columns["id"] else set()
 
 
-def _where(filters: Mapping[str, Any], ids: Sequence[uuid.UUID] | None) -> tuple[str, list[Any]]:
+def _where(filters: RawFilters, ids: Sequence[uuid.UUID] | None) -> tuple[str, list[Any]]:
     """Never a suppressed record; the allowed visibility and secrecy; optional session, ids, range."""
     where = ["NOT suppressed", "visibility IN (SELECT unnest(?))", "secrecy_level IN (SELECT unnest(?))"]
     params: list[Any] = [list(filters["visibility"]), list(filters["secrecy"])]
-    if filters.get("session_id") is not None:
+    if filters["session_id"] is not None:
         where.append("session_id = ?")
         params.append(filters["session_id"])
     if ids is not None:
         where.append("id IN (SELECT unnest(?::UUID[]))")
         params.append(_ids(ids))
-    if filters.get("start") is not None:
+    if filters["start"] is not None:
         where.append("created_at >= ?")
         params.append(filters["start"])
-    if filters.get("end") is not None:
+    if filters["end"] is not None:
         where.append("created_at <= ?")
         params.append(filters["end"])
     return " AND ".join(where), params
@@ -169,7 +169,7 @@ _JOURNAL = f"SELECT {', '.join(JOURNAL_COLUMNS)} FROM raw_journal"
 
 
 class DuckJournal(_Rows):
-    def select(self, filters: Mapping[str, Any], *, ids: Sequence[uuid.UUID] | None, limit: int | None,
+    def select(self, filters: RawFilters, *, ids: Sequence[uuid.UUID] | None, limit: int | None,
                newest_first: bool) -> list[Row]:
         clause, params = _where(filters, ids)
         sql = f"{_JOURNAL} WHERE {clause} ORDER BY created_at {'DESC' if newest_first else 'ASC'}, id"
@@ -177,11 +177,11 @@ class DuckJournal(_Rows):
             sql += f" LIMIT {int(limit)}"
         return self._read(sql, params)
 
-    def count(self, filters: Mapping[str, Any], *, ids: Sequence[uuid.UUID] | None) -> int:
+    def count(self, filters: RawFilters, *, ids: Sequence[uuid.UUID] | None) -> int:
         clause, params = _where(filters, ids)
         return int(self._read(f"SELECT count(*) FROM raw_journal WHERE {clause}", params)[0][0])
 
-    def passing(self, filters: Mapping[str, Any], ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    def passing(self, filters: RawFilters, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         clause, params = _where(filters, ids)
         return {row[0] for row in self._read(f"SELECT id FROM raw_journal WHERE {clause}", params)}
 
