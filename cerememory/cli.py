@@ -666,6 +666,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .security import cli as security_cli
 
     security_cli.add_parsers(sub, _common, _Parser)
+    from .storage import cli as storage_cli
+
+    storage_cli.add_parsers(sub, _common)
     return parser
 
 
@@ -779,6 +782,10 @@ def main(argv: list[str] | None = None) -> int:
 
             run = cli_encryption.run_init if args.command == "init" else cli_encryption.run_rekey
             return run(args, _load_config(args), out)
+        if args.command == "migrate-schema":
+            from .storage import cli as storage_cli
+
+            return storage_cli.run_migrate_schema(args, _load_config(args), out)
         if args.command in ("keys", "audit-verify"):
             from .security import cli as security_cli
 

@@ -95,8 +95,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("encryption.passphrase", None, _optional_str,
             "Passphrase of an encrypted data directory (`cerememory init --encrypt`); prefer the environment.",
             secret=True),
-    Setting("storage.backend", "duckdb", _choice("duckdb"),
-            "System of record of the data directory (docs/architecture.md#seams)."),
+    Setting("storage.backend", "duckdb", _choice("duckdb", "postgres"),
+            "System of record: duckdb (embedded, in data_dir) or postgres (shared by several servers; "
+            "docs/scale-out.md)."),
+    Setting("storage.postgres_url", None, _optional_str,
+            "PostgreSQL URL for storage.backend = postgres; PG* variables, PGPASSFILE and sslmode apply as in psql.",
+            secret=True),
+    Setting("storage.namespace", "cerememory", str,
+            "PostgreSQL schema holding this memory: servers with the same namespace share one memory."),
     Setting("memory.working_capacity", 7, _positive_int,
             "Records the working memory holds before it evicts the least recently used."),
     Setting("recall.fusion", "rrf", _choice("rrf", "normalized"),
@@ -369,9 +375,11 @@ class Config:
         from .dream.settings import DreamSettings
         from .embed import EmbedSettings
         from .llm.settings import LLMSettings
+        from .storage.backends import StorageSettings
 
         return {
-            "storage_backend": self["storage.backend"],
+            "storage": StorageSettings(backend=self["storage.backend"], postgres_url=self["storage.postgres_url"],
+                                       namespace=self["storage.namespace"]),
             "working_capacity": self["memory.working_capacity"],
             "fusion": self["recall.fusion"],
             "rrf_k": self["recall.rrf_k"],

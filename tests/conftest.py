@@ -39,6 +39,24 @@ def mem(data_dir: Path) -> Iterator[cerememory.Memory]:
         yield memory
 
 
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """A real PostgreSQL server shared by the run (tests/pg.py)."""
+    from . import pg
+
+    return pg.server_url()
+
+
+@pytest.fixture
+def pg_namespace(postgres_url: str) -> Iterator[str]:
+    """A schema of its own for one test, dropped afterwards."""
+    from . import pg
+
+    namespace = pg.new_namespace()
+    yield namespace
+    pg.drop_namespace(postgres_url, namespace)
+
+
 @dataclass
 class CliResult:
     code: int

@@ -135,6 +135,8 @@ def test_no_import_cycles_counting_imports_inside_functions():
 ALLOWED_ONLY_IN = {
     "duckdb": ("cerememory.storage.duckdb",),
     "pyarrow": ("cerememory.storage.duckdb",),
+    "psycopg": ("cerememory.storage.postgres",),
+    "psycopg_pool": ("cerememory.storage.postgres",),
     "tantivy": ("cerememory.index",),
     "grpc": ("cerememory.transport", "cerememory.v1"),
     "mcp": ("cerememory.transport", "cerememory.cm.mcp"),

@@ -50,6 +50,19 @@ def servers() -> Iterator[Servers]:
             grpc_server.stop(None).wait(10)
 
 
+@pytest.fixture(params=["duckdb", "postgres"])
+def mem(request: pytest.FixtureRequest, data_dir) -> Iterator[Any]:
+    """The suite's engine on each storage backend."""
+    import cerememory
+
+    settings: dict[str, str] = {}
+    if request.param == "postgres":
+        settings = {"storage__backend": "postgres", "storage__postgres_url": request.getfixturevalue("postgres_url"),
+                    "storage__namespace": request.getfixturevalue("pg_namespace")}
+    with cerememory.open(data_dir, semantic="off", **settings) as memory:
+        yield memory
+
+
 @pytest.fixture
 def served(mem, servers: Servers) -> Iterator[Servers]:
     """The module's servers over this test's fresh engine."""

@@ -64,7 +64,9 @@ def test_sigterm_under_load_loses_no_acknowledged_write(server, data_dir):
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
     for t in threads:
         t.start()
-    time.sleep(1.5)
+    deadline = time.monotonic() + 120
+    while len(acknowledged) <= 10 and time.monotonic() < deadline:  # under load, however slow
+        time.sleep(0.05)
     server.proc.send_signal(signal.SIGTERM)
     assert server.stop() == 0
     stop.set()

@@ -48,6 +48,9 @@ class CMPHandler(Protocol):
     background_decay: bool  # set by the scheduler of a serving process (introspect.stats reports them)
     background_dream: bool
 
+    @property
+    def leads(self) -> bool: ...  # runs the background work (one server of several over one database)
+
     def close(self) -> None: ...
 
     def encode_store(self, req: m.EncodeStoreRequest, /) -> m.EncodeStoreResponse: ...

@@ -37,7 +37,10 @@ class Scheduler:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def _run(self, op: str, request: Any) -> Any:
+    def _run(self, op: str, request: Any) -> Any | None:
+        """Run one tick, unless another server sharing the database runs the background work."""
+        if not self.engine.leads:
+            return None
         with bound(transport="scheduler", request_id=None, key_id=None, client=None):
             return self.dispatcher.call(op, request)
 
@@ -54,7 +57,8 @@ class Scheduler:
         while not self._stop.wait(self.decay_interval):
             try:
                 result = self._run("lifecycle.decay_tick", DecayTickRequest())
-                log.info("decay tick: %s", result.model_dump())
+                if result is not None:
+                    log.info("decay tick: %s", result.model_dump())
             except Exception:
                 log.exception("background decay tick failed; retrying in %ss", self.decay_interval)
 
@@ -72,7 +76,8 @@ class Scheduler:
         while not self._stop.wait(settings.background_interval_secs):
             try:
                 result = self._run("lifecycle.dream_tick", request)
-                log.info("dream tick: %s groups, %s raw records", result.groups_processed,
+                if result is not None:
+                    log.info("dream tick: %s groups, %s raw records", result.groups_processed,
                          result.raw_records_processed)
             except Exception:
                 log.exception("background dream tick failed; retrying in %ss", settings.background_interval_secs)

@@ -63,9 +63,14 @@ class EngineCore:
             raise CMPError(ErrorCode.VALIDATION_ERROR, f"embedding backend unavailable: {exc}",
                            hint=getattr(exc, "hint", None) or "set embed.semantic = auto or off") from exc
         vault = Vault.unlock(data_dir, options.passphrase)
+        if vault is not None and options.storage.backend != "duckdb":
+            raise CMPError(ErrorCode.VALIDATION_ERROR, "encryption at rest is not available on the postgres backend",
+                           hint="keep an encrypted memory on the embedded backend (storage.backend = duckdb)")
         self.sealer: Sealer = PLAINTEXT if vault is None else vault
-        self.backend = open_backend(options.storage_backend, data_dir)
+        self.backend = open_backend(options.storage, data_dir)
         self.read = read = self.backend.read  # outside a transaction; `Writer` alone opens one
+        # the change log position this state was read at: later changes by others are applied on top
+        self.changes_seen = self.backend.changes.last() if self.backend.changes is not None else 0
         self.undecodable = UndecodableLog()
         self.records = RecordStore(read.records, sealer=self.sealer, undecodable=self.undecodable)
         self.records.load()
@@ -77,20 +82,18 @@ class EngineCore:
         heads = self.records.heads
         self.graph.add(Edge(*row) for row in read.edges.load() if row[0] in heads and row[1] in heads)
         self.vectors = VectorIndex()
-        self._load_vectors([row for row in read.vectors.load() if row[0] in heads])
+        self.load_vectors([row for row in read.vectors.load() if row[0] in heads])
         index_dir = data_dir / "index"
         self.text = TextIndex(index_dir / "records", hash_term=self.sealer.token)
         self.raw_text = TextIndex(index_dir / "journal", hash_term=self.sealer.token)
-        self.modes = self._load_modes()
+        self.modes = self.load_modes()
         self.consolidated: dict[uuid.UUID, uuid.UUID] = dict(read.ledger.load())  # episodic -> semantic
-        self.evolution = evolution.Evolution(
-            options.decay, frozen=options.evolution_frozen, interval=options.evolution_interval,
-            state=json.loads(read.state.get("evolution") or "{}"))
-        self.params = self.evolution.params()
+        self.load_evolution()
         self.total_recall_count = int(read.state.get("total_recall_count", "0") or 0)
         self._count_lock = threading.Lock()
 
-    def _load_vectors(self, rows: list[tuple[uuid.UUID, int, bytes]]) -> None:
+    def load_vectors(self, rows: list[tuple[uuid.UUID, int, bytes]]) -> None:
+        """Add stored (sealed) vectors of records whose heads are loaded to the vector index."""
         by_dim: dict[int, list[tuple[uuid.UUID, bytes]]] = {}
         for record_id, dim, vec in rows:
             by_dim.setdefault(dim, []).append((record_id, self.sealer.open(record_id, vec, VECTOR)))
@@ -99,7 +102,15 @@ class EngineCore:
             ids = [i for i, _ in items]
             self.vectors.add(ids, [STORE_CODE[self.records.heads[i].store] for i in ids], matrix)
 
-    def _load_modes(self) -> dict[StoreType | None, RecallMode]:
+    def load_evolution(self) -> None:
+        """The evolution engine and the decay parameters it tuned, as last stored."""
+        options = self.options
+        self.evolution = evolution.Evolution(
+            options.decay, frozen=options.evolution_frozen, interval=options.evolution_interval,
+            state=json.loads(self.read.state.get("evolution") or "{}"))
+        self.params = self.evolution.params()
+
+    def load_modes(self) -> dict[StoreType | None, RecallMode]:
         modes: dict[StoreType | None, RecallMode] = {None: RecallMode(self.read.state.get("recall_mode") or "human")}
         for store in ALL_STORES:
             value = self.read.state.get(f"recall_mode:{store.value}")

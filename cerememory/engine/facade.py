@@ -25,6 +25,7 @@ from .consolidate import Consolidation
 from .core import EngineCore
 from .dreams import Dreaming
 from .encode import Encoding
+from .follow import Follower
 from .indexes import TextIndexes
 from .introspect import Introspection
 from .lifecycle import Lifecycle
@@ -78,6 +79,10 @@ class Engine:
         self.lifecycle = Lifecycle(core, writer)
         self.introspection = Introspection(core)
         self.archives = Archives(core, writer)
+        feed = core.backend.changes
+        self.follower = Follower(core, writer, feed, stopping=self._stop.is_set) if feed is not None else None
+        if self.follower is not None:
+            self.follower.start()
         self._flusher = threading.Thread(target=self._flush_loop, name="cerememory-flush", daemon=True)
         self._flusher.start()
         self._warmer = threading.Thread(target=core.records.warm, args=(self._stop,),
@@ -93,6 +98,11 @@ class Engine:
     def repaired(self) -> list[str]:
         """The full-text indexes rebuilt when the data directory was opened."""
         return self.indexes.repaired
+
+    @property
+    def leads(self) -> bool:
+        """Whether this server runs the background work (always, unless several share a database)."""
+        return self.follower.leads if self.follower is not None else True
 
     @property
     def closing(self) -> bool:
@@ -123,6 +133,8 @@ class Engine:
         self._stop.set()
         self._flusher.join()
         self._warmer.join()
+        if self.follower is not None:
+            self.follower.join()
         core = self.core
         with self.writer.lock:  # an operation still running in another thread finishes first
             steps = [self.writer.flush, core.text.close, core.raw_text.close, core.backend.close]

@@ -12,11 +12,12 @@ from ..embed import EmbedSettings
 from ..llm.settings import LLMSettings
 from ..model import StoreType
 from ..storage.archive_settings import ArchiveSettings
+from ..storage.backends import StorageSettings
 
 
 @dataclass
 class EngineOptions:
-    storage_backend: str = "duckdb"  # storage.backends: the system of record
+    storage: StorageSettings = field(default_factory=StorageSettings)  # the system of record
     working_capacity: int = 7
     fusion: str = "rrf"
     rrf_k: int = 10

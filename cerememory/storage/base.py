@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict
 
 from ..cmp.errors import CMPError, ErrorCode
@@ -50,6 +51,7 @@ class RecordRows(Protocol):
     """Curated records: a head (HEAD_COLUMNS) and a sealed body per id."""
 
     def heads(self) -> Iterator[tuple[uuid.UUID, Row]]: ...  # (id, HEAD_COLUMNS values) of every record
+    def heads_of(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, Row]]: ...
     def bodies(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, bytes]]: ...
     def scan_bodies(self, stores: Sequence[str] | None, batch: int) -> Iterator[list[tuple[uuid.UUID, bytes]]]: ...
     def scan_with_vectors(self, stores: Sequence[str], batch: int) -> Iterator[list[Row]]: ...
@@ -83,6 +85,7 @@ class JournalRows(Protocol):
 
 class EdgeRows(Protocol):
     def load(self) -> list[Row]: ...  # (source, target, type, weight, created_at, last_co_activation)
+    def load_from(self, ids: Sequence[uuid.UUID]) -> list[Row]: ...  # the edges out of `ids`
     def insert(self, columns: Columns) -> None: ...
     def delete_from(self, ids: Sequence[uuid.UUID]) -> None: ...
     def delete_to(self, ids: Sequence[uuid.UUID]) -> None: ...
@@ -90,6 +93,7 @@ class EdgeRows(Protocol):
 
 class VectorRows(Protocol):
     def load(self) -> Iterator[tuple[uuid.UUID, int, bytes]]: ...  # (record id, dimension, sealed vector)
+    def load_for(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, int, bytes]]: ...
     def insert(self, columns: Columns) -> None: ...
     def delete(self, ids: Sequence[uuid.UUID]) -> None: ...
 
@@ -138,9 +142,33 @@ class Tables(Protocol):
     def failures(self) -> FailureRows: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One entry of a shared database's change log: `kind` (record, head, raw, ledger, state)
+    and the record id or state key it is about; `mine` when this process made it and its RAM
+    already holds the result."""
+
+    seq: int
+    mine: bool
+    kind: str
+    key: str
+
+
+class ChangeFeed(Protocol):
+    """What other processes sharing the database changed, in order (storage/postgres/feed.py)."""
+
+    def last(self) -> int: ...
+    def since(self, seq: int, limit: int = 10_000) -> tuple[list[Change], bool]: ...  # (changes, log complete)
+    def wait(self, timeout: float) -> None: ...
+    def prune(self) -> None: ...
+
+
 class Backend(Protocol):
     @property
     def read(self) -> Tables: ...
+    @property
+    def changes(self) -> ChangeFeed | None: ...  # None: this process alone writes the database
 
     def transaction(self) -> AbstractContextManager[Tables]: ...
+    def leads(self) -> bool: ...  # whether this process runs the background work (decay, dreams)
     def close(self) -> None: ...

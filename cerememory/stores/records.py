@@ -187,12 +187,28 @@ class RecordStore:
 
     def load(self) -> None:
         """Read every head."""
+        self._put_rows(self.rows.heads())
+
+    def _put_rows(self, rows: Iterable[tuple[uuid.UUID, Any]]) -> None:
         stores = {s.value: s for s in StoreType}
         heads = self.heads
-        for record_id, values in self.rows.heads():
+        for record_id, values in rows:
             head = Head(*values)
             head.store = stores[head.store]
             heads[record_id] = head
+
+    def refresh(self, ids: Sequence[uuid.UUID], *, bodies: bool) -> None:
+        """Read the heads of `ids` again (another server changed them); `bodies` when their
+        content may have changed too. Ids no longer in the database are forgotten."""
+        rows = self.rows.heads_of(ids)
+        found = {row[0] for row in rows}
+        self._put_rows(rows)
+        gone = [i for i in ids if i not in found]
+        if gone:
+            self.forget_heads(gone)
+        if bodies:
+            self.cache.discard(ids)
+            self.revision += 1
 
     def __contains__(self, record_id: uuid.UUID) -> bool:
         return record_id in self.heads

@@ -163,7 +163,9 @@ def create_app(target: Dispatcher | CMPHandler, *, body_limit: int = DEFAULT_BOD
             await run_in_threadpool(dispatcher.dispatch, "introspect.stats", {})
         except Exception as exc:  # not ready, whatever the reason
             return JSONResponse({"status": "not_ready", "reason": str(exc)}, status_code=503)
-        return JSONResponse({"status": "ready"})
+        # several servers over one database: which of them runs decay, dreams and consolidation
+        role = "leader" if getattr(dispatcher.engine, "leads", True) else "standby"
+        return JSONResponse({"status": "ready", "background": role})
 
     metrics = HttpMetrics(dispatcher, ops)
     metrics.mount(app)

@@ -18,6 +18,10 @@ class DuckDBBackend:
     def __init__(self, data_dir: Path) -> None:
         self.database = Database(data_dir / DB_NAME)
         self.read = DuckTables(self.database)
+        self.changes = None  # the data directory's lock lets one process write it
+
+    def leads(self) -> bool:
+        return True
 
     @contextmanager
     def transaction(self) -> Iterator[DuckTables]:

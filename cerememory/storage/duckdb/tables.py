@@ -16,7 +16,9 @@ import duckdb
 import pyarrow as pa
 
 from ...model import uuid_from_text
-from ..base import HEAD_COLUMNS, JOURNAL_COLUMNS, Columns, RawFilters, Row
+from .. import sql
+from ..base import HEAD_COLUMNS, Columns, RawFilters, Row
+from ..sql import Dialect
 from .database import Database
 
 _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "semantic_id", "first_raw_id"}
@@ -110,17 +112,22 @@ class DuckRecords(_Rows):
         for row in self._read(f"SELECT id::VARCHAR, {', '.join(HEAD_COLUMNS)} FROM records"):
             yield uuid_from_text(row[0]), row[1:]
 
+    def heads_of(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, Row]]:
+        rows = self._read(f"SELECT id, {', '.join(HEAD_COLUMNS)} FROM records WHERE id IN (SELECT unnest(?::UUID[]))",
+                          [_ids(ids)])
+        return [(row[0], row[1:]) for row in rows]
+
     def bodies(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, bytes]]:
         rows = self._read("SELECT id, body FROM records WHERE id IN (SELECT unnest(?::UUID[]))", [_ids(ids)])
         return [(row[0], row[1]) for row in rows]
 
     def scan_bodies(self, stores: Sequence[str] | None, batch: int) -> Iterator[list[tuple[uuid.UUID, bytes]]]:
         if stores is None:
-            sql, params = "SELECT id, body FROM records ORDER BY id", []
+            query, params = "SELECT id, body FROM records ORDER BY id", []
         else:
-            sql = "SELECT id, body FROM records WHERE store IN (SELECT unnest(?)) ORDER BY id"
+            query = "SELECT id, body FROM records WHERE store IN (SELECT unnest(?)) ORDER BY id"
             params = [list(stores)]
-        for rows in self._stream(sql, params, batch):
+        for rows in self._stream(query, params, batch):
             yield [(row[0], row[1]) for row in rows]
 
     def scan_with_vectors(self, stores: Sequence[str], batch: int) -> Iterator[list[Row]]:
@@ -146,56 +153,28 @@ class DuckRecords(_Rows):
         return {row[0] for row in self._update_from(_REINFORCE_UNCHANGED, columns)} if columns["id"] else set()
 
 
-def _where(filters: RawFilters, ids: Sequence[uuid.UUID] | None) -> tuple[str, list[Any]]:
-    """Never a suppressed record; the allowed visibility and secrecy; optional session, ids, range."""
-    where = ["NOT suppressed", "visibility IN (SELECT unnest(?))", "secrecy_level IN (SELECT unnest(?))"]
-    params: list[Any] = [list(filters["visibility"]), list(filters["secrecy"])]
-    if filters["session_id"] is not None:
-        where.append("session_id = ?")
-        params.append(filters["session_id"])
-    if ids is not None:
-        where.append("id IN (SELECT unnest(?::UUID[]))")
-        params.append(_ids(ids))
-    if filters["start"] is not None:
-        where.append("created_at >= ?")
-        params.append(filters["start"])
-    if filters["end"] is not None:
-        where.append("created_at <= ?")
-        params.append(filters["end"])
-    return " AND ".join(where), params
-
-
-_JOURNAL = f"SELECT {', '.join(JOURNAL_COLUMNS)} FROM raw_journal"
+DUCK = Dialect(param="?", in_list="{column} IN (SELECT unnest({param}))",
+               in_ids="{column} IN (SELECT unnest({param}::UUID[]))", ids=_ids)
 
 
 class DuckJournal(_Rows):
     def select(self, filters: RawFilters, *, ids: Sequence[uuid.UUID] | None, limit: int | None,
                newest_first: bool) -> list[Row]:
-        clause, params = _where(filters, ids)
-        sql = f"{_JOURNAL} WHERE {clause} ORDER BY created_at {'DESC' if newest_first else 'ASC'}, id"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        return self._read(sql, params)
+        return self._read(*sql.journal_select(DUCK, filters, ids, limit, newest_first))
 
     def count(self, filters: RawFilters, *, ids: Sequence[uuid.UUID] | None) -> int:
-        clause, params = _where(filters, ids)
+        clause, params = sql.journal_where(DUCK, filters, ids)
         return int(self._read(f"SELECT count(*) FROM raw_journal WHERE {clause}", params)[0][0])
 
     def passing(self, filters: RawFilters, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
-        clause, params = _where(filters, ids)
+        clause, params = sql.journal_where(DUCK, filters, ids)
         return {row[0] for row in self._read(f"SELECT id FROM raw_journal WHERE {clause}", params)}
 
     def pending(self, visibility: Sequence[str], secrecy: Sequence[str], session_id: str | None) -> list[Row]:
-        where = ["NOT suppressed", "dream_processed_at IS NULL", "visibility IN (SELECT unnest(?))",
-                 "secrecy_level IN (SELECT unnest(?))"]
-        params: list[Any] = [list(visibility), list(secrecy)]
-        if session_id is not None:
-            where.append("session_id = ?")
-            params.append(session_id)
-        return self._read(f"{_JOURNAL} WHERE {' AND '.join(where)} ORDER BY created_at, id", params)
+        return self._read(*sql.journal_pending(DUCK, visibility, secrecy, session_id))
 
     def by_ids(self, ids: Sequence[uuid.UUID]) -> list[Row]:
-        return self._read(f"{_JOURNAL} WHERE id IN (SELECT unnest(?::UUID[]))", [_ids(ids)]) if ids else []
+        return self._read(f"{sql.JOURNAL} WHERE id IN (SELECT unnest(?::UUID[]))", [_ids(ids)]) if ids else []
 
     def updated_at(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, float]:
         if not ids:
@@ -207,12 +186,11 @@ class DuckJournal(_Rows):
         return [row[0] for row in self._read("SELECT id FROM raw_journal")]
 
     def counts(self) -> tuple[int, int]:
-        row = self._read("SELECT count(*), count(*) FILTER (WHERE dream_processed_at IS NULL AND NOT suppressed) "
-                         "FROM raw_journal")[0]
+        row = self._read(sql.JOURNAL_COUNTS)[0]
         return int(row[0]), int(row[1])
 
     def scan(self, batch: int) -> Iterator[list[Row]]:
-        return self._stream(f"{_JOURNAL} ORDER BY id", [], batch)
+        return self._stream(f"{sql.JOURNAL} ORDER BY id", [], batch)
 
     def insert(self, columns: Columns, *, replace: bool) -> None:
         self._insert("raw_journal", columns, replace=replace)
@@ -232,8 +210,10 @@ class DuckJournal(_Rows):
 
 class DuckEdges(_Rows):
     def load(self) -> list[Row]:
-        return self._read("SELECT source_id, target_id, association_type, weight, created_at, last_co_activation "
-                          "FROM associations")
+        return self._read(sql.EDGES)
+
+    def load_from(self, ids: Sequence[uuid.UUID]) -> list[Row]:
+        return self._read(f"{sql.EDGES} WHERE source_id IN (SELECT unnest(?::UUID[]))", [_ids(ids)])
 
     def insert(self, columns: Columns) -> None:
         self._insert("associations", columns)
@@ -249,6 +229,11 @@ class DuckVectors(_Rows):
     def load(self) -> Iterator[tuple[uuid.UUID, int, bytes]]:
         for text, dim, vec in self._read("SELECT record_id::VARCHAR, dim, vec FROM vectors"):
             yield uuid_from_text(text), dim, vec
+
+    def load_for(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, int, bytes]]:
+        rows = self._read("SELECT record_id, dim, vec FROM vectors WHERE record_id IN (SELECT unnest(?::UUID[]))",
+                          [_ids(ids)])
+        return [(row[0], row[1], row[2]) for row in rows]
 
     def insert(self, columns: Columns) -> None:
         self._insert("vectors", columns)
@@ -286,20 +271,16 @@ class DuckState(_Rows):
         self._write("DELETE FROM state WHERE starts_with(key, ?)", [prefix])
 
 
-_FAILURE_COLUMNS = "first_raw_id, fingerprint, raw_record_count, code, reason, version, failed_at"
-
-
 class DuckFailures(_Rows):
     def load(self) -> list[Row]:
-        return self._read(f"SELECT {_FAILURE_COLUMNS} FROM dream_failures")
+        return self._read(f"SELECT {sql.FAILURE_COLUMNS} FROM dream_failures")
 
     def put(self, row: Row) -> None:
-        self._write(f"INSERT OR REPLACE INTO dream_failures ({_FAILURE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        self._write(f"INSERT OR REPLACE INTO dream_failures ({sql.FAILURE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [str(row[0]), *row[1:]])
 
     def prune(self) -> None:
-        self._write("DELETE FROM dream_failures WHERE first_raw_id NOT IN "
-                    "(SELECT id FROM raw_journal WHERE dream_processed_at IS NULL AND NOT suppressed)")
+        self._write(sql.PRUNE_FAILURES)
 
 
 class DuckTables:

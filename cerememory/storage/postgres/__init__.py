@@ -1,0 +1,40 @@
+"""The PostgreSQL backend: one schema shared by several stateless servers.
+
+Each server keeps what the embedded backend keeps in RAM and in its data directory (heads,
+graph, vectors, the full-text indexes) as caches of the database, kept current from the change
+log (`feed.py`); the rows themselves, and every update to them, live in PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .database import Database
+from .feed import ChangeFeed, Leadership
+from .tables import PgTables
+
+
+class PostgresBackend:
+    """`storage.base.Backend` over one schema of one PostgreSQL database."""
+
+    def __init__(self, url: str, namespace: str) -> None:
+        self.database = Database(url, namespace)
+        self.origin = uuid.uuid4().hex  # this process, in the change log
+        self.read = PgTables(self.database, None, self.origin)
+        self.changes = ChangeFeed(self.database, self.origin)
+        self.leadership = Leadership(self.database)
+
+    @contextmanager
+    def transaction(self) -> Iterator[PgTables]:
+        with self.database.transaction() as tx:
+            yield PgTables(self.database, tx, self.origin)
+
+    def leads(self) -> bool:
+        return self.leadership.held()
+
+    def close(self) -> None:
+        self.changes.close()
+        self.leadership.close()
+        self.database.close()
