@@ -669,6 +669,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .storage import cli as storage_cli
 
     storage_cli.add_parsers(sub, _common)
+    from . import cli_migrate
+
+    cli_migrate.add_parser(sub, _common)
     return parser
 
 
@@ -782,6 +785,10 @@ def main(argv: list[str] | None = None) -> int:
 
             run = cli_encryption.run_init if args.command == "init" else cli_encryption.run_rekey
             return run(args, _load_config(args), out)
+        if args.command == "migrate":
+            from . import cli_migrate
+
+            return cli_migrate.run_migrate(args, _load_config(args), out)
         if args.command == "migrate-schema":
             from .storage import cli as storage_cli
 

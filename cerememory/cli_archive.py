@@ -51,7 +51,7 @@ def prepare(args: argparse.Namespace) -> tuple[str, dict[str, Any], Path]:
 
 
 @contextmanager
-def _bar(out: Any, label: str) -> Iterator[Callable[[int, int | None], None]]:
+def progress_bar(out: Any, label: str) -> Iterator[Callable[[int, int | None], None]]:
     """A progress bar on stderr fed with (done, total) reports."""
     from rich.progress import Progress
 
@@ -66,7 +66,7 @@ def run(mem: MemoryAPI, prepared: tuple[str, dict[str, Any], Path], out: Any) ->
     op, request, path = prepared
     if op == "lifecycle.export":
         return _export(mem, request, path, out)
-    with _bar(out, f"importing {path.name}") as progress:
+    with progress_bar(out, f"importing {path.name}") as progress:
         if isinstance(mem, Memory):
             result = mem.dispatcher.call(op, request, progress=progress).model_dump(mode="json")
         else:
@@ -75,7 +75,7 @@ def run(mem: MemoryAPI, prepared: tuple[str, dict[str, Any], Path], out: Any) ->
 
 
 def _export(mem: MemoryAPI, request: dict[str, Any], path: Path, out: Any) -> dict[str, Any]:
-    with _bar(out, f"exporting to {path.name}") as progress, write_new(path) as sink:
+    with progress_bar(out, f"exporting to {path.name}") as progress, write_new(path) as sink:
         if isinstance(mem, Memory):  # in process: stream into the file, no size limit
             response = mem.dispatcher.call("lifecycle.export", request, sink=sink, progress=progress)
             result = response.model_dump(mode="json", exclude={"archive_data"})

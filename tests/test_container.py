@@ -58,6 +58,17 @@ def test_compose_file():
     assert "/readiness" in " ".join(server["healthcheck"]["test"])
     assert "CEREMEMORY_API_KEYS" in server["environment"]
     assert compose["services"]["prometheus"]["profiles"] == ["metrics"]
+    cluster = {name for name, service in compose["services"].items() if service.get("profiles") == ["cluster"]}
+    assert cluster == {"postgres", "cerememory-a", "cerememory-b", "proxy"}
+    assert compose["services"]["postgres"]["image"].startswith("pgvector/pgvector")
+    for name in ("cerememory-a", "cerememory-b"):
+        env = compose["services"][name]["environment"]
+        assert env["CEREMEMORY_STORAGE__BACKEND"] == "postgres"
+        assert "@postgres:5432/" in env["CEREMEMORY_STORAGE__POSTGRES_URL"]
+        assert "/readiness" in " ".join(compose["services"][name]["healthcheck"]["test"])
+    assert compose["services"]["cerememory-a"]["volumes"] != compose["services"]["cerememory-b"]["volumes"]
+    proxy = (ROOT / "docker" / "nginx-cluster.conf").read_text()
+    assert "cerememory-a:8420" in proxy and "cerememory-b:8420" in proxy and "listen 8430" in proxy
     scrape = yaml.safe_load((ROOT / "docker" / "prometheus.yml").read_text())
     assert scrape["scrape_configs"][0]["metrics_path"] == "/metrics"
     dockerfile = (ROOT / "Dockerfile").read_text()

@@ -26,7 +26,7 @@ def test_every_operation_error_setting_and_command_is_documented():
     cli = (ROOT / "docs" / "cli.md").read_text()
     for command in ("store", "batch", "recall", "raw-store", "raw-recall", "timeline", "graph",
                     "associate", "inspect", "forget", "mode", "stats", "reindex", "config", "serve",
-                    "mcp", "decay-tick", "forecast"):
+                    "mcp", "decay-tick", "forecast", "migrate", "migrate-schema"):
         assert f"### `cerememory {command}`" in cli
 
 

@@ -225,3 +225,29 @@ def test_two_servers_lose_nothing_and_fail_over(tmp_path: Path, postgres_url: st
     finally:
         first.stop()
         second.stop()
+
+
+# ---------------------------------------------------------------- moving a memory
+
+
+def test_migrate_moves_a_memory_to_postgres_and_back(cli, data_dir: Path, tmp_path: Path, postgres_url: str,
+                                                      pg_namespace: str) -> None:
+    with cerememory.open(data_dir, semantic="off") as mem:
+        first = mem.store("the release train leaves on thursday").record_id
+        mem.store("thursday releases need a changelog",
+                  associations=[{"target_id": str(first), "association_type": "semantic", "weight": 0.8}])
+        mem.store_raw("user: when is the release?", session_id="s1")
+    moved = cli("migrate", "--to", postgres_url, "--namespace", pg_namespace, "--json")
+    assert moved.code == 0, moved.stderr
+    assert moved.json()["records"] == 2 and moved.json()["raw_records"] == 1
+    again = cli("migrate", "--to", postgres_url, "--namespace", pg_namespace, "--json")
+    assert again.code == 2 and again.json()["error"]["code"] == "VALIDATION_ERROR"  # never merges
+    assert "not empty" in again.json()["error"]["message"]
+    with open_pg(tmp_path / "cache", postgres_url, pg_namespace) as shared:
+        assert "the release train leaves on thursday" in texts(shared, "release train")
+    back = cli("migrate", "--from", postgres_url, "--namespace", pg_namespace, "--json", data=tmp_path / "back")
+    assert back.code == 0, back.stderr
+    with cerememory.open(tmp_path / "back", semantic="off") as mem:
+        assert mem.stats().total_records == 2 and mem.stats().raw_journal_records == 1
+        second = [h.record for h in mem.recall("changelog").memories][0]
+        assert [a.target_id for a in second.associations] == [first]
