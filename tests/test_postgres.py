@@ -4,9 +4,9 @@ background work, recovery from a dropped connection, nothing acknowledged lost o
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -126,9 +126,9 @@ def test_migrate_schema_checks_then_applies(cli, postgres_url: str, pg_namespace
            "CEREMEMORY_STORAGE__NAMESPACE": pg_namespace}
     check = cli("migrate-schema", "--check", "--json", env=env)
     assert check.code == 1, check.stderr
-    assert [m["version"] for m in check.json()["pending"]] == [1]
+    assert [m["version"] for m in check.json()["pending"]] == [1, 2]
     applied = cli("migrate-schema", "--json", env=env)
-    assert applied.code == 0 and [m["version"] for m in applied.json()["applied"]] == [1]
+    assert applied.code == 0 and [m["version"] for m in applied.json()["applied"]] == [1, 2]
     again = cli("migrate-schema", "--check", "--json", env=env)
     assert again.code == 0 and again.json()["pending"] == []
 
@@ -197,34 +197,57 @@ def _store(url: str, text: str) -> str:
     return str(response.json()["record_id"])
 
 
-def test_two_servers_lose_nothing_and_fail_over(tmp_path: Path, postgres_url: str, pg_namespace: str) -> None:
-    first = _serve(tmp_path, "a", postgres_url, pg_namespace)
-    second = _serve(tmp_path, "b", postgres_url, pg_namespace)
-    try:
-        acknowledged: list[str] = []
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            jobs = [pool.submit(_store, server.url, f"note {n} about topic {uuid.uuid4().hex}")
-                    for n in range(60) for server in (first, second)]
-            acknowledged = [job.result() for job in jobs]
-        for server in (first, second):
-            def seen(url: str = server.url) -> bool:
-                listed = httpx.get(f"{url}/v1/introspect/stats", timeout=30).json()
-                return bool(listed["total_records"] == len(acknowledged))
-            eventually(seen, "each server counts every acknowledged write")
-        def role(server: ServeProcess) -> str:
-            return str(httpx.get(f"{server.url}/readiness", timeout=30).json()["background"])
+def _role(server: ServeProcess) -> str:
+    return str(httpx.get(f"{server.url}/readiness", timeout=30).json()["background"])
 
-        leader, follower = eventually(lambda: {("leader", "standby"): (first, second),
-                                               ("standby", "leader"): (second, first)}.get((role(first), role(second))),
-                                      "one server leads, the other stands by")
+
+def test_two_servers_lose_nothing_and_fail_over(tmp_path: Path, postgres_url: str, pg_namespace: str) -> None:
+    """Eight clients write to both servers; the leader is killed with SIGKILL in the middle.
+    Every write either server acknowledged is there afterwards, and the other server leads."""
+    servers = [_serve(tmp_path, "a", postgres_url, pg_namespace), _serve(tmp_path, "b", postgres_url, pg_namespace)]
+    try:
+        roles = eventually(lambda: sorted(_role(s) for s in servers) == ["leader", "standby"] and
+                           [_role(s) for s in servers], "one server leads, the other stands by")
+        leader, survivor = servers if roles[0] == "leader" else servers[::-1]
+        acknowledged: list[str] = []
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def client(n: int) -> None:
+            target = servers[n % 2]
+            with httpx.Client(base_url=target.url, timeout=30) as http:
+                i = 0
+                while not stop.is_set():
+                    try:
+                        response = http.post("/v1/encode", json={"content": {"blocks": [
+                            {"text": f"client {n} note {i} on {uuid.uuid4().hex}"}]}})
+                    except httpx.HTTPError:
+                        if target is leader:
+                            return  # its server is gone
+                        continue
+                    if response.status_code == 200:
+                        with lock:
+                            acknowledged.append(str(response.json()["record_id"]))
+                    i += 1
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        eventually(lambda: len(acknowledged) >= 40, "writes are acknowledged")
         os.kill(leader.proc.pid, signal.SIGKILL)
         leader.proc.wait()
-        eventually(lambda: role(follower) == "leader", "the other server takes the lead")
-        for record_id in acknowledged[:5]:
-            assert httpx.get(f"{follower.url}/v1/introspect/record/{record_id}", timeout=30).status_code == 200
+        written = len(acknowledged)
+        eventually(lambda: len(acknowledged) >= written + 20, "the survivor keeps acknowledging writes")
+        stop.set()
+        for thread in threads:
+            thread.join()
+        eventually(lambda: _role(survivor) == "leader", "the survivor takes the lead")
+        with httpx.Client(base_url=survivor.url, timeout=30) as http:
+            missing = [i for i in acknowledged if http.get(f"/v1/introspect/record/{i}").status_code != 200]
+        assert missing == []
     finally:
-        first.stop()
-        second.stop()
+        for server in servers:
+            server.stop()
 
 
 # ---------------------------------------------------------------- moving a memory
@@ -251,3 +274,24 @@ def test_migrate_moves_a_memory_to_postgres_and_back(cli, data_dir: Path, tmp_pa
         assert mem.stats().total_records == 2 and mem.stats().raw_journal_records == 1
         second = [h.record for h in mem.recall("changelog").memories][0]
         assert [a.target_id for a in second.associations] == [first]
+
+
+# ---------------------------------------------------------------- one audit chain
+
+
+def test_two_servers_write_one_audit_chain_that_audit_verify_checks(pair, cli, postgres_url: str,
+                                                                    pg_namespace: str) -> None:
+    a, b = pair
+    a.store("audited on A")
+    b.store("audited on B")
+    a.store("audited on A again")
+    env = {"CEREMEMORY_STORAGE__BACKEND": "postgres", "CEREMEMORY_STORAGE__POSTGRES_URL": postgres_url,
+           "CEREMEMORY_STORAGE__NAMESPACE": pg_namespace}
+    report = cli("audit-verify", "--json", env=env)
+    assert report.code == 0, report.stdout
+    assert report.json()["ok"] and report.json()["entries"] >= 6  # an intent and an outcome per store
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"UPDATE {pg_namespace}.audit SET line = convert_to(replace(convert_from(line, 'UTF8'), "
+                     "'encode', 'forget'), 'UTF8') WHERE seq = 2")
+    broken = cli("audit-verify", "--json", env=env)
+    assert broken.code == 6 and broken.json()["first_bad_line"] == 2

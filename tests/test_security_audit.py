@@ -145,9 +145,9 @@ def _tamper(path: Path, how: str) -> int:
         forged = json.loads(lines[1])
         forged.pop("hash")
         forged["record_ids"] = []
-        from cerememory.security.audit import _line
+        from cerememory.security.audit import seal
 
-        lines[1] = _line(forged)[0]
+        lines[1] = seal(forged)[0]
         bad = 3
     path.write_bytes(b"".join(lines))
     return bad

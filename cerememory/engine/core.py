@@ -54,8 +54,6 @@ class EngineCore:
         self.options = options
         self.clock = options.clock
         self.data_dir = data_dir
-        self.audit = AuditLog.open(data_dir, allow_broken=options.allow_broken_audit,
-                                   fsync_interval=options.audit_fsync_interval) if options.audit else None
         self.embedder: Embedder | None
         try:
             self.embedder, self.semantic_off_reason = make_embedder(options.embed)
@@ -69,6 +67,11 @@ class EngineCore:
         self.sealer: Sealer = PLAINTEXT if vault is None else vault
         self.backend = open_backend(options.storage, data_dir)
         self.read = read = self.backend.read  # outside a transaction; `Writer` alone opens one
+        try:
+            self.audit = self._open_audit(data_dir, options) if options.audit else None
+        except BaseException:
+            self.backend.close()
+            raise
         # the change log position this state was read at: later changes by others are applied on top
         self.changes_seen = self.backend.changes.last() if self.backend.changes is not None else 0
         self.undecodable = UndecodableLog()
@@ -101,6 +104,13 @@ class EngineCore:
             matrix = np.frombuffer(b"".join(v for _, v in items), dtype=np.float32).reshape(-1, dim)
             ids = [i for i, _ in items]
             self.vectors.add(ids, [STORE_CODE[self.records.heads[i].store] for i in ids], matrix)
+
+    def _open_audit(self, data_dir: Path, options: EngineOptions) -> AuditLog:
+        chain = self.backend.audit_chain()
+        if chain is not None:
+            return AuditLog.over(chain, allow_broken=options.allow_broken_audit)
+        return AuditLog.open(data_dir, allow_broken=options.allow_broken_audit,
+                             fsync_interval=options.audit_fsync_interval)
 
     def load_evolution(self) -> None:
         """The evolution engine and the decay parameters it tuned, as last stored."""

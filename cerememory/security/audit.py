@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -62,7 +62,8 @@ def canonical(entry: dict[str, Any]) -> bytes:
                       default=str).encode("utf-8")
 
 
-def _line(entry: dict[str, Any]) -> tuple[bytes, str]:
+def seal(entry: dict[str, Any]) -> tuple[bytes, str]:
+    """The entry's line (canonical JSON with its hash appended) and that hash."""
     body = canonical(entry)
     digest = hashlib.sha256(body).hexdigest()
     return body[:-1] + b',"hash":"' + digest.encode() + b'"}\n', digest
@@ -118,18 +119,35 @@ def _check_line(raw: bytes, seq: int, prev: str) -> tuple[str | None, str]:
 
 def verify(path: str | Path) -> Verification:
     """Check every line of the log at `path` (a missing file is an empty, valid log)."""
-    started = time.perf_counter()
     path = Path(path)
+    if not path.exists():
+        return verify_lines([], str(path))
+    with path.open("rb") as lines:
+        return verify_lines(lines, str(path))
+
+
+def verify_lines(lines: Iterable[bytes], where: str) -> Verification:
+    """Check a log given as its lines, each with its newline (a file's, or a database table's)."""
+    started = time.perf_counter()
     seq, head = 0, GENESIS
-    if path.exists():
-        with path.open("rb") as lines:
-            for number, raw in enumerate(lines, 1):
-                reason, digest = _check_line(raw, seq + 1, head)
-                if reason is not None:
-                    return Verification(str(path), False, seq, head, number, reason,
-                                        time.perf_counter() - started)
-                seq, head = seq + 1, digest
-    return Verification(str(path), True, seq, head, seconds=time.perf_counter() - started)
+    for number, raw in enumerate(lines, 1):
+        reason, digest = _check_line(raw, seq + 1, head)
+        if reason is not None:
+            return Verification(where, False, seq, head, number, reason, time.perf_counter() - started)
+        seq, head = seq + 1, digest
+    return Verification(where, True, seq, head, seconds=time.perf_counter() - started)
+
+
+def broken(report: Verification) -> CMPError:
+    """The error that refuses to open a broken log."""
+    return CMPError(
+        ErrorCode.AUDIT_BROKEN,
+        f"the audit log {report.path} is broken at line {report.first_bad_line}: {report.reason}",
+        hint="inspect it with `cerememory audit-verify`; to start anyway (the broken log is "
+             "kept aside and the acceptance logged) pass --allow-broken-audit or set "
+             "audit.allow_broken",
+        details={"path": report.path, "first_bad_line": report.first_bad_line, "reason": report.reason},
+    )
 
 
 def _last_line(fd: int, size: int) -> bytes:
@@ -219,54 +237,35 @@ def running(op: str) -> Iterator[Running]:
         _running.reset(token)
 
 
-class AuditLog:
-    """An open, verified audit log; `append` is thread- and process-safe."""
+class Chain(Protocol):
+    """Where the entries of a log live, in order: a file (`FileChain`) or a database table
+    (storage/postgres/audit.py). `append` links and writes one entry atomically with respect to
+    every other writer of the same chain, so several processes keep one chain."""
 
-    def __init__(self, path: str | Path, *, fsync_interval: float = 1.0) -> None:
+    where: str
+
+    def append(self, entry: dict[str, Any]) -> tuple[dict[str, Any], str]: ...  # adds seq and prev
+    def head(self) -> tuple[int, str]: ...
+    def sync(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class FileChain:
+    """The chain in one file: `append` is thread- and process-safe (a lock and an flock)."""
+
+    def __init__(self, path: str | Path, *, fsync_interval: float = 1.0, head: tuple[int, str] = (0, GENESIS)) -> None:
         self.path = Path(path)
+        self.where = str(self.path)
         self.fsync_interval = fsync_interval
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()  # taken before _lock; close waits for a running fsync
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         self._size = -1  # unknown: read the tail before the first append
-        self._seq, self._head = 0, GENESIS
+        self._seq, self._head = head
         self._sync_timer: threading.Timer | None = None
         self._closed = False
 
-    @classmethod
-    def open(cls, data_dir: str | Path, *, allow_broken: bool = False,
-             fsync_interval: float = 1.0) -> AuditLog:
-        """Verify the data dir's log and open it. A broken chain is refused with AUDIT_BROKEN;
-        with `allow_broken` the broken file is kept aside and a new chain starts with an
-        `audit.allow_broken` entry that names it."""
-        path = Path(data_dir) / AUDIT_FILE
-        report = verify(path)
-        if report.ok:
-            log = cls(path, fsync_interval=fsync_interval)
-            log._seq, log._head = report.entries, report.head
-            return log
-        if not allow_broken:
-            raise CMPError(
-                ErrorCode.AUDIT_BROKEN,
-                f"the audit log {path} is broken at line {report.first_bad_line}: {report.reason}",
-                hint="inspect it with `cerememory audit-verify`; to start anyway (the broken log is "
-                     "kept aside and the acceptance logged) pass --allow-broken-audit or set "
-                     "audit.allow_broken",
-                details={"path": str(path), "first_bad_line": report.first_bad_line,
-                         "reason": report.reason},
-            )
-        aside = path.with_name(f"audit.broken-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}.jsonl")
-        os.replace(path, aside)
-        log = cls(path, fsync_interval=fsync_interval)
-        log.append("audit.allow_broken", transport="server", summary={
-            "broken_file": aside.name, "first_bad_line": report.first_bad_line,
-            "reason": report.reason, "good_entries": report.entries, "good_head": report.head})
-        log.sync()
-        return log
-
-    @property
     def head(self) -> tuple[int, str]:
-        """(sequence number, hash) of the last entry this process knows of."""
         return self._seq, self._head
 
     def _catch_up(self) -> None:
@@ -286,27 +285,21 @@ class AuditLog:
                                hint="run `cerememory audit-verify`") from None
         self._size = size
 
-    def append(self, op: str, *, record_ids: Iterable[str] = (), summary: dict[str, Any] | None = None,
-               key_id: str | None = None, request_id: str | None = None,
-               transport: str | None = None, phase: str = DONE) -> dict[str, Any]:
-        """Append one entry and return it (with its hash)."""
+    def append(self, entry: dict[str, Any]) -> tuple[dict[str, Any], str]:
         with self._lock:
             if self._closed:
                 raise CMPError(ErrorCode.INTERNAL_ERROR, "the audit log is closed")
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
                 self._catch_up()
-                entry = {"seq": self._seq + 1, "time": _now_iso(), "op": op, "phase": phase,
-                         "record_ids": list(record_ids), "key_id": key_id, "request_id": request_id,
-                         "transport": transport, "summary": summary or {}, "prev": self._head}
-                line, digest = _line(entry)
+                entry = {"seq": self._seq + 1, **entry, "prev": self._head}
+                line, digest = seal(entry)
                 self._write(line)
                 self._seq, self._head = self._seq + 1, digest
             finally:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
             self._schedule_sync()
-        entry["hash"] = digest
-        return entry
+        return entry, digest
 
     def _write(self, line: bytes) -> None:
         """Write the whole line or nothing: a write cut short is truncated away (the caller holds
@@ -323,54 +316,6 @@ class AuditLog:
                 self._size = -1
             raise
         self._size += len(line)
-
-    def intend(self, record_ids: Iterable[uuid.UUID], summary: dict[str, Any] | None = None) -> None:
-        """The intent entry of a change about to be committed, written inside its transaction: if
-        this fails, the change is rolled back, so no change goes unlogged."""
-        current = _running.get()
-        caller = context.current()
-        try:
-            self.append(current.op if current else UNATTRIBUTED, phase=INTENT,
-                        record_ids=[str(i) for i in record_ids], summary=summary, key_id=caller.key_id,
-                        request_id=caller.request_id, transport=caller.transport)
-        except OSError as exc:
-            if is_disk_full(exc):
-                raise storage_full(self.path) from exc
-            raise CMPError(ErrorCode.INTERNAL_ERROR,
-                           f"nothing was changed: its audit entry could not be written: {exc.strerror}",
-                           hint=f"check the disk and the permissions of {self.path}") from exc
-        if current is not None:
-            current.intents += 1
-
-    def record(self, op: str, request: BaseModel, response: BaseModel,
-               touched: Iterable[uuid.UUID] = ()) -> dict[str, Any] | None:
-        """The `done` entry of one successful audited CMP operation (the dispatcher asks for it when
-        the operation's table entry says `audited`), with the caller taken from the call context;
-        None when it cannot be written. The change is committed and its intent entry names it, so a
-        failure here (a full disk) is left to the server log rather than turned into an error that
-        would make the client repeat the change."""
-        caller = context.current()
-        try:
-            return self.append(op, record_ids=record_ids(request, response, touched),
-                               summary=summarize(request, response), key_id=caller.key_id,
-                               request_id=caller.request_id, transport=caller.transport)
-        except OSError:
-            log.exception("%s was applied, but its audit outcome could not be written to %s", op, self.path)
-            return None
-
-    def record_failure(self, op: str, request: BaseModel, error: BaseException,
-                       touched: Iterable[uuid.UUID] = ()) -> None:
-        """The `failed` entry of an operation that raised after writing an intent (what it had
-        changed by then); best effort, since the caller is already reporting an error."""
-        caller = context.current()
-        code = error.code.value if isinstance(error, CMPError) else ErrorCode.INTERNAL_ERROR.value
-        try:
-            self.append(op, phase=FAILED, record_ids=record_ids(request, None, touched),
-                        summary={**summarize(request), "error": code}, key_id=caller.key_id,
-                        request_id=caller.request_id, transport=caller.transport)
-        except (OSError, CMPError):
-            log.exception("the failure of %s could not be audited", op)
-
 
     def _schedule_sync(self) -> None:
         if self.fsync_interval <= 0:
@@ -402,3 +347,113 @@ class AuditLog:
             os.fsync(self._fd)
             os.close(self._fd)
             self._closed = True
+
+
+class AuditLog:
+    """An open, verified audit log over a `Chain`; `append` is thread- and process-safe."""
+
+    def __init__(self, path: str | Path | Chain, *, fsync_interval: float = 1.0) -> None:
+        self.chain: Chain = FileChain(path, fsync_interval=fsync_interval) \
+            if isinstance(path, str | Path) else path
+        self.where = self.chain.where
+
+    @classmethod
+    def open(cls, data_dir: str | Path, *, allow_broken: bool = False,
+             fsync_interval: float = 1.0) -> AuditLog:
+        """Verify the data dir's log and open it. A broken chain is refused with AUDIT_BROKEN;
+        with `allow_broken` the broken file is kept aside and a new chain starts with an
+        `audit.allow_broken` entry that names it."""
+        path = Path(data_dir) / AUDIT_FILE
+        report = verify(path)
+        if report.ok:
+            return cls(FileChain(path, fsync_interval=fsync_interval, head=(report.entries, report.head)))
+        if not allow_broken:
+            raise broken(report)
+        aside = path.with_name(f"audit.broken-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}.jsonl")
+        os.replace(path, aside)
+        log = cls(path, fsync_interval=fsync_interval)
+        log.append("audit.allow_broken", transport="server", summary={
+            "broken_file": aside.name, "first_bad_line": report.first_bad_line,
+            "reason": report.reason, "good_entries": report.entries, "good_head": report.head})
+        log.sync()
+        return log
+
+    @classmethod
+    def over(cls, chain: Any, *, allow_broken: bool = False) -> AuditLog:
+        """A log whose chain lives elsewhere (a database table): verified first; a broken one is
+        refused with AUDIT_BROKEN unless `allow_broken`, when new entries go on after it."""
+        report = chain.verify()
+        if not report.ok:
+            if not allow_broken:
+                raise broken(report)
+            log.warning("the audit log %s is broken at entry %s (%s); appending anyway as allowed",
+                        report.path, report.first_bad_line, report.reason)
+        return cls(chain)
+
+    @property
+    def head(self) -> tuple[int, str]:
+        """(sequence number, hash) of the last entry this process knows of."""
+        return self.chain.head()
+
+    def append(self, op: str, *, record_ids: Iterable[str] = (), summary: dict[str, Any] | None = None,
+               key_id: str | None = None, request_id: str | None = None,
+               transport: str | None = None, phase: str = DONE) -> dict[str, Any]:
+        """Append one entry and return it (with its hash)."""
+        entry, digest = self.chain.append({
+            "time": _now_iso(), "op": op, "phase": phase, "record_ids": list(record_ids), "key_id": key_id,
+            "request_id": request_id, "transport": transport, "summary": summary or {}})
+        entry["hash"] = digest
+        return entry
+
+    def sync(self) -> None:
+        self.chain.sync()
+
+    def close(self) -> None:
+        self.chain.close()
+
+    def intend(self, record_ids: Iterable[uuid.UUID], summary: dict[str, Any] | None = None) -> None:
+        """The intent entry of a change about to be committed, written inside its transaction: if
+        this fails, the change is rolled back, so no change goes unlogged."""
+        current = _running.get()
+        caller = context.current()
+        try:
+            self.append(current.op if current else UNATTRIBUTED, phase=INTENT,
+                        record_ids=[str(i) for i in record_ids], summary=summary, key_id=caller.key_id,
+                        request_id=caller.request_id, transport=caller.transport)
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise storage_full(Path(self.where)) from exc
+            raise CMPError(ErrorCode.INTERNAL_ERROR,
+                           f"nothing was changed: its audit entry could not be written: {exc.strerror}",
+                           hint=f"check the disk and the permissions of {self.where}") from exc
+        if current is not None:
+            current.intents += 1
+
+    def record(self, op: str, request: BaseModel, response: BaseModel,
+               touched: Iterable[uuid.UUID] = ()) -> dict[str, Any] | None:
+        """The `done` entry of one successful audited CMP operation (the dispatcher asks for it when
+        the operation's table entry says `audited`), with the caller taken from the call context;
+        None when it cannot be written. The change is committed and its intent entry names it, so a
+        failure here (a full disk) is left to the server log rather than turned into an error that
+        would make the client repeat the change."""
+        caller = context.current()
+        try:
+            return self.append(op, record_ids=record_ids(request, response, touched),
+                               summary=summarize(request, response), key_id=caller.key_id,
+                               request_id=caller.request_id, transport=caller.transport)
+        except (OSError, CMPError):
+            log.exception("%s was applied, but its audit outcome could not be written to %s", op, self.where)
+            return None
+
+    def record_failure(self, op: str, request: BaseModel, error: BaseException,
+                       touched: Iterable[uuid.UUID] = ()) -> None:
+        """The `failed` entry of an operation that raised after writing an intent (what it had
+        changed by then); best effort, since the caller is already reporting an error."""
+        caller = context.current()
+        code = error.code.value if isinstance(error, CMPError) else ErrorCode.INTERNAL_ERROR.value
+        try:
+            self.append(op, phase=FAILED, record_ids=record_ids(request, None, touched),
+                        summary={**summarize(request), "error": code}, key_id=caller.key_id,
+                        request_id=caller.request_id, transport=caller.transport)
+        except (OSError, CMPError):
+            log.exception("the failure of %s could not be audited", op)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..cmp.errors import CMPError, ErrorCode
-from .audit import AUDIT_FILE, AuditLog, verify
+from .audit import AUDIT_FILE, AuditLog, Verification, verify
 from .keys import KeyStore
 
 AddCommon = Callable[..., None]
@@ -89,8 +89,17 @@ def run_keys(args: argparse.Namespace, config: Any, out: Any) -> int:
     return 0
 
 
+def _verify(config: Any) -> Verification:
+    """The audit log of the configured memory: the data directory's file, or the database's table."""
+    if config["storage.backend"] != "postgres":
+        return verify(config.data_dir / AUDIT_FILE)
+    from ..storage.postgres import audit_of
+
+    return audit_of(config["storage.postgres_url"] or "", config["storage.namespace"])
+
+
 def run_audit_verify(args: argparse.Namespace, config: Any, out: Any) -> int:
-    report = verify(config.data_dir / AUDIT_FILE)
+    report = _verify(config)
     aside = sorted(p.name for p in config.data_dir.glob("audit.broken-*.jsonl")) if config.data_dir.exists() else []
     result = {**report.as_dict(), "broken_logs_kept": aside}
     if out.as_json:

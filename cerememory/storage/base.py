@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict
 
 from ..cmp.errors import CMPError, ErrorCode
+from ..security.audit import Verification
 
 Row = tuple[Any, ...]
 Columns = Mapping[str, Sequence[Any]]  # column name -> one value per row, all the same length
@@ -163,6 +164,18 @@ class ChangeFeed(Protocol):
     def prune(self) -> None: ...
 
 
+class AuditChain(Protocol):
+    """The audit log's chain when the database holds it (security.audit.Chain, and `verify`)."""
+
+    where: str
+
+    def append(self, entry: dict[str, Any]) -> tuple[dict[str, Any], str]: ...
+    def head(self) -> tuple[int, str]: ...
+    def verify(self) -> Verification: ...
+    def sync(self) -> None: ...
+    def close(self) -> None: ...
+
+
 class Backend(Protocol):
     @property
     def read(self) -> Tables: ...
@@ -171,4 +184,5 @@ class Backend(Protocol):
 
     def transaction(self) -> AbstractContextManager[Tables]: ...
     def leads(self) -> bool: ...  # whether this process runs the background work (decay, dreams)
+    def audit_chain(self) -> AuditChain | None: ...  # None: the audit log is a file in the data directory
     def close(self) -> None: ...

@@ -11,6 +11,8 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ...security.audit import Verification
+from .audit import TableChain
 from .database import Database
 from .feed import ChangeFeed, Leadership
 from .tables import PgTables
@@ -31,6 +33,9 @@ class PostgresBackend:
         with self.database.transaction() as tx:
             yield PgTables(self.database, tx, self.origin)
 
+    def audit_chain(self) -> TableChain:
+        return TableChain(self.database)
+
     def leads(self) -> bool:
         return self.leadership.held()
 
@@ -38,3 +43,12 @@ class PostgresBackend:
         self.changes.close()
         self.leadership.close()
         self.database.close()
+
+
+def audit_of(url: str, namespace: str) -> Verification:
+    """Verify a shared memory's audit chain without opening an engine."""
+    database = Database(url, namespace, migrate=False)
+    try:
+        return TableChain(database).verify()
+    finally:
+        database.close()

@@ -122,6 +122,17 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         );
         """,
     ),
+    (
+        2,
+        "the audit log: one hash chain for every server",
+        """
+        CREATE TABLE audit (
+            seq bigint PRIMARY KEY,
+            line bytea NOT NULL,
+            hash text NOT NULL
+        );
+        """,
+    ),
 ]
 PRIMARY_KEYS = {"records": ("id",), "raw_journal": ("id",),
                 "associations": ("source_id", "target_id", "association_type"),
@@ -151,8 +162,8 @@ class Database:
         self.where = redact(url)
         self.schema = schema_name(namespace)
         self.write_lock_key = zlib.crc32(f"cerememory-write:{self.schema}".encode())
-        self._write_lock = threading.RLock()
-        self._writer: psycopg.Connection | None = None
+        self._slots: dict[str, psycopg.Connection] = {}  # the writer's and the audit log's connections
+        self._slot_locks: dict[str, threading.RLock] = {}
         self.column_types: dict[str, dict[str, str]] = {}
         if migrate:
             self.migrate()
@@ -175,15 +186,20 @@ class Database:
         return {"autocommit": autocommit, "connect_timeout": int(_WAIT), "options": f"-c search_path={self.schema}"}
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """Rows of one read, on a pooled connection (a broken one is dropped by the pool)."""
-        try:
-            with self._readers.connection() as conn:
-                return conn.execute(sql, list(params)).fetchall()
-        except PoolTimeout as exc:
-            raise StorageUnavailable(f"no connection to PostgreSQL at {self.where} within {_WAIT:.0f} s",
-                                     hint="is the server running and reachable? retry when it is") from exc
-        except psycopg.Error as exc:
-            raise translate(exc) from exc
+        """Rows of one read, on a pooled connection. A pooled connection the server dropped (a
+        restart, an administrator) is discarded and the read runs once more on a new one."""
+        for attempt in (1, 2):
+            conn: psycopg.Connection | None = None
+            try:
+                with self._readers.connection() as conn:
+                    return conn.execute(sql, list(params)).fetchall()
+            except PoolTimeout as exc:
+                raise StorageUnavailable(f"no connection to PostgreSQL at {self.where} within {_WAIT:.0f} s",
+                                         hint="is the server running and reachable? retry when it is") from exc
+            except psycopg.Error as exc:
+                if attempt == 2 or conn is None or not conn.broken:
+                    raise translate(exc) from exc
+        raise AssertionError("unreachable")
 
     def stream(self, sql: str, params: Sequence[Any], batch: int) -> Iterator[list[tuple[Any, ...]]]:
         """Rows of one long read in batches, through a server-side cursor on a connection of its own."""
@@ -204,23 +220,55 @@ class Database:
         of every server on this schema take turns (a transaction-scoped advisory lock), so the
         change log's sequence numbers become visible in order and a reader that has seen number
         N has seen everything before it; updates apply to the current row, so none is lost."""
-        with self._write_lock:
-            conn = self._writer
-            if conn is None or conn.closed:
-                conn = self._writer = self.connect()
+        with self.locked("writer", self.write_lock_key) as conn:
+            yield conn
+
+    @contextmanager
+    def locked(self, slot: str, key: int) -> Iterator[psycopg.Connection]:
+        """A transaction on the process's connection named `slot`, holding advisory lock `key`.
+        A connection found dead when the transaction begins is replaced once, since nothing was
+        sent on it yet; a failure after that rolls back and is reported."""
+        with self._slot_locks.setdefault(slot, threading.RLock()):
+            conn = self._begin(slot, key)
             try:
-                with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", [self.write_lock_key])
-                    yield conn
+                yield conn
+            except BaseException as exc:
+                if not conn.broken:
+                    conn.execute("ROLLBACK")
+                else:
+                    conn.close()
+                if isinstance(exc, psycopg.Error):
+                    raise translate(exc) from exc
+                raise
+            try:
+                conn.execute("COMMIT")
             except psycopg.Error as exc:
                 if conn.broken:
                     conn.close()
                 raise translate(exc) from exc
 
+    def _begin(self, slot: str, key: int) -> psycopg.Connection:
+        for attempt in (1, 2):
+            conn = self._slots.get(slot)
+            if conn is None or conn.closed:
+                conn = self._slots[slot] = self.connect()
+            try:
+                conn.execute("BEGIN")
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+                return conn
+            except psycopg.Error as exc:
+                if conn.broken:
+                    conn.close()
+                elif not conn.closed:
+                    conn.execute("ROLLBACK")
+                if attempt == 2 or not conn.closed:
+                    raise translate(exc) from exc
+        raise AssertionError("unreachable")
+
     def close(self) -> None:
         self._readers.close()
-        if self._writer is not None:
-            self._writer.close()
+        for conn in self._slots.values():
+            conn.close()
 
     # ------------------------------------------------------------ schema
 

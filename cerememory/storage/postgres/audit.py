@@ -1,0 +1,54 @@
+"""The audit log of a shared memory: one hash chain in the `audit` table, whichever server writes.
+
+Each append links to the last entry under a transaction-scoped advisory lock, so entries from
+several servers form one chain, verified exactly as the file form is (security/audit.py): the
+stored line is the entry's canonical JSON with its hash, byte for byte.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from ...security.audit import GENESIS, Verification, seal, verify_lines
+from .database import Database
+
+
+class TableChain:
+    """`security.audit.Chain` over the `audit` table of one schema."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.where = f"{db.where} (schema {db.schema}, table audit)"
+        self._key = zlib.crc32(f"cerememory-audit:{db.schema}".encode())
+        self._head = (0, GENESIS)
+
+    def append(self, entry: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        with self.db.locked("audit", self._key) as conn:
+            last = conn.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+            seq, prev = (int(last[0]), str(last[1])) if last else (0, GENESIS)
+            entry = {"seq": seq + 1, **entry, "prev": prev}
+            line, digest = seal(entry)
+            conn.execute("INSERT INTO audit (seq, line, hash) VALUES (%s, %s, %s)", [seq + 1, line, digest])
+        self._head = (seq + 1, digest)
+        return entry, digest
+
+    def head(self) -> tuple[int, str]:
+        return self._head
+
+    def lines(self, batch: int = 5000) -> Iterator[bytes]:
+        for rows in self.db.stream("SELECT line FROM audit ORDER BY seq", [], batch):
+            yield from (bytes(row[0]) for row in rows)
+
+    def verify(self) -> Verification:
+        report = verify_lines(self.lines(), self.where)
+        if report.ok:
+            self._head = (report.entries, report.head)
+        return report
+
+    def sync(self) -> None:
+        """Every append is committed before it returns."""
+
+    def close(self) -> None:
+        """The connection belongs to the database's connections, closed with them."""
