@@ -690,6 +690,33 @@ class DecayForecastResponse(Model):
     forecasts: list[DecayForecast]
 
 
+class FadingRequest(Request):
+    horizons_days: list[Annotated[int, Field(ge=1, le=3650, strict=True)]] | None = Field(
+        default=None, max_length=10,
+        description="count the records forgotten within each horizon, in days from now (empty: 7 and 30)")
+    limit: StrictInt = Field(default=20, ge=0, le=MAX_RECALL_LIMIT,
+                             description="how many of the soonest-forgotten records to list")
+
+
+class FadingHorizon(Model):
+    days: int
+    total: int
+    by_store: dict[str, int]
+
+
+class FadingRecord(Model):
+    record_id: uuid.UUID
+    store: StoreType
+    current_fidelity: float
+    forgotten_at: UtcDatetime
+
+
+class FadingResponse(Model):
+    horizons: list[FadingHorizon]
+    soonest: list[FadingRecord] = Field(default_factory=list,
+                                        description="records still above their threshold, soonest forgotten first")
+
+
 class EvolutionRequest(Request):
     pass
 

@@ -82,6 +82,34 @@ class Introspection:
             ))
         return m.DecayForecastResponse(forecasts=forecasts)
 
+    def fading(self, req: m.FadingRequest) -> m.FadingResponse:
+        """What each horizon will see forgotten, from the closed-form crossing time of every
+        record still above its store's threshold (vectorised: one pass over the heads)."""
+        core = self.core
+        now = core.clock()
+        ids = list(core.records.heads)
+        heads = [core.records.heads[i] for i in ids]
+        curve = decay.evaluate(heads, now, core.params)
+        stores, prune = ALL_STORES, curve.prune
+        exponent = np.array([core.params[s].exponent for s in stores])[curve.store_codes]
+        base = np.fromiter((h.fidelity_base for h in heads), dtype=np.float64, count=len(heads))
+        stability = np.fromiter((h.stability for h in heads), dtype=np.float64, count=len(heads))
+        last = np.fromiter((h.last_accessed_at for h in heads), dtype=np.float64, count=len(heads))
+        alive = curve.score >= prune
+        at = last + decay.seconds_until(prune, base, stability, exponent, curve.intensity)
+        horizons = []
+        for days in req.horizons_days or [7, 30]:
+            within = alive & (at <= now + days * 86400.0)
+            per_store = np.bincount(curve.store_codes[within], minlength=len(stores))
+            horizons.append(m.FadingHorizon(days=days, total=int(within.sum()),
+                                            by_store={s.value: int(per_store[i]) for i, s in enumerate(stores)}))
+        finite = np.flatnonzero(alive & np.isfinite(at))
+        order = finite[np.argsort(at[finite], kind="stable")[:req.limit]]
+        soonest = [m.FadingRecord(record_id=ids[i], store=stores[curve.store_codes[i]],
+                                  current_fidelity=round(float(curve.score[i]), 9), forgotten_at=from_ts(float(at[i])))
+                   for i in order]
+        return m.FadingResponse(horizons=horizons, soonest=soonest)
+
     def evolution(self, req: m.EvolutionRequest | None = None) -> m.EvolutionResponse:
         return m.EvolutionResponse(
             parameter_adjustments=[

@@ -1425,6 +1425,53 @@ class DecayForecastResponse(_message.Message):
     forecasts: _containers.RepeatedCompositeFieldContainer[DecayForecast]
     def __init__(self, forecasts: _Optional[_Iterable[_Union[DecayForecast, _Mapping]]] = ...) -> None: ...
 
+class FadingRequest(_message.Message):
+    __slots__ = ("header", "horizons_days", "limit")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    HORIZONS_DAYS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    header: CMPHeader
+    horizons_days: _containers.RepeatedScalarFieldContainer[int]
+    limit: int
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., horizons_days: _Optional[_Iterable[int]] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class FadingHorizon(_message.Message):
+    __slots__ = ("days", "total", "by_store")
+    class ByStoreEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    DAYS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    BY_STORE_FIELD_NUMBER: _ClassVar[int]
+    days: int
+    total: int
+    by_store: _containers.ScalarMap[str, int]
+    def __init__(self, days: _Optional[int] = ..., total: _Optional[int] = ..., by_store: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class FadingRecord(_message.Message):
+    __slots__ = ("record_id", "store", "current_fidelity", "forgotten_at")
+    RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FIDELITY_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_AT_FIELD_NUMBER: _ClassVar[int]
+    record_id: str
+    store: StoreType
+    current_fidelity: float
+    forgotten_at: _timestamp_pb2.Timestamp
+    def __init__(self, record_id: _Optional[str] = ..., store: _Optional[_Union[StoreType, str]] = ..., current_fidelity: _Optional[float] = ..., forgotten_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class FadingResponse(_message.Message):
+    __slots__ = ("horizons", "soonest")
+    HORIZONS_FIELD_NUMBER: _ClassVar[int]
+    SOONEST_FIELD_NUMBER: _ClassVar[int]
+    horizons: _containers.RepeatedCompositeFieldContainer[FadingHorizon]
+    soonest: _containers.RepeatedCompositeFieldContainer[FadingRecord]
+    def __init__(self, horizons: _Optional[_Iterable[_Union[FadingHorizon, _Mapping]]] = ..., soonest: _Optional[_Iterable[_Union[FadingRecord, _Mapping]]] = ...) -> None: ...
+
 class EvolutionRequest(_message.Message):
     __slots__ = ("header",)
     HEADER_FIELD_NUMBER: _ClassVar[int]
