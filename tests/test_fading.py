@@ -24,6 +24,8 @@ def test_fading_counts_each_horizon_and_lists_the_soonest_first(data_dir, clock)
         assert last["total"] == 4
         assert len(answer["soonest"]) == 2 and {s["record_id"] for s in answer["soonest"]} <= set(map(str, episodic))
         assert answer["soonest"][0]["forgotten_at"] <= answer["soonest"][1]["forgotten_at"]
+        histograms = {h["store"]: h["counts"] for h in answer["fidelity_histograms"]}
+        assert histograms["episodic"] == [0] * 9 + [3] and histograms["semantic"] == [0] * 9 + [1]
         # once past the crossing they are forgotten already, no longer "fading"
         clock.advance(days_left * DAY + DAY)
         answer = mem.dispatch("introspect.fading", {})

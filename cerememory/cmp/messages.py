@@ -715,6 +715,8 @@ class FadingResponse(Model):
     horizons: list[FadingHorizon]
     soonest: list[FadingRecord] = Field(default_factory=list,
                                         description="records still above their threshold, soonest forgotten first")
+    fidelity_histograms: list[StoreHistogram] = Field(default_factory=list,
+                                                      description="fidelity now, per store, by tenth")
 
 
 class EvolutionRequest(Request):

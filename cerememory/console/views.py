@@ -80,10 +80,8 @@ def install(app: Starlette, console: Console) -> None:
         stats = await console.call(session, "introspect.stats", {})
         fading = await console.call(session, "introspect.fading", {"limit": 10})
         recent = await console.call(session, "recall.query", {"limit": 10, "reconsolidate": False})
-        histograms = {}
-        if stats.evolution_metrics is not None:
-            histograms = {h.store.value: plots.histogram(h.counts, label=f"fidelity of {h.store.value} records")
-                          for h in stats.evolution_metrics.fidelity_histograms}
+        histograms = {h.store.value: plots.histogram(h.counts, label=f"fidelity of {h.store.value} records")
+                      for h in fading.fidelity_histograms}
         return console.render(request, session, "overview.html", stats=stats, fading=fading, recent=recent,
                               histograms=histograms, stores=[s.value for s in ALL_STORES],
                               notice=request.query_params.get("notice"))

@@ -108,7 +108,10 @@ class Introspection:
         soonest = [m.FadingRecord(record_id=ids[i], store=stores[curve.store_codes[i]],
                                   current_fidelity=round(float(curve.score[i]), 9), forgotten_at=from_ts(float(at[i])))
                    for i in order]
-        return m.FadingResponse(horizons=horizons, soonest=soonest)
+        tenths = np.minimum((np.clip(curve.score, 0.0, 1.0) * 10).astype(np.int64), 9)
+        cells = np.bincount(curve.store_codes * 10 + tenths, minlength=len(stores) * 10).reshape(len(stores), 10)
+        histograms = [m.StoreHistogram(store=s, counts=[int(c) for c in cells[i]]) for i, s in enumerate(stores)]
+        return m.FadingResponse(horizons=horizons, soonest=soonest, fidelity_histograms=histograms)
 
     def evolution(self, req: m.EvolutionRequest | None = None) -> m.EvolutionResponse:
         return m.EvolutionResponse(

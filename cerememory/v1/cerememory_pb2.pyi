@@ -1465,12 +1465,14 @@ class FadingRecord(_message.Message):
     def __init__(self, record_id: _Optional[str] = ..., store: _Optional[_Union[StoreType, str]] = ..., current_fidelity: _Optional[float] = ..., forgotten_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class FadingResponse(_message.Message):
-    __slots__ = ("horizons", "soonest")
+    __slots__ = ("horizons", "soonest", "fidelity_histograms")
     HORIZONS_FIELD_NUMBER: _ClassVar[int]
     SOONEST_FIELD_NUMBER: _ClassVar[int]
+    FIDELITY_HISTOGRAMS_FIELD_NUMBER: _ClassVar[int]
     horizons: _containers.RepeatedCompositeFieldContainer[FadingHorizon]
     soonest: _containers.RepeatedCompositeFieldContainer[FadingRecord]
-    def __init__(self, horizons: _Optional[_Iterable[_Union[FadingHorizon, _Mapping]]] = ..., soonest: _Optional[_Iterable[_Union[FadingRecord, _Mapping]]] = ...) -> None: ...
+    fidelity_histograms: _containers.RepeatedCompositeFieldContainer[StoreHistogram]
+    def __init__(self, horizons: _Optional[_Iterable[_Union[FadingHorizon, _Mapping]]] = ..., soonest: _Optional[_Iterable[_Union[FadingRecord, _Mapping]]] = ..., fidelity_histograms: _Optional[_Iterable[_Union[StoreHistogram, _Mapping]]] = ...) -> None: ...
 
 class EvolutionRequest(_message.Message):
     __slots__ = ("header",)
