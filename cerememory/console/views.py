@@ -59,10 +59,11 @@ def install(app: Starlette, console: Console) -> None:
         if console.keys is not None and key_id is None:
             refusal = CMPError(ErrorCode.UNAUTHORIZED, "that API key is not one this server accepts",
                                hint="create one with `cerememory keys create`")
-            if console.auth_failures is not None:
+            if console.auth_failures is not None:  # budgeted like wrong bearer keys: too many wait
                 client = request.client.host if request.client else None
-                refusal = console.auth_failures.refuse(console.auth_failures.address(
+                budget = console.auth_failures.refuse(console.auth_failures.address(
                     client, request.headers.get("x-forwarded-for")))
+                refusal = refusal if budget.code is ErrorCode.UNAUTHORIZED else budget
             return console.render(request, session, "sign_in.html", status=refusal.http_status, error=refusal)
         console.sessions.close(session.id)
         fresh = console.sessions.open(key_id=key_id, signed_in=True)
