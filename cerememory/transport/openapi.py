@@ -104,15 +104,15 @@ BEARER = "bearerKey"
 
 
 def secure(document: dict[str, Any]) -> None:
-    """Declare the bearer key (Swagger UI's "Authorize" button) on every CMP route; the probes and
-    the docs need none. A server started without keys ignores it."""
+    """Declare the bearer key (Swagger UI's "Authorize" button) on every CMP route, as optional
+    (`{}`): a server started without keys needs none. The probes and the docs never do."""
     document["components"]["securitySchemes"] = {BEARER: {
         "type": "http", "scheme": "bearer",
         "description": "an API key (`cerememory keys create`); needed when the server has keys"}}
     for path, methods in document.get("paths", {}).items():
         if path.startswith("/v1/"):
             for operation in methods.values():
-                operation["security"] = [{BEARER: []}]
+                operation["security"] = [{BEARER: []}, {}]
 
 
 def _renamed(names: set[str]) -> dict[str, str]:
