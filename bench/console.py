@@ -99,6 +99,7 @@ def main() -> None:
     parser.add_argument("--raw", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--quick", action="store_true", help="10k records, 2k journal records")
+    parser.add_argument("--data-dir", type=Path, help="populate this directory once and reuse it on later runs")
     args = parser.parse_args()
     if args.quick:
         args.records, args.raw = 10_000, 2_000
@@ -108,10 +109,18 @@ def main() -> None:
     info = environment()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        data = args.data_dir or work / "data"
         started = now()
-        record_id = populate(work / "data", args.records, args.raw)
+        if data.exists():
+            import cerememory
+
+            with cerememory.open(data, semantic="off") as mem:
+                graph = mem.dispatch("recall.graph", {"limit_nodes": 1})
+                record_id = str(graph["nodes"][0]["id"])
+        else:
+            record_id = populate(data, args.records, args.raw)
         populate_s = now() - started
-        proc, url = serve(work / "data", work)
+        proc, url = serve(data, work)
         try:
             with httpx.Client(base_url=url, timeout=60) as browser:
                 first_page = browser.get("/ui/store/episodic").text

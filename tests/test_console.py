@@ -49,7 +49,8 @@ def test_the_root_leads_to_the_console_and_an_open_server_needs_no_sign_in(http_
         root = browser.get("/", follow_redirects=False)
         assert root.status_code == 307 and root.headers["location"] == "/ui/"
         page = browser.get("/ui/")
-        assert page.status_code == 200 and "the deploy key rotates every Monday" in page.text
+        assert page.status_code == 200 and 'hx-get="/ui/recent"' in page.text
+        assert "the deploy key rotates every Monday" in browser.get("/ui/recent").text
         cookie = page.headers["set-cookie"].lower()
         assert "httponly" in cookie and "samesite=strict" in cookie and "path=/ui" in cookie
         policy = page.headers["content-security-policy"]
@@ -82,7 +83,7 @@ def test_every_page_renders_with_data(http_server, mem):
 def test_memory_content_renders_as_text(http_server, mem):
     record_id = mem.store(HOSTILE, meta={"intent": HOSTILE}).record_id
     with httpx.Client(base_url=http_server.url) as browser:
-        for path in ("/ui/", f"/ui/record/{record_id}", "/ui/search?q=quotes", "/ui/store/episodic"):
+        for path in ("/ui/recent", f"/ui/record/{record_id}", "/ui/search?q=quotes", "/ui/store/episodic"):
             html = browser.get(path).text
             assert "<script>document" not in html and "<img src=x" not in html, path
             assert "&lt;script&gt;document.title=" in html, path

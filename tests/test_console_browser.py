@@ -130,6 +130,8 @@ def test_every_page_renders_with_data(server, seeded, browser):
     stores = browser.find_element(By.ID, "stores").text
     assert "episodic 3" in stores and "semantic 1" in stores and "forgotten within 30 days" in stores
     assert browser.find_elements(By.CSS_SELECTOR, "svg.histogram rect")
+    _wait(browser).until(ec.presence_of_element_located((By.ID, "recent")))  # loaded after the page
+    assert "Lunch with Bob" in browser.find_element(By.ID, "recent").text
     _shoot(browser, "overview")
     browser.get(f"{server.url}/ui/store/semantic")
     assert "The deploy key rotates every Monday" in browser.find_element(By.ID, "listing").text
@@ -203,6 +205,9 @@ def test_the_pages_work_without_javascript(server, seeded, browser):
         assert "The deploy key rotates every Monday" in browser.find_element(By.ID, "hits").text
         browser.get(f"{server.url}/ui/record/{seeded['fact']}")
         assert browser.find_element(By.ID, "fidelity-curve").is_displayed()
+        browser.get(f"{server.url}/ui/")
+        browser.find_element(By.LINK_TEXT, "Show the most recent memories").click()  # htmx would load it
+        assert "The deploy key rotates every Monday" in browser.find_element(By.ID, "recent").text
     finally:
         browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
 

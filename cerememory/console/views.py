@@ -80,12 +80,17 @@ def install(app: Starlette, console: Console) -> None:
     async def overview(request: Request, session: Session | None) -> Response:
         stats = await console.call(session, "introspect.stats", {})
         fading = await console.call(session, "introspect.fading", {"limit": 10})
-        recent = await console.call(session, "recall.query", {"limit": 10, "reconsolidate": False})
         histograms = {h.store.value: plots.histogram(h.counts, label=f"fidelity of {h.store.value} records")
                       for h in fading.fidelity_histograms}
-        return console.render(request, session, "overview.html", stats=stats, fading=fading, recent=recent,
+        return console.render(request, session, "overview.html", stats=stats, fading=fading,
                               histograms=histograms, stores=[s.value for s in ALL_STORES],
                               notice=request.query_params.get("notice"))
+
+    async def recent(request: Request, session: Session | None) -> Response:
+        """The overview's recent memories, a panel of its own (htmx loads it after the page)."""
+        found = await console.call(session, "recall.query", {"limit": 10, "reconsolidate": False})
+        template = "recent.html" if request.headers.get("hx-request") else "recent_page.html"
+        return console.render(request, session, template, recent=found)
 
     async def search(request: Request, session: Session | None) -> Response:
         q = request.query_params
@@ -112,7 +117,7 @@ def install(app: Starlette, console: Console) -> None:
         store = request.path_params["store"]
         cursor = request.query_params.get("cursor") or None
         listed = await console.call(session, "recall.list", {
-            "store": store, "cursor": cursor, "limit": PAGE_SIZE, "fields": ["text", "fidelity"]})
+            "store": store, "cursor": cursor, "limit": PAGE_SIZE, "fields": ["text"]})
         return console.render(request, session, "store.html", store=store, listed=listed)
 
     async def record(request: Request, session: Session | None) -> Response:
@@ -161,6 +166,7 @@ def install(app: Starlette, console: Console) -> None:
         ("/sign-in", sign_in_form, "GET"),
         ("/sign-in", action(sign_in, signed_in=False), "POST"),
         ("/sign-out", action(sign_out), "POST"),
+        ("/recent", page(recent), "GET"),
         ("/search", page(search), "GET"),
         ("/store/{store}", page(store_page), "GET"),
         ("/record/{record_id}", page(record), "GET"),
