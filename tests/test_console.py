@@ -109,6 +109,8 @@ def test_an_action_without_its_csrf_token_or_from_another_site_is_refused(http_s
         done = browser.post(target, data={"confirm": "yes", "csrf": token}, follow_redirects=False)
         assert done.status_code == 303 and done.headers["location"] == "/ui/?notice=forgotten"
         assert browser.get(f"/ui/record/{record_id}").status_code == 404
+        forgets = mem.dispatch("introspect.audit", {"op": "lifecycle.forget"})["entries"]
+        assert forgets[0]["transport"] == "console" and str(record_id) in forgets[0]["record_ids"]
     # the form routes take no JSON API call: a form post to the API is still refused
     assert httpx.post(f"{http_server.url}/v1/encode", data={"content": "x"}).status_code == 415
 

@@ -139,6 +139,12 @@ def test_every_page_renders_with_data(server, seeded, browser):
     assert "can you rotate the deploy key?" in browser.find_element(By.ID, "journal").text
     browser.get(f"{server.url}/ui/evolution")
     assert browser.find_element(By.ID, "adjustments").is_displayed()
+    browser.get(f"{server.url}/ui/audit")
+    browser.find_element(By.ID, "verify").click()
+    browser.find_element(By.ID, "filter").click()
+    assert "The chain is whole" in browser.find_element(By.ID, "verification").text
+    assert "encode.store" in browser.find_element(By.ID, "audit").text
+    _shoot(browser, "audit")
     assert _csp_violations(browser) == []
 
 

@@ -719,6 +719,40 @@ class FadingResponse(Model):
                                                       description="fidelity now, per store, by tenth")
 
 
+class AuditRequest(Request):
+    limit: StrictInt = Field(default=50, ge=1, le=MAX_RECALL_LIMIT)
+    before_seq: StrictInt | None = Field(default=None, ge=1, description="entries older than this (paging)")
+    op: str | None = Field(default=None, max_length=64, description="only this operation, e.g. lifecycle.forget")
+    verify: StrictBool = Field(default=False, description="also check the whole hash chain")
+
+
+class AuditEntry(Model):
+    seq: int
+    time: str
+    op: str
+    phase: str | None = None
+    record_ids: list[str] = Field(default_factory=list)
+    key_id: str | None = None
+    request_id: str | None = None
+    transport: str | None = None
+    summary: StoredJson = Field(default_factory=dict)
+    hash: str
+
+
+class AuditVerification(Model):
+    ok: bool
+    entries: int
+    head: str = Field(description="hash of the last good entry")
+    first_bad_line: int | None = None
+    reason: str | None = None
+
+
+class AuditResponse(Model):
+    entries: list[AuditEntry]
+    next_before_seq: int | None = Field(default=None, description="before_seq of the next (older) page")
+    verification: AuditVerification | None = None
+
+
 class EvolutionRequest(Request):
     pass
 

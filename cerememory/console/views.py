@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ..cmp.errors import CMPError, ErrorCode
+from ..cmp.operations import OPERATIONS
 from ..model import ALL_STORES
 from . import plots
 from .app import PREFIX, Console
@@ -154,6 +155,17 @@ def install(app: Starlette, console: Console) -> None:
         return console.render(request, session, "journal.html", found=found, session_id=q.get("session", ""),
                               q=q.get("q", ""), before=before)
 
+    async def audit(request: Request, session: Session | None) -> Response:
+        q = request.query_params
+        body: dict[str, Any] = {"limit": PAGE_SIZE, "verify": q.get("verify") == "1"}
+        if q.get("op"):
+            body["op"] = q["op"]
+        if q.get("before", "").isdigit():
+            body["before_seq"] = int(q["before"])
+        log = await console.call(session, "introspect.audit", body)
+        return console.render(request, session, "audit.html", log=log, op=q.get("op", ""),
+                              operations=sorted(OPERATIONS), verify=body["verify"])
+
     async def evolution(request: Request, session: Session | None) -> Response:
         evolved = await console.call(session, "introspect.evolution", {})
         stats = await console.call(session, "introspect.stats", {})
@@ -174,6 +186,7 @@ def install(app: Starlette, console: Console) -> None:
         ("/record/{record_id}/forget", action(forget), "POST"),
         ("/journal", page(journal), "GET"),
         ("/evolution", page(evolution), "GET"),
+        ("/audit", page(audit), "GET"),
     ]
     for path, endpoint, method in routes:
         app.add_route(PREFIX + path, endpoint, methods=[method], include_in_schema=False)

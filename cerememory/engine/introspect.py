@@ -11,6 +11,8 @@ from ..cmp import messages as m
 from ..cmp.errors import not_found
 from ..dynamics import decay
 from ..model import ALL_STORES, MemoryRecord, from_ts, to_ts
+from ..security import audit
+from ..security.audit import GENESIS, AuditLog
 from ..stores.records import Head
 from .core import EngineCore
 
@@ -122,6 +124,24 @@ class Introspection:
         cells = np.bincount(codes * 10 + tenths, minlength=len(stores) * 10).reshape(len(stores), 10)
         histograms = [m.StoreHistogram(store=s, counts=[int(c) for c in cells[i]]) for i, s in enumerate(stores)]
         return m.FadingResponse(horizons=horizons, soonest=soonest, fidelity_histograms=histograms)
+
+    @staticmethod
+    def audit(req: m.AuditRequest, log: AuditLog | None) -> m.AuditResponse:
+        """A page of the audit log (read from its file, newest first) and, when asked, the check of
+        the whole chain. A data directory opened without an audit log has an empty one."""
+        if log is None:
+            return m.AuditResponse(entries=[], verification=m.AuditVerification(ok=True, entries=0, head=GENESIS)
+                                   if req.verify else None)
+        rows = audit.read_entries(log.path, limit=req.limit + 1, before_seq=req.before_seq, op=req.op)
+        entries = [m.AuditEntry.model_validate({k: v for k, v in row.items() if k != "prev"})
+                   for row in rows[:req.limit]]
+        verification = None
+        if req.verify:
+            checked = audit.verify(log.path)
+            verification = m.AuditVerification(ok=checked.ok, entries=checked.entries, head=checked.head,
+                                               first_bad_line=checked.first_bad_line, reason=checked.reason)
+        return m.AuditResponse(entries=entries, verification=verification,
+                               next_before_seq=entries[-1].seq if len(rows) > req.limit else None)
 
     def evolution(self, req: m.EvolutionRequest | None = None) -> m.EvolutionResponse:
         return m.EvolutionResponse(

@@ -132,6 +132,31 @@ def verify(path: str | Path) -> Verification:
     return Verification(str(path), True, seq, head, seconds=time.perf_counter() - started)
 
 
+def read_entries(path: str | Path, *, limit: int, before_seq: int | None = None,
+                 op: str | None = None) -> list[dict[str, Any]]:
+    """The newest `limit` entries (newest first) with a `seq` below `before_seq`, of operation
+    `op` when given; lines that do not parse are skipped (`verify` says where the chain breaks)."""
+    path = Path(path)
+    found: list[dict[str, Any]] = []
+    if not path.exists():
+        return found
+    with path.open("rb") as lines:
+        for raw in lines:
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict) or (op is not None and entry.get("op") != op):
+                continue
+            if before_seq is not None and not (isinstance(entry.get("seq"), int) and entry["seq"] < before_seq):
+                continue
+            found.append(entry)
+            if len(found) > limit:
+                del found[0]
+    found.reverse()
+    return found
+
+
 def _last_line(fd: int, size: int) -> bytes:
     """The last complete line of the file (reading backwards in growing chunks)."""
     chunk = 65536

@@ -162,6 +162,11 @@ class CerememoryServiceStub:
                 request_serializer=cerememory_dot_v1_dot_cerememory__pb2.FadingRequest.SerializeToString,
                 response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.FadingResponse.FromString,
                 _registered_method=True)
+        self.Audit = channel.unary_unary(
+                '/cerememory.v1.CerememoryService/Audit',
+                request_serializer=cerememory_dot_v1_dot_cerememory__pb2.AuditRequest.SerializeToString,
+                response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.AuditResponse.FromString,
+                _registered_method=True)
 
 
 class CerememoryServiceServicer:
@@ -328,6 +333,12 @@ class CerememoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Audit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CerememoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -455,6 +466,11 @@ def add_CerememoryServiceServicer_to_server(servicer, server):
                     servicer.Fading,
                     request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.FadingRequest.FromString,
                     response_serializer=cerememory_dot_v1_dot_cerememory__pb2.FadingResponse.SerializeToString,
+            ),
+            'Audit': grpc.unary_unary_rpc_method_handler(
+                    servicer.Audit,
+                    request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.AuditRequest.FromString,
+                    response_serializer=cerememory_dot_v1_dot_cerememory__pb2.AuditResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1134,6 +1150,33 @@ class CerememoryService:
             '/cerememory.v1.CerememoryService/Fading',
             cerememory_dot_v1_dot_cerememory__pb2.FadingRequest.SerializeToString,
             cerememory_dot_v1_dot_cerememory__pb2.FadingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Audit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cerememory.v1.CerememoryService/Audit',
+            cerememory_dot_v1_dot_cerememory__pb2.AuditRequest.SerializeToString,
+            cerememory_dot_v1_dot_cerememory__pb2.AuditResponse.FromString,
             options,
             channel_credentials,
             insecure,
