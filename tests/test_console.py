@@ -159,3 +159,24 @@ def test_revoking_the_key_ends_its_console_sessions(mem, tmp_path):
             assert browser.get("/ui/", follow_redirects=False).headers["location"] == "/ui/sign-in"
     finally:
         server.stop()
+
+
+def test_the_playbook_page_lists_cm_rules_most_mature_first(http_server, mem):
+    from cerememory.cm.backend import bullet_request
+    from cerememory.cm.bullets import normalise
+
+    rules = [normalise({"id": "b-1", "content": "run the linter before committing", "category": "workflow"}),
+             normalise({"id": "b-2", "content": "never force-push to main", "isNegative": True,
+                        "maturity": "proven", "feedbackEvents": [
+                            {"type": "helpful", "timestamp": "2026-11-30T10:00:00Z"}]}),
+             normalise({"id": "b-3", "content": "<b>escape</b> me", "maturity": "established"})]
+    for rule in rules:
+        mem.dispatch("encode.store", bullet_request(rule))
+    mem.store("not a rule", store="procedural")
+    with httpx.Client(base_url=http_server.url) as browser:
+        page = browser.get("/ui/playbook").text
+    assert "id=\"playbook\"" in page, page[-1500:]
+    table = page[page.index("id=\"playbook\""):]
+    assert table.index("never force-push") < table.index("escape") < table.index("run the linter")
+    assert "anti-pattern" in table and "helpful 2026-11-30" in table and "not a rule" not in table
+    assert "&lt;b&gt;escape&lt;/b&gt;" in table

@@ -139,6 +139,8 @@ def test_every_page_renders_with_data(server, seeded, browser):
     assert "can you rotate the deploy key?" in browser.find_element(By.ID, "journal").text
     browser.get(f"{server.url}/ui/evolution")
     assert browser.find_element(By.ID, "adjustments").is_displayed()
+    browser.get(f"{server.url}/ui/playbook")
+    assert browser.find_element(By.ID, "playbook").is_displayed()
     browser.get(f"{server.url}/ui/audit")
     browser.find_element(By.ID, "verify").click()
     browser.find_element(By.ID, "filter").click()

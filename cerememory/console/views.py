@@ -21,6 +21,10 @@ PAGE_SIZE = 50
 SEARCH_LIMITS = (10, 25, 50, 100)
 TIME_FILTERS = {"": None, "1": 1, "7": 7, "30": 30, "365": 365}
 CURVE_POINTS = 24
+MATURITY_ORDER = {"deprecated": 0, "candidate": 1, "established": 2, "proven": 3}
+# what `cm` leaves out of a rule's metadata when it has the default value (cm/bullets.py)
+BULLET_DEFAULTS: dict[str, Any] = {"maturity": "candidate", "state": "draft", "isNegative": False,
+                                   "helpfulCount": 0, "harmfulCount": 0, "category": "", "scope": "global"}
 DAY = 86400.0
 
 
@@ -166,6 +170,18 @@ def install(app: Starlette, console: Console) -> None:
         return console.render(request, session, "audit.html", log=log, op=q.get("op", ""),
                               operations=sorted(OPERATIONS), verify=body["verify"])
 
+    async def playbook(request: Request, session: Session | None) -> Response:
+        """`cm`'s playbook rules: procedural records with `metadata.cm_kind = "bullet"` (docs/cm.md)."""
+        listed = await console.call(session, "recall.list", {
+            "store": "procedural", "metadata": {"cm_kind": "bullet"}, "limit": PAGE_SIZE,
+            "cursor": request.query_params.get("cursor") or None, "fields": ["text", "metadata"]})
+        rules = sorted(({"id": r.id, "text": r.text or "", **BULLET_DEFAULTS, **(r.metadata or {}),
+                         "feedback": _feedback((r.metadata or {}).get("feedbackEvents"))}
+                        for r in listed.records),
+                       key=lambda b: (-MATURITY_ORDER.get(str(b["maturity"]), -1),
+                                      -(int(b["helpfulCount"]) - int(b["harmfulCount"]))))
+        return console.render(request, session, "playbook.html", rules=rules, next_cursor=listed.next_cursor)
+
     async def evolution(request: Request, session: Session | None) -> Response:
         evolved = await console.call(session, "introspect.evolution", {})
         stats = await console.call(session, "introspect.stats", {})
@@ -187,6 +203,7 @@ def install(app: Starlette, console: Console) -> None:
         ("/journal", page(journal), "GET"),
         ("/evolution", page(evolution), "GET"),
         ("/audit", page(audit), "GET"),
+        ("/playbook", page(playbook), "GET"),
     ]
     for path, endpoint, method in routes:
         app.add_route(PREFIX + path, endpoint, methods=[method], include_in_schema=False)
@@ -216,6 +233,14 @@ async def _curve(console: Console, session: Session | None, record_id: str,
     ahead = [(t, (await at(t)).forecasted_fidelity) for t in _steps(now.timestamp(), horizon, CURVE_POINTS)]
     svg = plots.fidelity_curve(past, ahead, now=now.timestamp(), threshold=threshold, forgotten_at=crossing)
     return svg, first
+
+
+def _feedback(events: Any) -> list[str]:
+    """A rule's last three feedback events as `type date`, whatever shape they were stored in."""
+    if not isinstance(events, list):
+        return []
+    return [f"{e.get('type', '')} {str(e.get('timestamp', ''))[:10]}".strip() if isinstance(e, dict) else str(e)
+            for e in events[-3:]]
 
 
 def _steps(start: float, end: float, n: int) -> list[float]:
