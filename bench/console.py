@@ -137,6 +137,10 @@ def main() -> None:
                     "journal": "/ui/journal",
                     "journal search": "/ui/journal?q=budget",
                     "evolution": "/ui/evolution",
+                    "recent memories (overview panel)": "/ui/recent",
+                    "playbook": "/ui/playbook",
+                    "audit": "/ui/audit",
+                    "audit, chain verified": "/ui/audit?verify=1",
                 }
                 for path in pages.values():  # warm up
                     assert browser.get(path).status_code == 200, path
