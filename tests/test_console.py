@@ -73,6 +73,7 @@ def test_every_page_renders_with_data(http_server, mem):
         assert 'class="forecast"' in record and "joy" in record
         search = browser.get("/ui/search", params={"q": "roadmap", "mode": "perfect"}).text
         assert 'id="signals">bm25' in search and "BM25" in search and "fused" in search
+        assert 'class="trace"' in search and f'href="/ui/record/{first}"' in search  # activation reached it
         assert "Lunch with Bob" in browser.get("/ui/store/episodic").text
         assert "user: cut the roadmap?" in browser.get("/ui/journal", params={"session": "chat-42"}).text
         assert "Parameters the evolution engine tuned" in browser.get("/ui/evolution").text

@@ -18,7 +18,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from ..cmp.context import bound, current
 from ..cmp.errors import CMPError, ErrorCode
-from . import security
+from . import plots, security
 from .sessions import COOKIE, Session, Sessions
 
 PREFIX = "/ui"
@@ -44,6 +44,7 @@ class Refusals(Protocol):
 def environment() -> Environment:
     env = Environment(loader=PackageLoader("cerememory.console", "templates"), autoescape=True,
                       trim_blocks=True, lstrip_blocks=True)
+    env.globals["trace"] = plots.activation_path
     return env
 
 

@@ -73,3 +73,23 @@ def histogram(counts: Sequence[int], *, label: str) -> Markup:
                      f'<title>{i / 10:.1f}-{(i + 1) / 10:.1f}: {count}</title></rect>')
     parts.append(f'<line class="axis" x1="0" y1="{height - 7}" x2="{width}" y2="{height - 7}"/></svg>')
     return Markup("".join(parts))
+
+
+def activation_path(path: Sequence[object]) -> Markup:
+    """The records spreading activation went through to reach a hit (the path ends at the hit),
+    as a chain of linked nodes."""
+    nodes = [str(node) for node in path]
+    step, radius, height = 96, 7, 40
+    width = step * (len(nodes) - 1) + 2 * PAD
+    parts = [f'<svg class="trace" viewBox="0 0 {width} {height}" role="img" aria-label="activation path" '
+             f'xmlns="http://www.w3.org/2000/svg">']
+    for i in range(len(nodes) - 1):
+        parts.append(f'<line class="edge" x1="{PAD + i * step + radius}" y1="14" x2="{PAD + (i + 1) * step - radius}" '
+                     f'y2="14"/>')
+    for i, node in enumerate(nodes):
+        x, css = PAD + i * step, "hit" if i == len(nodes) - 1 else "node"
+        parts.append(f'<a href="/ui/record/{escape(node)}"><circle class="{css}" cx="{x}" cy="14" r="{radius}">'
+                     f'<title>{escape(node)}</title></circle>'
+                     f'<text class="label" x="{x}" y="36" text-anchor="middle">…{escape(node[-6:])}</text></a>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
