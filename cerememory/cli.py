@@ -743,7 +743,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
     semantic = f"on ({stats.embedder})" if stats.embedder else "off"
     print(f"cerememory {__version__} serving {mem.data_dir} on {url}{grpc}\n"
           f"{stats.total_records} records, {stats.raw_journal_records} journal records; "
-          f"semantic search {semantic}; API docs at {url}/docs", file=sys.stderr, flush=True)
+          f"semantic search {semantic}; console at {url}/ui, API docs at {url}/docs", file=sys.stderr, flush=True)
     serve(mem.engine, options)
     return 0
 

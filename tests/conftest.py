@@ -188,10 +188,10 @@ class ServeProcess:
         self.log_path = log_path
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=self._log)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a loaded machine starts a server slowly; a healthy one is quick
         while True:
             try:
-                if httpx.get(f"{self.url}/readiness", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/readiness", timeout=5).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

@@ -172,6 +172,23 @@ def test_cm_reaches_memory_only_through_cmp():
     assert not found, "\n".join(found)
 
 
+CONSOLE_MAY_NOT_IMPORT = ("cerememory.engine", "cerememory.stores", "cerememory.index", "cerememory.storage",
+                          "cerememory.api")
+
+
+def test_the_console_reaches_memory_only_through_the_dispatcher():
+    found = []
+    for name, (path, tree) in MODULES.items():
+        if not _inside(name, ("cerememory.console",)):
+            continue
+        for node, source, imported in _imports(name, path, tree):
+            target = f"{source}.{imported}" if imported else source
+            if _inside(target, CONSOLE_MAY_NOT_IMPORT) or _inside(source, CONSOLE_MAY_NOT_IMPORT):
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} imports {target}")
+    assert not found, "\n".join(found)
+    assert any(_inside(name, ("cerememory.console",)) for name in MODULES)
+
+
 def test_the_checks_see_what_they_look_for():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert "cerememory.engine.facade" in MODULES and "cerememory.cm.cli" in MODULES

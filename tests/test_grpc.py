@@ -204,6 +204,9 @@ def scenario(api: cerememory.MemoryAPI) -> list[Any]:
     keep(api.stats())
     out.append(api.dispatch("introspect.record", {"record_id": str(batch.results[0].record_id)}))
     out.append(api.dispatch("recall.query", {"cue": {"text": "rotate"}, "reconsolidate": False}))
+    out.append(api.dispatch("introspect.fading", {"horizons_days": [7, 3650], "limit": 3}))
+    audit = api.dispatch("introspect.audit", {"op": "lifecycle.forget", "limit": 1, "verify": True})
+    out.append([audit["verification"]["ok"], audit["entries"][0]["summary"], audit["entries"][0]["record_ids"]])
     return out
 
 

@@ -690,6 +690,69 @@ class DecayForecastResponse(Model):
     forecasts: list[DecayForecast]
 
 
+class FadingRequest(Request):
+    horizons_days: list[Annotated[int, Field(ge=1, le=3650, strict=True)]] | None = Field(
+        default=None, max_length=10,
+        description="count the records forgotten within each horizon, in days from now (empty: 7 and 30)")
+    limit: StrictInt = Field(default=20, ge=0, le=MAX_RECALL_LIMIT,
+                             description="how many of the soonest-forgotten records to list")
+
+
+class FadingHorizon(Model):
+    days: int
+    total: int
+    by_store: dict[str, int]
+
+
+class FadingRecord(Model):
+    record_id: uuid.UUID
+    store: StoreType
+    current_fidelity: float
+    forgotten_at: UtcDatetime
+
+
+class FadingResponse(Model):
+    horizons: list[FadingHorizon]
+    soonest: list[FadingRecord] = Field(default_factory=list,
+                                        description="records still above their threshold, soonest forgotten first")
+    fidelity_histograms: list[StoreHistogram] = Field(default_factory=list,
+                                                      description="fidelity now, per store, by tenth")
+
+
+class AuditRequest(Request):
+    limit: StrictInt = Field(default=50, ge=1, le=MAX_RECALL_LIMIT)
+    before_seq: StrictInt | None = Field(default=None, ge=1, description="entries older than this (paging)")
+    op: str | None = Field(default=None, max_length=64, description="only this operation, e.g. lifecycle.forget")
+    verify: StrictBool = Field(default=False, description="also check the whole hash chain")
+
+
+class AuditEntry(Model):
+    seq: int
+    time: str
+    op: str
+    phase: str | None = None
+    record_ids: list[str] = Field(default_factory=list)
+    key_id: str | None = None
+    request_id: str | None = None
+    transport: str | None = None
+    summary: StoredJson = Field(default_factory=dict)
+    hash: str
+
+
+class AuditVerification(Model):
+    ok: bool
+    entries: int
+    head: str = Field(description="hash of the last good entry")
+    first_bad_line: int | None = None
+    reason: str | None = None
+
+
+class AuditResponse(Model):
+    entries: list[AuditEntry]
+    next_before_seq: int | None = Field(default=None, description="before_seq of the next (older) page")
+    verification: AuditVerification | None = None
+
+
 class EvolutionRequest(Request):
     pass
 

@@ -229,5 +229,11 @@ class Engine:
     def introspect_decay_forecast(self, req: m.DecayForecastRequest) -> m.DecayForecastResponse:
         return self.introspection.decay_forecast(req)
 
+    def introspect_fading(self, req: m.FadingRequest) -> m.FadingResponse:
+        return self.introspection.fading(req)
+
+    def introspect_audit(self, req: m.AuditRequest) -> m.AuditResponse:
+        return self.introspection.audit(req, self.audit)
+
     def introspect_evolution(self, req: m.EvolutionRequest | None = None) -> m.EvolutionResponse:
         return self.introspection.evolution(req)

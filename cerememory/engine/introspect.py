@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,8 @@ from ..cmp import messages as m
 from ..cmp.errors import not_found
 from ..dynamics import decay
 from ..model import ALL_STORES, MemoryRecord, from_ts, to_ts
+from ..security import audit
+from ..security.audit import GENESIS, AuditLog
 from ..stores.records import Head
 from .core import EngineCore
 
@@ -28,9 +31,9 @@ class Introspection:
         counts = {s.value: int(per_store[i]) for i, s in enumerate(ALL_STORES)}
         sums = {s.value: float(score_sums[i]) for i, s in enumerate(ALL_STORES)}
         oldest = newest = None
-        if heads:
-            oldest = from_ts(min(h.created_at for h in heads))
-            newest = from_ts(max(h.created_at for h in heads))
+        if heads:  # one pass over the heads, then numpy (min and max over 100k heads cost 150 ms)
+            created = np.fromiter((h.created_at for h in heads), dtype=np.float64, count=len(heads))
+            oldest, newest = from_ts(float(created.min())), from_ts(float(created.max()))
         total = sum(counts.values())
         raw_total, raw_pending = core.journal.counts()
         return m.StatsResponse(
@@ -81,6 +84,64 @@ class Introspection:
                 estimated_threshold_date=from_ts(head.last_accessed_at + crossing) if np.isfinite(crossing) else None,
             ))
         return m.DecayForecastResponse(forecasts=forecasts)
+
+    def fading(self, req: m.FadingRequest) -> m.FadingResponse:
+        """What each horizon will see forgotten, from the closed-form crossing time of every
+        record still above its store's threshold, and fidelity now by tenth: vectorised, reading
+        each head's fields once."""
+        core = self.core
+        now = core.clock()
+        snapshot = core.records.items()
+        ids, heads = list(map(itemgetter(0), snapshot)), list(map(itemgetter(1), snapshot))
+        n, stores = len(heads), ALL_STORES
+        code_of = {s: i for i, s in enumerate(stores)}
+
+        def column(name: str) -> np.ndarray:
+            return np.fromiter(map(attrgetter(name), heads), dtype=np.float64, count=n)
+
+        codes = np.fromiter(map(code_of.__getitem__, map(attrgetter("store"), heads)), dtype=np.int64, count=n)
+        base, stability, intensity, last = (column(c) for c in
+                                            ("fidelity_base", "stability", "emotion_intensity", "last_accessed_at"))
+        prune = np.array([core.params[s].prune for s in stores])[codes]
+        exponent = np.array([core.params[s].exponent for s in stores])[codes]
+        score = decay.fidelity(base, now - last, stability, exponent, intensity)
+        alive = score >= prune
+        at = last + decay.seconds_until(prune, base, stability, exponent, intensity)
+        horizons = []
+        for days in req.horizons_days or [7, 30]:
+            within = alive & (at <= now + days * 86400.0)
+            per_store = np.bincount(codes[within], minlength=len(stores))
+            horizons.append(m.FadingHorizon(days=days, total=int(within.sum()),
+                                            by_store={s.value: int(per_store[i]) for i, s in enumerate(stores)}))
+        finite = np.flatnonzero(alive & np.isfinite(at))
+        if 0 < req.limit < len(finite):  # the soonest `limit` without sorting them all
+            finite = finite[np.argpartition(at[finite], req.limit - 1)[:req.limit]]
+        order = finite[np.argsort(at[finite], kind="stable")[:req.limit]]
+        soonest = [m.FadingRecord(record_id=ids[i], store=stores[codes[i]],
+                                  current_fidelity=round(float(score[i]), 9), forgotten_at=from_ts(float(at[i])))
+                   for i in order]
+        tenths = np.minimum((np.clip(score, 0.0, 1.0) * 10).astype(np.int64), 9)
+        cells = np.bincount(codes * 10 + tenths, minlength=len(stores) * 10).reshape(len(stores), 10)
+        histograms = [m.StoreHistogram(store=s, counts=[int(c) for c in cells[i]]) for i, s in enumerate(stores)]
+        return m.FadingResponse(horizons=horizons, soonest=soonest, fidelity_histograms=histograms)
+
+    @staticmethod
+    def audit(req: m.AuditRequest, log: AuditLog | None) -> m.AuditResponse:
+        """A page of the audit log (newest first) and, when asked, the check of
+        the whole chain. A data directory opened without an audit log has an empty one."""
+        if log is None:
+            return m.AuditResponse(entries=[], verification=m.AuditVerification(ok=True, entries=0, head=GENESIS)
+                                   if req.verify else None)
+        rows = audit.read_entries(log.lines(), limit=req.limit + 1, before_seq=req.before_seq, op=req.op)
+        entries = [m.AuditEntry.model_validate({k: v for k, v in row.items() if k != "prev"})
+                   for row in rows[:req.limit]]
+        verification = None
+        if req.verify:
+            checked = log.verify()
+            verification = m.AuditVerification(ok=checked.ok, entries=checked.entries, head=checked.head,
+                                               first_bad_line=checked.first_bad_line, reason=checked.reason)
+        return m.AuditResponse(entries=entries, verification=verification,
+                               next_before_seq=entries[-1].seq if len(rows) > req.limit else None)
 
     def evolution(self, req: m.EvolutionRequest | None = None) -> m.EvolutionResponse:
         return m.EvolutionResponse(

@@ -150,6 +150,27 @@ def broken(report: Verification) -> CMPError:
     )
 
 
+def read_entries(lines: Iterable[bytes], *, limit: int, before_seq: int | None = None,
+                 op: str | None = None) -> list[dict[str, Any]]:
+    """The newest `limit` entries (newest first) with a `seq` below `before_seq`, of operation
+    `op` when given; lines that do not parse are skipped (`verify` says where the chain breaks)."""
+    found: list[dict[str, Any]] = []
+    for raw in lines:
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or (op is not None and entry.get("op") != op):
+            continue
+        if before_seq is not None and not (isinstance(entry.get("seq"), int) and entry["seq"] < before_seq):
+            continue
+        found.append(entry)
+        if len(found) > limit:
+            del found[0]
+    found.reverse()
+    return found
+
+
 def _last_line(fd: int, size: int) -> bytes:
     """The last complete line of the file (reading backwards in growing chunks)."""
     chunk = 65536
@@ -246,6 +267,7 @@ class Chain(Protocol):
 
     def append(self, entry: dict[str, Any]) -> tuple[dict[str, Any], str]: ...  # adds seq and prev
     def head(self) -> tuple[int, str]: ...
+    def lines(self) -> Iterator[bytes]: ...  # every entry's line, oldest first
     def sync(self) -> None: ...
     def close(self) -> None: ...
 
@@ -267,6 +289,11 @@ class FileChain:
 
     def head(self) -> tuple[int, str]:
         return self._seq, self._head
+
+    def lines(self) -> Iterator[bytes]:
+        if self.path.exists():
+            with self.path.open("rb") as lines:
+                yield from lines
 
     def _catch_up(self) -> None:
         """Another process appended since our last write: chain from its last entry."""
@@ -404,6 +431,12 @@ class AuditLog:
             "request_id": request_id, "transport": transport, "summary": summary or {}})
         entry["hash"] = digest
         return entry
+
+    def lines(self) -> Iterator[bytes]:
+        return self.chain.lines()
+
+    def verify(self) -> Verification:
+        return verify_lines(self.chain.lines(), self.where)
 
     def sync(self) -> None:
         self.chain.sync()

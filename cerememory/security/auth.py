@@ -65,6 +65,10 @@ class KeyRing:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def active_ids(self) -> set[str]:
+        """The ids of the keys accepted now (a console session ends when its key's id leaves)."""
+        return {key_id for key_id, _ in self._entries}
+
     def identify(self, key: str | None) -> str | None:
         return identify_in(self._entries, key)
 

@@ -177,6 +177,10 @@ class ServerKeys:
     def __len__(self) -> int:
         return len(self.entries())
 
+    def active_ids(self) -> set[str]:
+        """The ids of the keys accepted now: a revoked key's id leaves at once."""
+        return {key_id for key_id, _ in self.entries()}
+
     def identify_authorization(self, header: str | None) -> str | None:
         return identify_in(self.entries(), bearer_token(header))
 

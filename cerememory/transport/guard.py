@@ -10,7 +10,8 @@ rebinding) becomes same-origin and can read everything. Three checks close both:
 - **Origin**, when a browser sends one, must be this server's own origin or be listed in
   `http.allowed_origins` (403). Clients that are not browsers send no Origin.
 - A request that carries a body must say `Content-Type: application/json` (415), so no form or
-  `text/plain` POST is ever parsed.
+  `text/plain` POST is ever parsed; only the web console's routes take url-encoded forms, and
+  each of them checks a CSRF token (cerememory/console/security.py).
 
 Nothing here depends on a key: a keyed server is checked the same way.
 """
@@ -109,8 +110,9 @@ class HostPolicy:
         return (parts.scheme in ("http", "https") and self.port in (None, port) and bool(parts.hostname)
                 and self.allows_host(f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname))
 
-    def check(self, method: str, headers: dict[bytes, bytes]) -> CMPError | None:
-        """The error to answer instead of serving the request, or None when it may go ahead."""
+    def check(self, method: str, headers: dict[bytes, bytes], *, forms: bool = False) -> CMPError | None:
+        """The error to answer instead of serving the request, or None when it may go ahead;
+        `forms`: the route takes url-encoded forms too (the console's)."""
         host = headers.get(b"host", b"").decode("latin-1") or None
         if not self.allows_host(host):
             return CMPError(ErrorCode.HOST_NOT_ALLOWED, f"this server does not answer to the host {host!r}",
@@ -123,7 +125,8 @@ class HostPolicy:
                             hint="a web page may call this server only from its own origin; "
                                  "list trusted origins in http.allowed_origins",
                             details={"origin": origin})
-        if method not in BODYLESS_METHODS and _has_body(headers) and not _is_json(headers):
+        if method not in BODYLESS_METHODS and _has_body(headers) and not _is_json(headers) \
+                and not (forms and _is_form(headers)):
             given = headers.get(b"content-type", b"").decode("latin-1") or None
             return CMPError(ErrorCode.UNSUPPORTED_MEDIA_TYPE,
                             f"request bodies must be JSON, not {given or 'untyped'}",
@@ -137,9 +140,17 @@ def _has_body(headers: dict[bytes, bytes]) -> bool:
     return b"content-type" in headers or b"transfer-encoding" in headers or (bool(length) and length != b"0")
 
 
+def _media(headers: dict[bytes, bytes]) -> bytes:
+    return headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower()
+
+
 def _is_json(headers: dict[bytes, bytes]) -> bool:
-    media = headers.get(b"content-type", b"").split(b";", 1)[0].strip().lower()
+    media = _media(headers)
     return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
+
+
+def _is_form(headers: dict[bytes, bytes]) -> bool:
+    return _media(headers) == b"application/x-www-form-urlencoded"
 
 
 LOOPBACK = HostPolicy.for_bind("127.0.0.1", None, ["127.0.0.1"])

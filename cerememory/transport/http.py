@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.convertors import StringConvertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .. import console
 from ..cmp.dispatch import OPERATIONS, Dispatcher, Operation
 from ..cmp.errors import CMPError, ErrorCode
 from ..cmp.handler import CMPHandler
@@ -126,8 +127,9 @@ def create_app(target: Dispatcher | CMPHandler, *, body_limit: int = DEFAULT_BOD
     budgeted per address by `auth_failures`), and with `rate_limit` a token bucket per key (or
     client address) on everything but the probes."""
     dispatcher, ops = metered(target)
-    app = FastAPI(title="Cerememory", version=__version__,
-                  description="CMP over HTTP. Every error is `{code, message, details, retry_after, request_id}`.")
+    app = FastAPI(title="Cerememory", version=__version__, docs_url=None, redoc_url=None,
+                  description="CMP over HTTP. Every error is `{code, message, details, retry_after, request_id}`. "
+                              "The web console is at /ui.")
 
     @app.exception_handler(CMPError)
     async def cmp_error(request: Request, exc: CMPError) -> JSONResponse:
@@ -169,6 +171,7 @@ def create_app(target: Dispatcher | CMPHandler, *, body_limit: int = DEFAULT_BOD
 
     metrics = HttpMetrics(dispatcher, ops)
     metrics.mount(app)
+    console.mount(app, dispatcher, keys, auth_failures=auth_failures)  # /ui, /docs and /redoc
     if extra_routes is not None:
         extra_routes(app)
     openapi.install(app, components)

@@ -18,7 +18,12 @@ from ..security.ratelimit import FailedAuthLimit, RateLimit, unauthorized
 from .guard import HostPolicy
 
 REQUEST_ID = "x-request-id"
-PUBLIC_PATHS = {"/health", "/readiness", "/docs", "/docs/oauth2-redirect", "/openapi.json"}
+PUBLIC_PATHS = {"/health", "/readiness", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/"}
+CONSOLE = "/ui"  # the web console signs its visitors in itself (cerememory/console/) and takes forms
+
+
+def console_path(path: str) -> bool:
+    return path == CONSOLE or path.startswith(CONSOLE + "/")
 UNLIMITED_PATHS = {"/health", "/readiness"}  # probes must never be throttled
 
 Scope = MutableMapping[str, Any]
@@ -83,11 +88,12 @@ class RequestMiddleware:
             await answer(error)
 
         try:
-            refusal = self.host_policy.check(scope["method"], headers) if self.host_policy is not None else None
+            refusal = None if self.host_policy is None else \
+                self.host_policy.check(scope["method"], headers, forms=console_path(path))
             if refusal is not None:
                 await deny(refusal)
                 return
-            if self.keys is not None and path not in PUBLIC_PATHS:
+            if self.keys is not None and path not in PUBLIC_PATHS and not console_path(path):
                 key_id = self.keys.identify_authorization(
                     headers.get(b"authorization", b"").decode("latin-1") or None)
                 if key_id is None:

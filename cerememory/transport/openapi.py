@@ -92,11 +92,27 @@ def install(app: FastAPI, components: dict[str, Any]) -> None:
             renamed = _renamed(clashes)
             schemas.update(_retarget({renamed.get(n, n): s for n, s in components.items()}, renamed))
             schemas[ENVELOPE] = ENVELOPE_SCHEMA
+            secure(document)
             app.openapi_schema = _retarget(document, renamed, only="requestBody")
         return app.openapi_schema
 
     openapi: Callable[[], dict[str, Any]] = build
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+BEARER = "bearerKey"
+
+
+def secure(document: dict[str, Any]) -> None:
+    """Declare the bearer key (Swagger UI's "Authorize" button) on every CMP route, as optional
+    (`{}`): a server started without keys needs none. The probes and the docs never do."""
+    document["components"]["securitySchemes"] = {BEARER: {
+        "type": "http", "scheme": "bearer",
+        "description": "an API key (`cerememory keys create`); needed when the server has keys"}}
+    for path, methods in document.get("paths", {}).items():
+        if path.startswith("/v1/"):
+            for operation in methods.values():
+                operation["security"] = [{BEARER: []}, {}]
 
 
 def _renamed(names: set[str]) -> dict[str, str]:

@@ -1425,6 +1425,117 @@ class DecayForecastResponse(_message.Message):
     forecasts: _containers.RepeatedCompositeFieldContainer[DecayForecast]
     def __init__(self, forecasts: _Optional[_Iterable[_Union[DecayForecast, _Mapping]]] = ...) -> None: ...
 
+class FadingRequest(_message.Message):
+    __slots__ = ("header", "horizons_days", "limit")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    HORIZONS_DAYS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    header: CMPHeader
+    horizons_days: _containers.RepeatedScalarFieldContainer[int]
+    limit: int
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., horizons_days: _Optional[_Iterable[int]] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class FadingHorizon(_message.Message):
+    __slots__ = ("days", "total", "by_store")
+    class ByStoreEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    DAYS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    BY_STORE_FIELD_NUMBER: _ClassVar[int]
+    days: int
+    total: int
+    by_store: _containers.ScalarMap[str, int]
+    def __init__(self, days: _Optional[int] = ..., total: _Optional[int] = ..., by_store: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class FadingRecord(_message.Message):
+    __slots__ = ("record_id", "store", "current_fidelity", "forgotten_at")
+    RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FIDELITY_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_AT_FIELD_NUMBER: _ClassVar[int]
+    record_id: str
+    store: StoreType
+    current_fidelity: float
+    forgotten_at: _timestamp_pb2.Timestamp
+    def __init__(self, record_id: _Optional[str] = ..., store: _Optional[_Union[StoreType, str]] = ..., current_fidelity: _Optional[float] = ..., forgotten_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class FadingResponse(_message.Message):
+    __slots__ = ("horizons", "soonest", "fidelity_histograms")
+    HORIZONS_FIELD_NUMBER: _ClassVar[int]
+    SOONEST_FIELD_NUMBER: _ClassVar[int]
+    FIDELITY_HISTOGRAMS_FIELD_NUMBER: _ClassVar[int]
+    horizons: _containers.RepeatedCompositeFieldContainer[FadingHorizon]
+    soonest: _containers.RepeatedCompositeFieldContainer[FadingRecord]
+    fidelity_histograms: _containers.RepeatedCompositeFieldContainer[StoreHistogram]
+    def __init__(self, horizons: _Optional[_Iterable[_Union[FadingHorizon, _Mapping]]] = ..., soonest: _Optional[_Iterable[_Union[FadingRecord, _Mapping]]] = ..., fidelity_histograms: _Optional[_Iterable[_Union[StoreHistogram, _Mapping]]] = ...) -> None: ...
+
+class AuditRequest(_message.Message):
+    __slots__ = ("header", "limit", "before_seq", "op", "verify")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_FIELD_NUMBER: _ClassVar[int]
+    header: CMPHeader
+    limit: int
+    before_seq: int
+    op: str
+    verify: bool
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., limit: _Optional[int] = ..., before_seq: _Optional[int] = ..., op: _Optional[str] = ..., verify: _Optional[bool] = ...) -> None: ...
+
+class AuditEntry(_message.Message):
+    __slots__ = ("seq", "time", "op", "phase", "record_ids", "key_id", "request_id", "transport", "summary", "hash")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    RECORD_IDS_FIELD_NUMBER: _ClassVar[int]
+    KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    time: str
+    op: str
+    phase: str
+    record_ids: _containers.RepeatedScalarFieldContainer[str]
+    key_id: str
+    request_id: str
+    transport: str
+    summary: _struct_pb2.Struct
+    hash: str
+    def __init__(self, seq: _Optional[int] = ..., time: _Optional[str] = ..., op: _Optional[str] = ..., phase: _Optional[str] = ..., record_ids: _Optional[_Iterable[str]] = ..., key_id: _Optional[str] = ..., request_id: _Optional[str] = ..., transport: _Optional[str] = ..., summary: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., hash: _Optional[str] = ...) -> None: ...
+
+class AuditVerification(_message.Message):
+    __slots__ = ("ok", "entries", "head", "first_bad_line", "reason")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    HEAD_FIELD_NUMBER: _ClassVar[int]
+    FIRST_BAD_LINE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    entries: int
+    head: str
+    first_bad_line: int
+    reason: str
+    def __init__(self, ok: _Optional[bool] = ..., entries: _Optional[int] = ..., head: _Optional[str] = ..., first_bad_line: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AuditResponse(_message.Message):
+    __slots__ = ("entries", "next_before_seq", "verification")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    VERIFICATION_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[AuditEntry]
+    next_before_seq: int
+    verification: AuditVerification
+    def __init__(self, entries: _Optional[_Iterable[_Union[AuditEntry, _Mapping]]] = ..., next_before_seq: _Optional[int] = ..., verification: _Optional[_Union[AuditVerification, _Mapping]] = ...) -> None: ...
+
 class EvolutionRequest(_message.Message):
     __slots__ = ("header",)
     HEADER_FIELD_NUMBER: _ClassVar[int]

@@ -157,6 +157,16 @@ class CerememoryServiceStub:
                 request_serializer=cerememory_dot_v1_dot_cerememory__pb2.EvolutionRequest.SerializeToString,
                 response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.EvolutionResponse.FromString,
                 _registered_method=True)
+        self.Fading = channel.unary_unary(
+                '/cerememory.v1.CerememoryService/Fading',
+                request_serializer=cerememory_dot_v1_dot_cerememory__pb2.FadingRequest.SerializeToString,
+                response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.FadingResponse.FromString,
+                _registered_method=True)
+        self.Audit = channel.unary_unary(
+                '/cerememory.v1.CerememoryService/Audit',
+                request_serializer=cerememory_dot_v1_dot_cerememory__pb2.AuditRequest.SerializeToString,
+                response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.AuditResponse.FromString,
+                _registered_method=True)
 
 
 class CerememoryServiceServicer:
@@ -317,6 +327,18 @@ class CerememoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Fading(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Audit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CerememoryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -439,6 +461,16 @@ def add_CerememoryServiceServicer_to_server(servicer, server):
                     servicer.Evolution,
                     request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.EvolutionRequest.FromString,
                     response_serializer=cerememory_dot_v1_dot_cerememory__pb2.EvolutionResponse.SerializeToString,
+            ),
+            'Fading': grpc.unary_unary_rpc_method_handler(
+                    servicer.Fading,
+                    request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.FadingRequest.FromString,
+                    response_serializer=cerememory_dot_v1_dot_cerememory__pb2.FadingResponse.SerializeToString,
+            ),
+            'Audit': grpc.unary_unary_rpc_method_handler(
+                    servicer.Audit,
+                    request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.AuditRequest.FromString,
+                    response_serializer=cerememory_dot_v1_dot_cerememory__pb2.AuditResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1091,6 +1123,60 @@ class CerememoryService:
             '/cerememory.v1.CerememoryService/Evolution',
             cerememory_dot_v1_dot_cerememory__pb2.EvolutionRequest.SerializeToString,
             cerememory_dot_v1_dot_cerememory__pb2.EvolutionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Fading(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cerememory.v1.CerememoryService/Fading',
+            cerememory_dot_v1_dot_cerememory__pb2.FadingRequest.SerializeToString,
+            cerememory_dot_v1_dot_cerememory__pb2.FadingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Audit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cerememory.v1.CerememoryService/Audit',
+            cerememory_dot_v1_dot_cerememory__pb2.AuditRequest.SerializeToString,
+            cerememory_dot_v1_dot_cerememory__pb2.AuditResponse.FromString,
             options,
             channel_credentials,
             insecure,

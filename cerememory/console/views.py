@@ -1,0 +1,249 @@
+"""The console's pages and actions, each a few CMP operations rendered by a template."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from ..cmp.errors import CMPError, ErrorCode
+from ..cmp.operations import OPERATIONS
+from ..model import ALL_STORES
+from . import plots
+from .app import PREFIX, Console
+from .sessions import Session
+
+PAGE_SIZE = 50
+SEARCH_LIMITS = (10, 25, 50, 100)
+TIME_FILTERS = {"": None, "1": 1, "7": 7, "30": 30, "365": 365}
+CURVE_POINTS = 24
+MATURITY_ORDER = {"deprecated": 0, "candidate": 1, "established": 2, "proven": 3}
+# what `cm` leaves out of a rule's metadata when it has the default value (cm/bullets.py)
+BULLET_DEFAULTS: dict[str, Any] = {"maturity": "candidate", "state": "draft", "isNegative": False,
+                                   "helpfulCount": 0, "harmfulCount": 0, "category": "", "scope": "global"}
+DAY = 86400.0
+
+
+def _int(value: str | None, default: int, choices: tuple[int, ...]) -> int:
+    try:
+        number = int(value or default)
+    except ValueError:
+        return default
+    return number if number in choices else default
+
+
+def _record_id(request: Request) -> str:
+    value = request.path_params["record_id"]
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise CMPError(ErrorCode.VALIDATION_ERROR, f"{value!r} is not a record id",
+                       hint="record ids are UUIDs, as the search and store pages link them") from None
+
+
+def install(app: Starlette, console: Console) -> None:
+    """Register every page and action of `console` on `app`."""
+    page, action = console.page, console.action
+
+    async def root(request: Request) -> Response:
+        return RedirectResponse(f"{PREFIX}/", status_code=307)
+
+    async def sign_in_form(request: Request) -> Response:
+        session = console.session(request)
+        if console.keys is None or (session is not None and session.signed_in):
+            return console.redirect(f"{PREFIX}/")
+        return console.render(request, session, "sign_in.html")
+
+    async def sign_in(request: Request, session: Session, form: dict[str, str]) -> Response:
+        key = form.get("key", "").strip()
+        key_id = console.keys.identify_authorization(f"Bearer {key}") if console.keys and key else None
+        if console.keys is not None and key_id is None:
+            refusal = CMPError(ErrorCode.UNAUTHORIZED, "that API key is not one this server accepts",
+                               hint="create one with `cerememory keys create`")
+            if console.auth_failures is not None:  # budgeted like wrong bearer keys: too many wait
+                client = request.client.host if request.client else None
+                budget = console.auth_failures.refuse(console.auth_failures.address(
+                    client, request.headers.get("x-forwarded-for")))
+                refusal = refusal if budget.code is ErrorCode.UNAUTHORIZED else budget
+            return console.render(request, session, "sign_in.html", status=refusal.http_status, error=refusal)
+        console.sessions.close(session.id)
+        fresh = console.sessions.open(key_id=key_id, signed_in=True)
+        response = console.redirect(f"{PREFIX}/")
+        console.set_cookie(response, request, fresh)
+        return response
+
+    async def sign_out(request: Request, session: Session, form: dict[str, str]) -> Response:
+        console.sessions.close(session.id)
+        response = console.redirect(f"{PREFIX}/sign-in" if console.keys is not None else f"{PREFIX}/")
+        response.delete_cookie("cerememory_console", path=PREFIX)
+        return response
+
+    async def overview(request: Request, session: Session | None) -> Response:
+        stats = await console.call(session, "introspect.stats", {})
+        fading = await console.call(session, "introspect.fading", {"limit": 10})
+        histograms = {h.store.value: plots.histogram(h.counts, label=f"fidelity of {h.store.value} records")
+                      for h in fading.fidelity_histograms}
+        return console.render(request, session, "overview.html", stats=stats, fading=fading,
+                              histograms=histograms, stores=[s.value for s in ALL_STORES],
+                              notice=request.query_params.get("notice"))
+
+    async def recent(request: Request, session: Session | None) -> Response:
+        """The overview's recent memories, a panel of its own (htmx loads it after the page)."""
+        found = await console.call(session, "recall.query", {"limit": 10, "reconsolidate": False})
+        template = "recent.html" if request.headers.get("hx-request") else "recent_page.html"
+        return console.render(request, session, template, recent=found)
+
+    async def search(request: Request, session: Session | None) -> Response:
+        q = request.query_params
+        text, store, mode = q.get("q", "").strip(), q.get("store", ""), q.get("mode", "human")
+        days = TIME_FILTERS.get(q.get("days", ""))
+        limit = _int(q.get("limit"), SEARCH_LIMITS[0], SEARCH_LIMITS)
+        result = None
+        if text or "q" in q:
+            request_body: dict[str, Any] = {"cue": {"text": text or None}, "limit": limit, "reconsolidate": False,
+                                            "recall_mode": "perfect" if mode == "perfect" else "human"}
+            if store:
+                request_body["stores"] = [store]
+            if days:
+                now = datetime.now(UTC)
+                request_body["cue"]["temporal"] = {"start": (now - timedelta(days=days)).isoformat(),
+                                                   "end": now.isoformat()}
+            result = await console.call(session, "recall.query", request_body)
+        template = "search_results.html" if request.headers.get("hx-request") else "search.html"
+        return console.render(request, session, template, result=result, q=text, store=store, mode=mode,
+                              days=q.get("days", ""), limit=limit, limits=SEARCH_LIMITS,
+                              stores=[s.value for s in ALL_STORES], more=limit < SEARCH_LIMITS[-1])
+
+    async def store_page(request: Request, session: Session | None) -> Response:
+        store = request.path_params["store"]
+        cursor = request.query_params.get("cursor") or None
+        listed = await console.call(session, "recall.list", {
+            "store": store, "cursor": cursor, "limit": PAGE_SIZE, "fields": ["text"]})
+        return console.render(request, session, "store.html", store=store, listed=listed)
+
+    async def record(request: Request, session: Session | None) -> Response:
+        record_id = _record_id(request)
+        rec = await console.call(session, "introspect.record", {"record_id": record_id,
+                                                                 "include_associations": True})
+        curve, forecast = await _curve(console, session, record_id, rec.last_accessed_at.timestamp())
+        return console.render(request, session, "record.html", record=rec, curve=curve, forecast=forecast)
+
+    async def forget_form(request: Request, session: Session | None) -> Response:
+        record_id = _record_id(request)
+        rec = await console.call(session, "introspect.record", {"record_id": record_id})
+        return console.render(request, session, "forget.html", record=rec)
+
+    async def forget(request: Request, session: Session, form: dict[str, str]) -> Response:
+        record_id = _record_id(request)
+        if form.get("confirm") != "yes":
+            raise CMPError(ErrorCode.FORGET_UNCONFIRMED, "forgetting needs a confirmation",
+                           hint="tick the box that says you mean it")
+        await console.call(session, "lifecycle.forget", {"record_ids": [record_id], "confirm": True})
+        return console.redirect(f"{PREFIX}/?notice=forgotten")
+
+    async def journal(request: Request, session: Session | None) -> Response:
+        q = request.query_params
+        body: dict[str, Any] = {"limit": PAGE_SIZE}
+        if q.get("session"):
+            body["session_id"] = q["session"]
+        if q.get("q", "").strip():
+            body["query"] = q["q"].strip()
+        if q.get("before"):
+            body["temporal"] = {"start": "1970-01-01T00:00:00Z", "end": q["before"]}
+        found = await console.call(session, "recall.raw_query", body)
+        before = found.records[-1].created_at.isoformat() if len(found.records) == PAGE_SIZE else None
+        return console.render(request, session, "journal.html", found=found, session_id=q.get("session", ""),
+                              q=q.get("q", ""), before=before)
+
+    async def audit(request: Request, session: Session | None) -> Response:
+        q = request.query_params
+        body: dict[str, Any] = {"limit": PAGE_SIZE, "verify": q.get("verify") == "1"}
+        if q.get("op"):
+            body["op"] = q["op"]
+        if q.get("before", "").isdigit():
+            body["before_seq"] = int(q["before"])
+        log = await console.call(session, "introspect.audit", body)
+        return console.render(request, session, "audit.html", log=log, op=q.get("op", ""),
+                              operations=sorted(OPERATIONS), verify=body["verify"])
+
+    async def playbook(request: Request, session: Session | None) -> Response:
+        """`cm`'s playbook rules: procedural records with `metadata.cm_kind = "bullet"` (docs/cm.md)."""
+        listed = await console.call(session, "recall.list", {
+            "store": "procedural", "metadata": {"cm_kind": "bullet"}, "limit": PAGE_SIZE,
+            "cursor": request.query_params.get("cursor") or None, "fields": ["text", "metadata"]})
+        rules = sorted(({"id": r.id, "text": r.text or "", **BULLET_DEFAULTS, **(r.metadata or {}),
+                         "feedback": _feedback((r.metadata or {}).get("feedbackEvents"))}
+                        for r in listed.records),
+                       key=lambda b: (-MATURITY_ORDER.get(str(b["maturity"]), -1),
+                                      -(int(b["helpfulCount"]) - int(b["harmfulCount"]))))
+        return console.render(request, session, "playbook.html", rules=rules, next_cursor=listed.next_cursor)
+
+    async def evolution(request: Request, session: Session | None) -> Response:
+        evolved = await console.call(session, "introspect.evolution", {})
+        stats = await console.call(session, "introspect.stats", {})
+        return console.render(request, session, "evolution.html", evolution=evolved, stats=stats)
+
+    app.add_route("/", root, methods=["GET"], include_in_schema=False)
+    app.add_route(PREFIX, root, methods=["GET"], include_in_schema=False)
+    routes: list[tuple[str, Any, str]] = [
+        ("/", page(overview), "GET"),
+        ("/sign-in", sign_in_form, "GET"),
+        ("/sign-in", action(sign_in, signed_in=False), "POST"),
+        ("/sign-out", action(sign_out), "POST"),
+        ("/recent", page(recent), "GET"),
+        ("/search", page(search), "GET"),
+        ("/store/{store}", page(store_page), "GET"),
+        ("/record/{record_id}", page(record), "GET"),
+        ("/record/{record_id}/forget", page(forget_form), "GET"),
+        ("/record/{record_id}/forget", action(forget), "POST"),
+        ("/journal", page(journal), "GET"),
+        ("/evolution", page(evolution), "GET"),
+        ("/audit", page(audit), "GET"),
+        ("/playbook", page(playbook), "GET"),
+    ]
+    for path, endpoint, method in routes:
+        app.add_route(PREFIX + path, endpoint, methods=[method], include_in_schema=False)
+
+
+async def _curve(console: Console, session: Session | None, record_id: str,
+                 since: float) -> tuple[Any, Any]:
+    """The fidelity curve from the last reinforcement to now, and the forecast ahead to past the
+    crossing (at most two years), from `introspect.decay_forecast` at each instant."""
+    now = datetime.now(UTC)
+
+    async def at(t: float) -> Any:
+        answer = await console.call(session, "introspect.decay_forecast", {
+            "record_ids": [record_id], "forecast_at": datetime.fromtimestamp(t, UTC).isoformat()})
+        return answer.forecasts[0]
+
+    first = await at(now.timestamp())
+    crossing = first.estimated_threshold_date
+    horizon = now.timestamp() + 30 * DAY
+    if crossing is not None:
+        horizon = max(horizon, min(crossing.timestamp() * 1.0 + (crossing.timestamp() - since) * 0.2,
+                                   now.timestamp() + 730 * DAY))
+    threshold = (await at(crossing.timestamp())).forecasted_fidelity if crossing is not None else 0.0
+    start = min(since, now.timestamp())
+    past = [(t, (await at(t)).forecasted_fidelity)
+            for t in _steps(start, now.timestamp(), CURVE_POINTS // 2)]
+    ahead = [(t, (await at(t)).forecasted_fidelity) for t in _steps(now.timestamp(), horizon, CURVE_POINTS)]
+    svg = plots.fidelity_curve(past, ahead, now=now.timestamp(), threshold=threshold, forgotten_at=crossing)
+    return svg, first
+
+
+def _feedback(events: Any) -> list[str]:
+    """A rule's last three feedback events as `type date`, whatever shape they were stored in."""
+    if not isinstance(events, list):
+        return []
+    return [f"{e.get('type', '')} {str(e.get('timestamp', ''))[:10]}".strip() if isinstance(e, dict) else str(e)
+            for e in events[-3:]]
+
+
+def _steps(start: float, end: float, n: int) -> list[float]:
+    if end <= start:
+        return [start]
+    return [start + (end - start) * i / n for i in range(n + 1)]
