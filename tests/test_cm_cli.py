@@ -373,7 +373,7 @@ def test_reflect_honours_inline_feedback_from_the_raw_journal(cm: Cm) -> None:
     assert (counters["totalReflections"], counters["totalSessionsProcessed"]) == (1, 1)
     assert cm.ok("playbook", "get", rule)["bullet"]["helpfulCount"] == 1
     again = cm("reflect")
-    assert again.env["effect"] is False  # processed sessions are not reflected twice
+    assert again.env["data"] == {"errors": []}  # processed sessions are not reflected twice
     history = cm.ok("context", "alembic migration billing")["historySnippets"]
     assert any(h["sessionId"] == "s-1" for h in history if h["source"] == "raw_journal")
     assert cm.ok("validate", "Check the alembic migration order")["verdict"] in ("ACCEPT", "ACCEPT_WITH_CAUTION")

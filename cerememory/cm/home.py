@@ -66,6 +66,13 @@ def global_dir() -> Path:
     return Path("~/.cass-memory").expanduser()
 
 
+def global_playbook_path(config: dict[str, Any] | None = None) -> Path:
+    """The global playbook file the reference keeps (`playbookPath`, default
+    `<home>/playbook.yaml`): the path cm reports for global rules."""
+    named = (config or {}).get("playbookPath")
+    return Path(named).expanduser() if isinstance(named, str) and named else global_dir() / "playbook.yaml"
+
+
 def data_dir() -> Path:
     """The Cerememory data dir cm opens when no server is named."""
     if os.environ.get("CEREMEMORY_DATA_DIR"):

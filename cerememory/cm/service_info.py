@@ -386,26 +386,30 @@ def _llm_status() -> dict[str, Any]:
 
 
 def privacy_status(ctx: Ctx, days: int = 365) -> Result:
-    """The cross-agent settings, the rule they make, the current agent, journal sessions per
-    agent over `days`, and the recent changes."""
+    """The cross-agent settings and journal sessions per agent over `days` (the reference's
+    `cass` block: our history is the raw journal), then the rule they make, the current agent
+    and the recent changes."""
     rules = privacy.policy(ctx.backend)
     agent, found_by = privacy.current_agent()
     counts = _session_counts(ctx, days)
-    return Result({"crossAgent": rules.state, "cass": {"available": True, "timelineDays": days,
+    return Result({"crossAgent": rules.state, "cass": {"available": counts is not None, "timelineDays": days,
                                                        "sessionCountsByAgent": counts},
+                   "notes": {"enable": "cm privacy enable [agents...]", "disable": "cm privacy disable",
+                             "allow": "cm privacy allow <agent>", "deny": "cm privacy deny <agent>"},
                    "currentAgent": {"name": agent, "from": found_by}, "rule": rules.rule(),
                    "ingested": {a: rules.permits(a) for a in _agents()},
-                   "changes": privacy.changes(ctx.backend),
-                   "notes": {"enable": "cm privacy enable [agents...]", "disable": "cm privacy disable",
-                             "allow": "cm privacy allow <agent>", "deny": "cm privacy deny <agent>"}})
+                   "changes": privacy.changes(ctx.backend)})
 
 
-def change_privacy(ctx: Ctx, action: str, agents: list[str]) -> Result:
+def change_privacy(ctx: Ctx, action: str, agents: list[str], *, never: bool = False) -> Result:
     """One audited change of the cross-agent settings (enable, disable, allow, deny;
-    cerememory/cm/privacy.py)."""
+    cerememory/cm/privacy.py); `enable` with no names allow-lists the agents the journal has
+    sessions of in the last year."""
     if action in ("allow", "deny") and not agents:
-        raise CmError("MISSING_REQUIRED", f"privacy {action} needs an agent name")
-    state = privacy.change(ctx.backend, action, list(agents))
+        raise CmError("MISSING_REQUIRED", f"privacy {action} requires <agent>",
+                      hint=f"Example: cm privacy {action} cursor --json", details={"missing": "agent"})
+    discovered = list(_session_counts(ctx, 365) or {}) if action == "enable" and not agents else None
+    state = privacy.change(ctx.backend, action, list(agents), discovered, never=never)
     return Result({"crossAgent": state})
 
 
@@ -415,11 +419,16 @@ def _agents() -> tuple[str, ...]:
     return AGENTS
 
 
-def _session_counts(ctx: Ctx, days: int) -> dict[str, int]:
-    """Journal sessions per agent over `days` (what the reference asked `cass timeline` for)."""
+def _session_counts(ctx: Ctx, days: int) -> dict[str, int] | None:
+    """Journal sessions per agent (lower case, as the reference counted `cass timeline`) over
+    `days`; None when the journal cannot be read."""
+    try:
+        sessions = ctx.backend.sessions(days)
+    except CmError:
+        return None
     counts: dict[str, set[str]] = {}
-    for session_id, records in ctx.backend.sessions(days).items():
+    for session_id, records in sessions.items():
         agents = [(r.get("metadata") or {}).get("agent") for r in records]
-        agent = next((a for a in agents if a), "unknown")
+        agent = str(next((a for a in agents if a), "unknown")).strip().lower()
         counts.setdefault(agent, set()).add(session_id)
     return {agent: len(ids) for agent, ids in sorted(counts.items())}
