@@ -27,7 +27,8 @@ def kind(value: Any) -> str:
 
 
 def shape_gaps(ours: Any, ref: Any, path: str = "") -> list[str]:
-    """Where `ours` lacks a key of `ref` or holds another JSON type (lists: their first items)."""
+    """Where `ours` lacks a key of `ref` or holds another JSON type. Lists compare their first
+    items — for objects with a `type`, ours of the same type when there is one."""
     if kind(ours) != kind(ref):
         return [f"{path or '.'}: {kind(ours)} where the original has {kind(ref)}"]
     gaps: list[str] = []
@@ -38,5 +39,8 @@ def shape_gaps(ours: Any, ref: Any, path: str = "") -> list[str]:
             else:
                 gaps += shape_gaps(ours[key], value, f"{path}.{key}")
     elif isinstance(ref, list) and ref and ours:
-        gaps += shape_gaps(ours[0], ref[0], f"{path}[0]")
+        first = ref[0]
+        same = [o for o in ours if isinstance(o, dict) and isinstance(first, dict) and "type" in first
+                and o.get("type") == first["type"]]
+        gaps += shape_gaps((same or ours)[0], first, f"{path}[0]")
     return gaps

@@ -411,6 +411,13 @@ class Backend:
                 groups.setdefault(record["session_id"], []).append(record)
         return groups
 
+    def journal_records(self) -> int:
+        """How many records the raw journal holds (0: no history to search)."""
+        try:
+            return int(self.call("introspect.stats", {}).get("raw_journal_records", 0))
+        except CmError:
+            return 0
+
     def session(self, session_id: str) -> list[dict[str, Any]]:
         return self.call("recall.raw_query", {"session_id": session_id, "limit": PAGE}).get("records", [])
 

@@ -31,6 +31,7 @@ ACTION_NAMES = {"ls": "list", "rm": "remove"}
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="cm", description="Procedural memory for coding agents, stored in Cerememory.")
     p.add_argument("--version", action="store_true")
+    p.add_argument("--info", action="store_true")
     p.set_defaults(handler=None, run=None, command_name=None)
     sub = p.add_subparsers(dest="command", parser_class=Parser)
     for group in GROUPS:
@@ -141,12 +142,18 @@ def main(argv: list[str] | None = None) -> int:
     command = rest[0] if rest else "cm"
     try:
         parser = build_parser()
+        if "--info" in rest:  # as the reference: before any parsing, whatever else is on the line
+            rest = ["--info"]
         args = parser.parse_args(rest)
         if args.version:
             from . import CM_VERSION
 
             print(CM_VERSION)
             return 0
+        if args.info:
+            from .service_info import info
+
+            args.command, args.command_name, args.handler = "info", "info", lambda ctx, _: info(ctx)
         if not args.command:
             parser.print_help(sys.stderr)
             raise invalid("No command given", recovery=["cm quickstart", "cm --help"])

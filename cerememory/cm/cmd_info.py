@@ -140,7 +140,7 @@ def cmd_onboard(ctx: Ctx, args: argparse.Namespace) -> Result:
     if action == "prompt":
         return onboard.prompt(ctx)
     if action == "guided":
-        return onboard.guided()
+        return onboard.guided(ctx)
     if action == "mark-done":
         if not args.path:
             raise CmError("MISSING_REQUIRED", "onboard mark-done needs a session id or path")

@@ -66,11 +66,20 @@ def global_dir() -> Path:
     return Path("~/.cass-memory").expanduser()
 
 
-def global_playbook_path(config: dict[str, Any] | None = None) -> Path:
-    """The global playbook file the reference keeps (`playbookPath`, default
-    `<home>/playbook.yaml`): the path cm reports for global rules."""
+def global_playbook_ref(config: dict[str, Any] | None = None) -> str:
+    """The global playbook file as the reference names it (`playbookPath`, by default
+    `~/.cass-memory/playbook.yaml`, unexpanded): the path cm reports for global rules, which
+    `cm playbook export` writes in that file's format."""
     named = (config or {}).get("playbookPath")
-    return Path(named).expanduser() if isinstance(named, str) and named else global_dir() / "playbook.yaml"
+    if isinstance(named, str) and named:
+        return named
+    home = global_dir()
+    default = home == Path("~/.cass-memory").expanduser()
+    return "~/.cass-memory/playbook.yaml" if default else str(home / "playbook.yaml")
+
+
+def global_playbook_path(config: dict[str, Any] | None = None) -> Path:
+    return Path(global_playbook_ref(config)).expanduser()
 
 
 def data_dir() -> Path:

@@ -235,6 +235,7 @@ def usage(ctx: Ctx) -> Result:
             used = {}
     events = read_jsonl(global_dir() / "usage.jsonl")
     limits = ctx.config.get("budget") or {}
-    return Result({"today": float(used.get("cost_usd", 0) or 0), "month": None, "total": None,
+    today = float(used.get("cost_usd", 0) or 0)  # the budget file keeps one day: month and total are at least it
+    return Result({"today": today, "month": today, "total": today,
                    "dailyLimit": limits.get("dailyLimit", 1.0), "monthlyLimit": limits.get("monthlyLimit", 20.0),
                    "llmBudget": used or None, "events": len(events)})
