@@ -24,7 +24,9 @@ MATCHING = ["init", "add", "add_check_duplicate", "add_check_strict_duplicate", 
             "add_file_missing", "top", "usage", "undo_not_deprecated", "mark", "undo_feedback", "mark_again",
             "top_used", "undo_feedback_plan", "remove_plan", "remove", "undo_deprecated", "undo_hard",
             "reflect_nothing_new", "privacy_enable", "privacy_deny", "privacy_status", "quickstart",
-            "onboard_prompt", "onboard_guided", "context_empty", "context", "doctor", "info", "stats"]
+            "onboard_prompt", "onboard_guided", "context_empty", "context_no_task", "context", "doctor", "info",
+            "trauma_bad_regex", "trauma_bad_severity", "trauma_heal_unknown", "unknown_command",
+            "unknown_subcommand", "unknown_flag", "stats"]
 DEPARTURES = {
     # history is Cerememory's raw journal, which is always there to count
     "privacy_status": {".data.cass.sessionCountsByAgent: object where the original has null"},
@@ -32,6 +34,8 @@ DEPARTURES = {
     "info": {".data.dependencies.cass.error: missing", ".data.dependencies.node: missing",
              ".data.dependencies.bun: missing"},
 }
+# where the original printed text for a usage error, ours prints an envelope under --json (the same exit)
+USAGE_ERRORS = ("context_no_task", "unknown_command", "unknown_subcommand", "unknown_flag")
 
 
 class Served(Cm):
@@ -83,7 +87,11 @@ def test_exit_code_and_json_shape_are_the_originals(scenario: dict[str, Run], na
     run = scenario[name]
     assert run.code == ref["exit"], (run.stdout, run.stderr)
     ours = _stdout(run)
-    if isinstance(ref["stdout"], dict):
+    if name in USAGE_ERRORS:
+        assert ref["stdout"] == "" and ref["stderr"].startswith("error: ")
+        assert ours["error"]["message"] == ref["stderr"].removeprefix("error: ")
+        assert ours["error"]["code"] == "INVALID_INPUT" and ours["error"]["exitCode"] == ref["exit"] == 1
+    elif isinstance(ref["stdout"], dict):
         assert set(shape_gaps(ours, ref["stdout"])) == DEPARTURES.get(name, set()), ours
         assert ours["command"] == ref["stdout"]["command"]
 
@@ -212,6 +220,54 @@ def test_doctor_checks_the_safety_guard(served: Served, tmp_path: Path) -> None:
     broken = cm.ok("doctor")
     assert [c["status"] for c in broken["checks"] if c["item"] == "Safety Guard"] == ["fail"]
     assert broken["overallStatus"] == "unhealthy"
+
+
+# ---------------------------------------------------------------- exit codes and errors
+
+
+def test_errors_exit_as_the_originals(scenario: dict[str, Run], served: Served, tmp_path: Path) -> None:
+    for name in ("trauma_bad_regex", "trauma_bad_severity"):  # our code is better; the exit is the original's
+        error = scenario[name].env["error"]
+        assert (error["code"], error["exitCode"], scenario[name].env["command"]) == ("INVALID_INPUT", 1, "trauma")
+    healed = scenario["trauma_heal_unknown"].env["error"]
+    ref = recorded("trauma_heal_unknown")["stdout"]["error"]
+    assert {k: healed[k] for k in ("message", "code", "exitCode", "hint")} == \
+        {k: ref[k] for k in ("message", "code", "exitCode", "hint")}
+    assert healed["details"]["traumaId"] == "trauma-nope" and healed["details"]["checkedPaths"]
+    cm = Served(tmp_path, served.url)
+    human = cm("frobnicate", json_=False)
+    assert (human.code, human.stdout) == (1, "") and "unknown command 'frobnicate'" in human.stderr
+    assert cm("context", "task", "--limit", "x").code == 2  # a bad value: the original's own check, exit 2
+
+
+def test_a_server_that_needs_a_key_or_is_not_running(tmp_path: Path) -> None:
+    from tests.conftest import free_port
+
+    server = ServeProcess.serve(tmp_path / "keyed", tmp_path, CEREMEMORY_API_KEYS="right-key")
+    try:
+        cm = Cm(tmp_path)
+        for key in ({}, {"CEREMEMORY_SERVER_API_KEY": "wrong-key"}):
+            refused = cm.fails("UNAUTHORIZED", 3, "stats", "--server-url", server.url, **key)
+            assert refused["error"]["hint"] and "CEREMEMORY_SERVER_API_KEY" in refused["error"]["recovery"][0]
+        bare = server.url.removeprefix("http://")  # no scheme: http is meant
+        assert cm("stats", "--server-url", bare, CEREMEMORY_SERVER_API_KEY="right-key").code == 0
+    finally:
+        server.stop()
+    down = cm.fails("SERVER_UNREACHABLE", 5, "stats", "--server-url", f"localhost:{free_port()}")
+    assert "cerememory serve" in down["error"]["hint"]
+
+
+def test_program_level_verbose_reaches_why(served: Served, tmp_path: Path) -> None:
+    cm = Served(tmp_path, served.url)
+    events = [{"type": "helpful", "timestamp": f"2026-01-{day:02d}T00:00:00.000Z"} for day in range(1, 13)]
+    book = tmp_path / "book.json"
+    book.write_text(json.dumps({"bullets": [{"id": "b-verbose1-aaaaaa", "category": "general", "feedbackEvents": events,
+                                             "content": "Read the migration guide before a major upgrade"}]}))
+    cm.ok("playbook", "import", str(book))
+    shown = [len(cm.ok(*args)["feedbackHistory"]) for args in (("why", "b-verbose1-aaaaaa"),
+                                                                ("why", "b-verbose1-aaaaaa", "--verbose"),
+                                                                ("--verbose", "why", "b-verbose1-aaaaaa"))]
+    assert shown == [8, 12, 12]
 
 
 def test_fixtures_were_recorded_from_the_original() -> None:

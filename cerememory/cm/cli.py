@@ -2,7 +2,7 @@
 commands and their handlers), dispatch, envelopes and exit codes.
 
 stdout carries only the JSON envelope under `--json`; diagnostics go to stderr. Usage errors
-are INVALID_INPUT (exit 2) envelopes too — the reference printed plain text and exited 1 (gap 21).
+are INVALID_INPUT envelopes under --json (the reference printed plain text), with its exit 1.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = [_text(a) for a in (sys.argv[1:] if argv is None else argv)]
     rest, flags = split_globals(argv, os.environ)
     ctx: Ctx | None = None
-    command = rest[0] if rest else "cm"
+    command = failing = rest[0] if rest else "cm"
     try:
         parser = build_parser()
         if "--info" in rest:  # as the reference: before any parsing, whatever else is on the line
@@ -160,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "playbook" and not args.action:
             raise invalid("playbook needs an action: list, get, add, remove, export, import, bootstrap")
         command = command_name(args)
+        failing = getattr(args, "error_command", None) or command  # the name the reference's errors carry
+        if flags.verbose and getattr(args, "verbose", None) is False:  # why/validate take --verbose as their own
+            args.verbose = True
         as_json = flags.json and not (command == "context" and getattr(args, "format", None) == "markdown")
         ctx = Ctx(as_json=as_json, server_url=flags.server_url, verbose=flags.verbose, no_emoji=flags.no_emoji)
         if args.run is not None:  # a command that runs until stopped (serve): an exit code, no envelope
@@ -180,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # every failure becomes an envelope with a category exit code
         error = from_exception(exc)
         if flags.json:
-            emit(error_envelope(ctx, command, error), flags.output, flags.stats)
+            emit(error_envelope(ctx, failing, error), flags.output, flags.stats)
         else:
             print(f"cm: error: {error.message}", file=sys.stderr)
             for line in error.recovery:

@@ -26,7 +26,7 @@ def register(sub: Subcommands) -> None:
     sub.add_parser("starters").set_defaults(handler=cmd_starters, command_name="starters")
 
     s = sub.add_parser("context", aliases=["ctx"])
-    s.add_argument("task", nargs="*")
+    s.add_argument("task", nargs="+")  # none: missing required argument (exit 1); "": INVALID_INPUT
     s.add_argument("--workspace")
     s.add_argument("--limit", type=positive)
     s.add_argument("--top", type=positive)
