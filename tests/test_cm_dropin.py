@@ -270,6 +270,25 @@ def test_program_level_verbose_reaches_why(served: Served, tmp_path: Path) -> No
     assert shown == [8, 12, 12]
 
 
+# ---------------------------------------------------------------- human output
+
+
+def test_human_output_is_concise_and_coloured_only_when_asked(served: Served, tmp_path: Path) -> None:
+    cm = Served(tmp_path, served.url)
+    added = cm("add", "Check the changelog before bumping a pinned dependency", json_=False)
+    assert added.code == 0 and added.stdout.startswith("✓ Added bullet b-") and added.stdout.count("\n") == 1
+    listed = cm("playbook", "list", json_=False).stdout
+    rules = len(cm.ok("playbook", "list")["bullets"])
+    assert listed.startswith(f"PLAYBOOK RULES ({rules}):") and listed.count("\n") == 2 * rules + 4
+    doctor = cm("doctor", json_=False).stdout
+    assert "Global Storage (~/.cass-memory)\n  ! Structure: " in doctor and "Overall: degraded" in doctor
+    for command in (("top",), ("stats",), ("privacy", "status"), ("trauma", "list"), ("usage",), ("quickstart",)):
+        text = cm(*command, json_=False).stdout
+        assert text.strip() and not text.startswith("cm ") and "\033[" not in text, command  # not a YAML dump
+    assert "\033[32m✓\033[0m" in cm("add", "Pin the toolchain version in CI configs", "--color", json_=False).stdout
+    assert "\033[" not in cm("add", "Pin the node version in CI configs", "--color", "--no-color", json_=False).stdout
+
+
 def test_fixtures_were_recorded_from_the_original() -> None:
     """The recorded envelopes are the original's (version 0.2.13), not ours."""
     for name, _ in STEPS:

@@ -66,6 +66,7 @@ class Globals:
     output: str = "human"
     verbose: bool = False
     no_emoji: bool = False
+    colour: bool | None = None  # --color / --no-color; None: a terminal without NO_COLOR
 
 
 def split_globals(argv: list[str], env: Mapping[str, str]) -> tuple[list[str], Globals]:
@@ -95,6 +96,8 @@ def split_globals(argv: list[str], env: Mapping[str, str]) -> tuple[list[str], G
         elif arg in ("--no-color", "--color", "--verbose", "--emoji"):
             if arg == "--verbose":
                 flags.verbose = True
+            elif arg != "--emoji":
+                flags.colour = arg == "--color"
         elif arg == "--no-emoji":
             flags.no_emoji = True
         elif arg == "--width" and i + 1 < len(argv):
@@ -172,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         if ctx.as_json:
             emit(success_envelope(ctx, command, result), flags.output, flags.stats)
         else:
+            from .human import use_colour
+
+            use_colour(flags.colour)
             print(render_human(command, result))
         if ctx.storage_notice:
             print(f"cm: {ctx.storage_notice}", file=sys.stderr)
