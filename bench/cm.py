@@ -19,7 +19,11 @@ Measured, side by side (the two commands alternate, so machine load hits both al
 
 Targets (issue 7): context p50 <= 150 ms against a running server, <= 1 s embedded cold; hook <= 100 ms.
 
-Writes bench/results/cm.md and cm.json.
+Then, beside the original cass_memory_system `cm` when a build of it is given (`--original
+"<command>"` or CM_ORIGINAL; bench/cm_original.py), the same 200-rule playbook command by
+command; without one, bench/results/cm_original.md says the build is missing.
+
+Writes bench/results/cm.md and cm.json (and cm_original.md / .json).
 """
 
 from __future__ import annotations
@@ -301,6 +305,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--runs", type=int)
     parser.add_argument("--journal", type=int, default=10_000)
+    parser.add_argument("--original", default=os.environ.get("CM_ORIGINAL"),
+                        help="a command that runs the original cm, for bench/cm_original.py")
     args = parser.parse_args()
     clean_env()
     runs = args.runs or (3 if args.quick else 7)
@@ -335,6 +341,14 @@ def main() -> None:
     (RESULTS_DIR / "cm.json").write_text(json.dumps(result, indent=2) + "\n")
     text = report(result, runs)
     (RESULTS_DIR / "cm.md").write_text(text)
+    print(text)
+    from cm_original import report as original_report
+    from cm_original import side_by_side
+
+    beside = side_by_side(args.original, runs)
+    (RESULTS_DIR / "cm_original.json").write_text(json.dumps(beside, indent=2) + "\n")
+    text = original_report(beside)
+    (RESULTS_DIR / "cm_original.md").write_text(text)
     print(text)
 
 

@@ -81,12 +81,13 @@ def cm(tmp_path: Path) -> Cm:
 def test_init_add_mark_context_worked_examples(cm: Cm) -> None:
     data = cm.ok("init")
     assert data["storage"]["mode"] == "embedded"
+    assert data["created"] == ["config.json", "playbook.yaml", "blocked.log", "usage.jsonl"]
     assert (cm.home / "config.json").exists()
     cm.fails("ALREADY_EXISTS", 2, "init")
     (cm.home / "config.json").write_text('{"mine": true}')
     forced = cm.ok("init", "--force", "--yes")
     saved = {b["file"]: b["backup"] for b in forced["backups"]}
-    assert str(cm.home / "config.json") in forced["overwritten"]
+    assert forced["overwritten"] == ["config.json", "playbook.yaml"]
     assert Path(saved[str(cm.home / "config.json")]).read_text() == '{"mine": true}'
     added = cm.ok("playbook", "add", "Always check token expiry before other auth debugging", "--category", "security")
     bullet = added["bullet"]
@@ -105,7 +106,8 @@ def test_init_add_mark_context_worked_examples(cm: Cm) -> None:
     assert "embedding" not in top and top["lastHelpful"] == "just now"
     assert ctx["semanticMode"] == "keyword" and ctx["semanticNotice"]
     assert ctx["antiPatterns"] == [] and ctx["historySnippets"] == []
-    assert len(ctx["suggestedCassQueries"]) <= 5 and not any("'fix fix'" in q for q in ctx["suggestedCassQueries"])
+    assert ctx["suggestedCassQueries"][1] == "cass search 'fix fix' --days 60"  # the original's, quirk and all
+    assert not any("'fix fix'" in q for q in ctx["suggestedHistoryQueries"])
 
     got = cm.ok("playbook", "get", bullet["id"])["bullet"]
     assert got["helpfulCount"] == 3 and got["harmfulCount"] == 1 and got["decayedHelpful"] == pytest.approx(3, abs=1e-3)
@@ -117,11 +119,11 @@ def test_error_envelopes_and_exit_codes(cm: Cm, tmp_path: Path) -> None:
     cm.fails("MISSING_REQUIRED", 2, "mark", "b-nothere1")
     cm.fails("INVALID_INPUT", 2, "context", "task", "--limit", "0")
     cm.fails("INVALID_INPUT", 2, "context", "task", "--limit", "x")
-    cm.fails("INVALID_INPUT", 2, "no-such-command")
-    cm.fails("TRAUMA_NOT_FOUND", 2, "trauma", "heal", "trauma-00000000")
+    cm.fails("INVALID_INPUT", 1, "no-such-command")  # usage errors exit 1, as the reference's
+    cm.fails("TRAUMA_NOT_FOUND", 1, "trauma", "heal", "trauma-00000000")
     cm.fails("FILE_NOT_FOUND", 4, "playbook", "import", str(tmp_path / "missing.yaml"))
     cm.fails("MISSING_API_KEY", 7, "audit")
-    cm.fails("NETWORK_ERROR", 5, "playbook", "list", "--server-url", "http://127.0.0.1:9")
+    cm.fails("SERVER_UNREACHABLE", 5, "playbook", "list", "--server-url", "http://127.0.0.1:9")
     (cm.repo / ".cass").mkdir()
     (cm.repo / ".cass" / "config.json").write_text("{not json")
     cm.fails("CONFIG_INVALID", 3, "playbook", "list")
@@ -260,7 +262,7 @@ def test_outcome_worked_example_and_apply(cm: Cm) -> None:
 def test_trauma_registry_and_claude_hook(cm: Cm) -> None:
     entry = cm.ok("trauma", "add", r"^rm\s+-rf\s+/", "--message", "wiped a server")["entry"]
     assert entry["id"].startswith("trauma-") and entry["severity"] == "CRITICAL"
-    cm.fails("INVALID_INPUT", 2, "trauma", "add", "([unclosed")
+    cm.fails("INVALID_INPUT", 1, "trauma", "add", "([unclosed")  # the reference exits 1 here
     assert cm.ok("trauma", "list")["traumas"][0]["id"] == entry["id"]
     ctx = cm.ok("context", "rm -rf /var/cache/app to free space", "--no-history")
     assert ctx["traumaWarning"]["pattern"] == entry["pattern"]
@@ -351,7 +353,8 @@ def test_onboard_read_template_prompt_and_guided(cm: Cm) -> None:
     assert "security" in template["context"]["playbookGaps"]["critical"]
     assert template["extractionFormat"]["categories"][0] == "debugging"
     assert len(cm.ok("onboard", "prompt")["examples"]) == 6
-    assert cm.ok("onboard", "guided")["workflow"][0]["command"].startswith("cm onboard status")
+    guided = cm.ok("onboard", "guided")
+    assert guided["workflow"][0]["command"].startswith("cm onboard status") and guided["status"]["playbookRules"] >= 0
     missing = cm("onboard", "read", "no-such-session", "--template")
     assert (missing.code, missing.env["error"]["code"]) == (2, "SESSION_NOT_FOUND")
 
@@ -373,7 +376,7 @@ def test_reflect_honours_inline_feedback_from_the_raw_journal(cm: Cm) -> None:
     assert (counters["totalReflections"], counters["totalSessionsProcessed"]) == (1, 1)
     assert cm.ok("playbook", "get", rule)["bullet"]["helpfulCount"] == 1
     again = cm("reflect")
-    assert again.env["effect"] is False  # processed sessions are not reflected twice
+    assert again.env["data"] == {"errors": []}  # processed sessions are not reflected twice
     history = cm.ok("context", "alembic migration billing")["historySnippets"]
     assert any(h["sessionId"] == "s-1" for h in history if h["source"] == "raw_journal")
     assert cm.ok("validate", "Check the alembic migration order")["verdict"] in ("ACCEPT", "ACCEPT_WITH_CAUTION")
@@ -424,8 +427,8 @@ def test_similar_and_add_check_report_near_duplicates(cm: Cm) -> None:
     assert similar["mode"] == "keyword" and "semantic" in similar["semanticNotice"]
     assert similar["results"][0]["id"] == first
     check = cm.ok("add", "Run the unit tests before pushing a fix for a failing CI job again", "--check")
-    (warning,) = [w for w in check["validation"]["warnings"] if w["type"] == "similar"]
-    assert warning["bulletId"] == first and warning["similarity"] >= 0.8
+    (warning,) = [w for w in check["validation"]["warnings"] if w["type"] == "similarity"]
+    assert warning["details"]["similarRuleId"] == first and warning["details"]["similarityScore"] >= 0.8
     assert check["validation"]["similarity"]["mode"] == "keyword"
     strict = cm("add", "Run the unit tests before pushing a fix for a failing CI job now", "--check", "--strict")
     assert (strict.code, strict.env["error"]["code"]) == (2, "VALIDATION_FAILED")
@@ -516,13 +519,15 @@ def test_hostile_input_fails_cleanly_or_degrades(cm: Cm, tmp_path: Path) -> None
     assert raw.returncode == 0 and json.loads(raw.stdout)["data"]["task"] == "fix the \ufffd\ufffd parser"
     long_task = cm.ok("context", "refactor the parser " * 3000)  # far past what similarity reads
     assert long_task["task"].startswith("refactor the parser")
-    cm.fails("INVALID_INPUT", 2, "add", "z" * 20_000)
+    assert cm.ok("add", "z" * 20_000)["bullet"]["content"] == "z" * 20_000  # the reference takes it too
     rules = tmp_path / "rules.json"
     rules.write_text(json.dumps([{"content": "y" * 1_100_000}, {"content": "Run the linter before a commit"},
                                  {"content": 42}, "not an object"]))
     batch = cm.ok("playbook", "add", "--file", str(rules))
     assert batch["summary"] == {"total": 4, "succeeded": 1, "skipped": 0, "failed": 3}
-    assert "at most 10,000 characters" in batch["failed"][0]["error"]
+    assert "at most 131,072 characters" in batch["failed"][0]["error"]
     rules.write_text("[{not json")
-    cm.fails("INVALID_INPUT", 2, "playbook", "add", "--file", str(rules))
-    assert [b["content"] for b in cm.ok("playbook", "list")["bullets"]] == ["Run the linter before a commit"]
+    unparsed = cm.ok("playbook", "add", "--file", str(rules))  # the reference: one failed entry, exit 0
+    assert unparsed["failed"][0]["content"] == "[input]" and unparsed["failed"][0]["error"].startswith("Invalid JSON")
+    assert [b["content"] for b in cm.ok("playbook", "list")["bullets"]] == ["z" * 20_000,
+                                                                          "Run the linter before a commit"]

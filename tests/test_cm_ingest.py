@@ -37,18 +37,21 @@ def test_ingest_follows_privacy_and_feeds_context_history(tmp_path: Path) -> Non
     assert history[0]["origin"] == {"kind": "local"} and "flaky test" in " ".join(h["snippet"] for h in history)
     assert history[0]["sessionPath"].endswith(".jsonl") and history[0]["line_number"] > 1
 
-    # consent for every agent, then deny codex: codex stays out, and naming it is an error
+    # consent (the allowlist: the agents the journal holds), then never codex: codex stays out,
+    # and naming it is an error
     data_dir = cm.home / "cerememory"
     before = len(_audit_ops(data_dir))
-    assert cm.ok("privacy", "enable")["crossAgent"]["enabled"] is True
-    assert cm.ok("privacy", "deny", "codex")["crossAgent"]["deniedAgents"] == ["codex"]
+    enabled = cm.ok("privacy", "enable")["crossAgent"]
+    assert enabled["enabled"] is True and enabled["agents"] == ["claude_code"]
+    assert cm.ok("privacy", "deny", "codex", "--never")["crossAgent"]["deniedAgents"] == ["codex"]
     assert _audit_ops(data_dir)[before:] == ["encode.store", "encode.update"]  # one audited write per change
     refused = cm.fails("INVALID_INPUT", 2, "ingest", "--agent", "codex")
     assert "cm privacy allow codex" in refused["error"]["recovery"]
     data = cm.ok("ingest", "--path", str(tmp_path / ".codex"), "--path", str(tmp_path / ".claude"))
     assert data["total"]["turnsIngested"] == 0 and "codex" in data["deniedAgents"]
     status = cm.ok("privacy", "status")
-    assert status["ingested"]["codex"] is False and status["ingested"]["gemini"] is True
+    assert status["ingested"]["codex"] is False and status["ingested"]["claude_code"] is True
+    assert status["cass"]["sessionCountsByAgent"]["claude_code"] >= 1
     assert [c["action"] for c in status["changes"]] == ["enable", "deny"]
     assert json.loads((cm.home / "config.json").read_text())["crossAgent"]["deniedAgents"] == ["codex"]
 

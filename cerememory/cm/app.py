@@ -143,8 +143,9 @@ def estimate_tokens(text: str) -> int:
 
 
 def render_human(command: str, result: Result) -> str:
+    """What a person sees: the command's own text, or its layout in human.py."""
     if result.human is not None:
         return result.human
-    import yaml
+    from .human import render
 
-    return f"cm {command}\n" + yaml.safe_dump(result.data, sort_keys=False, allow_unicode=True, width=120)
+    return render(command, result.data)

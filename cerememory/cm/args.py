@@ -17,8 +17,30 @@ from .errors import invalid
 
 
 class Parser(argparse.ArgumentParser):
+    """A usage error is an INVALID_INPUT envelope under --json (text on stderr otherwise). An
+    unknown command, subcommand or flag and a missing argument exit 1, in the reference's
+    (commander's) words; a value the command cannot take exits 2, as the reference's own
+    checks of values did."""
+
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise invalid(f"{self.prog}: {message}", recovery=[f"{self.prog} --help"])
+        text, exit_code = usage_message(message)
+        raise invalid(text, recovery=[f"{self.prog} --help"], exit_code=exit_code,
+                      details={"usage": f"{self.prog}: {message}"})
+
+
+def usage_message(message: str) -> tuple[str, int]:
+    """(argparse's complaint in commander's words, the reference's exit code for it)."""
+    choice = re.match(r"argument (?:command|action|\S+_command): invalid choice: '?([^' ]*)'?", message)
+    if choice:
+        return f"unknown command '{choice.group(1)}'", 1
+    extra = re.match(r"unrecognized arguments: (\S+)", message)
+    if extra:
+        word = extra.group(1)
+        return (f"unknown option '{word}'" if word.startswith("-") else f"too many arguments: '{word}'"), 1
+    required = re.match(r"the following arguments are required: ([^,]+)", message)
+    if required:
+        return f"missing required argument '{required.group(1).strip()}'", 1
+    return message, 2
 
 
 class Subcommands(Protocol):

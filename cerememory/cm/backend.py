@@ -50,10 +50,23 @@ def map_cmp_error(exc: Exception) -> CmError:
         return CmError("LOCK_ACQUISITION_FAILED", message, hint=getattr(exc, "hint", None),
                        details=getattr(exc, "details", None))
     if code == "SERVER_UNREACHABLE":
-        return CmError("NETWORK_ERROR", message, hint=getattr(exc, "hint", None), retryable=True)
+        return CmError("SERVER_UNREACHABLE", message, retryable=True,
+                       hint="start it with `cerememory serve --port <port>`, or point --server-url / "
+                            "CEREMEMORY_SERVER_URL at the one that runs")
+    if code == "UNAUTHORIZED":
+        return CmError("UNAUTHORIZED", f"The Cerememory server refused the request: {message}",
+                       hint="the keys a server accepts are its auth.api_keys (CEREMEMORY_API_KEYS where it runs)")
     if code in ("VALIDATION_ERROR", "CONTENT_TOO_LARGE"):
         return CmError("INVALID_INPUT", message, hint=getattr(exc, "hint", None))
     return CmError("INTERNAL_ERROR", f"Cerememory {code}: {message}", hint=getattr(exc, "hint", None))
+
+
+def server_url_of(given: str | None) -> str | None:
+    """A server URL as typed: `localhost:8420` (no scheme) means http://localhost:8420."""
+    if not given:
+        return None
+    given = given.strip()
+    return given if "://" in given else f"http://{given}"
 
 
 @dataclass
@@ -75,7 +88,7 @@ class Backend:
 
     def __init__(self, server_url: str | None = None, semantic: bool | None = None,
                  redact: tuple[str, ...] | None = ()) -> None:
-        self.server_url = server_url or os.environ.get("CEREMEMORY_SERVER_URL") or None
+        self.server_url = server_url_of(server_url or os.environ.get("CEREMEMORY_SERVER_URL") or None)
         self.semantic = semantic
         self.redact = redact  # extra secret patterns for the logs; None: sanitization is off
         self.mode: str | None = None
@@ -410,6 +423,13 @@ class Backend:
             if not record["session_id"].startswith("cm:"):
                 groups.setdefault(record["session_id"], []).append(record)
         return groups
+
+    def journal_records(self) -> int:
+        """How many records the raw journal holds (0: no history to search)."""
+        try:
+            return int(self.call("introspect.stats", {}).get("raw_journal_records", 0))
+        except CmError:
+            return 0
 
     def session(self, session_id: str) -> list[dict[str, Any]]:
         return self.call("recall.raw_query", {"session_id": session_id, "limit": PAGE}).get("records", [])

@@ -2,7 +2,7 @@
 commands and their handlers), dispatch, envelopes and exit codes.
 
 stdout carries only the JSON envelope under `--json`; diagnostics go to stderr. Usage errors
-are INVALID_INPUT (exit 2) envelopes too — the reference printed plain text and exited 1 (gap 21).
+are INVALID_INPUT envelopes under --json (the reference printed plain text), with its exit 1.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ ACTION_NAMES = {"ls": "list", "rm": "remove"}
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="cm", description="Procedural memory for coding agents, stored in Cerememory.")
     p.add_argument("--version", action="store_true")
+    p.add_argument("--info", action="store_true")
     p.set_defaults(handler=None, run=None, command_name=None)
     sub = p.add_subparsers(dest="command", parser_class=Parser)
     for group in GROUPS:
@@ -65,6 +66,7 @@ class Globals:
     output: str = "human"
     verbose: bool = False
     no_emoji: bool = False
+    colour: bool | None = None  # --color / --no-color; None: a terminal without NO_COLOR
 
 
 def split_globals(argv: list[str], env: Mapping[str, str]) -> tuple[list[str], Globals]:
@@ -94,6 +96,8 @@ def split_globals(argv: list[str], env: Mapping[str, str]) -> tuple[list[str], G
         elif arg in ("--no-color", "--color", "--verbose", "--emoji"):
             if arg == "--verbose":
                 flags.verbose = True
+            elif arg != "--emoji":
+                flags.colour = arg == "--color"
         elif arg == "--no-emoji":
             flags.no_emoji = True
         elif arg == "--width" and i + 1 < len(argv):
@@ -138,21 +142,30 @@ def main(argv: list[str] | None = None) -> int:
     argv = [_text(a) for a in (sys.argv[1:] if argv is None else argv)]
     rest, flags = split_globals(argv, os.environ)
     ctx: Ctx | None = None
-    command = rest[0] if rest else "cm"
+    command = failing = rest[0] if rest else "cm"
     try:
         parser = build_parser()
+        if "--info" in rest:  # as the reference: before any parsing, whatever else is on the line
+            rest = ["--info"]
         args = parser.parse_args(rest)
         if args.version:
             from . import CM_VERSION
 
             print(CM_VERSION)
             return 0
+        if args.info:
+            from .service_info import info
+
+            args.command, args.command_name, args.handler = "info", "info", lambda ctx, _: info(ctx)
         if not args.command:
             parser.print_help(sys.stderr)
             raise invalid("No command given", recovery=["cm quickstart", "cm --help"])
         if args.command == "playbook" and not args.action:
             raise invalid("playbook needs an action: list, get, add, remove, export, import, bootstrap")
         command = command_name(args)
+        failing = getattr(args, "error_command", None) or command  # the name the reference's errors carry
+        if flags.verbose and getattr(args, "verbose", None) is False:  # why/validate take --verbose as their own
+            args.verbose = True
         as_json = flags.json and not (command == "context" and getattr(args, "format", None) == "markdown")
         ctx = Ctx(as_json=as_json, server_url=flags.server_url, verbose=flags.verbose, no_emoji=flags.no_emoji)
         if args.run is not None:  # a command that runs until stopped (serve): an exit code, no envelope
@@ -162,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         if ctx.as_json:
             emit(success_envelope(ctx, command, result), flags.output, flags.stats)
         else:
+            from .human import use_colour
+
+            use_colour(flags.colour)
             print(render_human(command, result))
         if ctx.storage_notice:
             print(f"cm: {ctx.storage_notice}", file=sys.stderr)
@@ -173,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # every failure becomes an envelope with a category exit code
         error = from_exception(exc)
         if flags.json:
-            emit(error_envelope(ctx, command, error), flags.output, flags.stats)
+            emit(error_envelope(ctx, failing, error), flags.output, flags.stats)
         else:
             print(f"cm: error: {error.message}", file=sys.stderr)
             for line in error.recovery:

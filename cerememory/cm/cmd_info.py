@@ -56,6 +56,7 @@ def register(sub: Subcommands) -> None:
     s.add_argument("action", choices=["status", "enable", "disable", "allow", "deny"])
     s.add_argument("agents", nargs="*")
     s.add_argument("--days", type=positive, default=365)
+    s.add_argument("--never", action="store_true")
     s.set_defaults(handler=cmd_privacy, command_name="privacy:{action}")
     s = sub.add_parser("onboard")
     s.add_argument("action", choices=["status", "gaps", "sample", "read", "prompt", "guided", "mark-done", "reset"])
@@ -120,7 +121,7 @@ def cmd_privacy(ctx: Ctx, args: argparse.Namespace) -> Result:
 
     if args.action == "status":
         return privacy_status(ctx, args.days)
-    return change_privacy(ctx, args.action, args.agents)
+    return change_privacy(ctx, args.action, args.agents, never=args.never)
 
 
 def cmd_onboard(ctx: Ctx, args: argparse.Namespace) -> Result:
@@ -139,7 +140,7 @@ def cmd_onboard(ctx: Ctx, args: argparse.Namespace) -> Result:
     if action == "prompt":
         return onboard.prompt(ctx)
     if action == "guided":
-        return onboard.guided()
+        return onboard.guided(ctx)
     if action == "mark-done":
         if not args.path:
             raise CmError("MISSING_REQUIRED", "onboard mark-done needs a session id or path")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .args import Subcommands, number, positive, subcommands
@@ -25,7 +26,7 @@ def register(sub: Subcommands) -> None:
     sub.add_parser("starters").set_defaults(handler=cmd_starters, command_name="starters")
 
     s = sub.add_parser("context", aliases=["ctx"])
-    s.add_argument("task", nargs="*")
+    s.add_argument("task", nargs="+")  # none: missing required argument (exit 1); "": INVALID_INPUT
     s.add_argument("--workspace")
     s.add_argument("--limit", type=positive)
     s.add_argument("--top", type=positive)
@@ -183,7 +184,10 @@ def cmd_add(ctx: Ctx, args: argparse.Namespace) -> Result:
     from . import service_playbook as service
 
     if args.file:
-        text = sys.stdin.read() if args.file == "-" else service.read_file(args.file)
+        try:
+            text = sys.stdin.read() if args.file == "-" else Path(args.file).expanduser().read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:  # the reference: a failed entry, exit 0
+            return service.add_rules(ctx, None, category=args.category, file=args.file, unread=str(exc))
         return service.add_rules(ctx, text, category=args.category, session=args.session, check=args.check,
                                  strict=args.strict)
     return service.add_rule(ctx, " ".join(args.content or []), category=args.category, session=args.session,

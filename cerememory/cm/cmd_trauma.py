@@ -23,7 +23,7 @@ def register(sub: Subcommands) -> None:
     s.add_argument("--force", action="store_true")
     s.add_argument("--yes", action="store_true")
     s.add_argument("--days", type=positive)
-    s.set_defaults(handler=cmd_trauma, command_name="trauma {action}")
+    s.set_defaults(handler=cmd_trauma, command_name="trauma {action}", error_command="trauma")
     s = sub.add_parser("guard")
     s.add_argument("--install", action="store_true")
     s.add_argument("--git", action="store_true")

@@ -25,17 +25,21 @@ _ISSUE_WORDS = ("error", "fix", "bug", "issue", "problem", "fail", "debug")
 
 
 def last_helpful(bullet: dict[str, Any], now: float) -> str:
-    parsed = [parse_ms(e.get("timestamp")) for e in bullet.get("feedbackEvents") or [] if e.get("type") == "helpful"]
-    stamps = [s for s in parsed if s is not None]
+    """When a rule last helped, in the reference's words (`just now`, `3 hours ago`, `Never`),
+    every unit rounded down as there (so 28 days is `0 months ago`, as the reference says)."""
+    stamps = [ms for e in bullet.get("feedbackEvents") or [] if e.get("type") == "helpful"
+              and (ms := parse_ms(e.get("timestamp"))) is not None]
     if not stamps:
         return "Never"
-    seconds = max(0.0, (now - max(stamps)) / 1000)
-    for unit, size in (("year", 31_536_000), ("month", 2_592_000), ("week", 604_800), ("day", 86_400),
-                       ("hour", 3_600), ("minute", 60)):
-        if seconds >= size:
-            n = int(seconds // size)
-            return f"{n} {unit}{'s' if n != 1 else ''} ago"
-    return "just now"
+    seconds = int((now - max(stamps)) // 1000)
+    if seconds < 60:
+        return "just now"
+    days = seconds // 86_400
+    for amount, unit, limit in ((seconds // 60, "minute", 60), (seconds // 3600, "hour", 24), (days, "day", 7),
+                                (days // 7, "week", 4), (days // 30, "month", 12), (days // 365, "year", None)):
+        if limit is None or amount < limit:
+            return f"{amount} {unit}{'' if amount == 1 else 's'} ago"
+    raise AssertionError("unreachable")
 
 
 def _reasoning(bullet: dict[str, Any]) -> str:
@@ -62,22 +66,49 @@ def history_query(keywords: list[str]) -> str:
     return " ".join(words[:8])
 
 
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
 def suggested_queries(keywords: list[str], task: str) -> list[str]:
-    """Follow-up history searches; skips the reference's `'fix fix'` nonsense (gap 18)."""
+    """The reference's `suggestedCassQueries`, exactly (its quirks too: a task with "fix" in it
+    gets `cass search 'fix fix' --days 60`)."""
+    out: list[str] = []
+    seen: set[str] = set()
+
+    def add(query: str, days: int) -> None:
+        query = query.strip()
+        if query and len(out) < 5 and f"{query}-{days}" not in seen:
+            seen.add(f"{query}-{days}")
+            out.append(f"cass search {_quoted(query)} --days {days}")
+
+    if len(keywords) >= 2:
+        add(" ".join(keywords[:3]), 30)
+    if keywords:
+        add(keywords[0] + (" fix" if any(w in task.lower() for w in _ISSUE_WORDS) else " error"), 60)
+        add(keywords[0], 90)
+    if len(keywords) >= 2:
+        add(" ".join(keywords[:2]), 60)
+    if len(keywords) >= 3:
+        add(keywords[2], 90)
+    return out
+
+
+def history_queries(keywords: list[str], task: str) -> list[str]:
+    """Follow-up searches of our history (`cm history`), without the reference's `'fix fix'`
+    nonsense (gap 18): `suggestedHistoryQueries`."""
     out: list[str] = []
 
     def add(query: str, days: int) -> None:
         words = list(dict.fromkeys(query.split()))
-        text = "'" + " ".join(words).replace("'", "'\\''") + "'"
-        line = f"cm history {text} --days {days}"
+        line = f"cm history {_quoted(' '.join(words))} --days {days}"
         if words and line not in out:
             out.append(line)
 
     if not keywords:
         return out
     add(" ".join(keywords[:3]), 30)
-    lowered = task.lower()
-    suffix = " fix" if any(w in lowered for w in _ISSUE_WORDS) else " error"
+    suffix = " fix" if any(w in task.lower() for w in _ISSUE_WORDS) else " error"
     if suffix.strip() != keywords[0]:
         add(keywords[0] + suffix, 60)
     add(keywords[0], 90)
@@ -202,13 +233,20 @@ def build_context(playbook: Playbook, config: dict[str, Any], task: str, *, limi
                     if failed:
                         out.setdefault("degraded", {})["remoteCass"] = failed
             except Exception as exc:
-                out["degraded"] = {"history": {"available": False, "reason": "OTHER",
-                                               "message": f"history search failed: {exc}",
-                                               "suggestedFix": ["check the Cerememory server", "cm doctor"]}}
+                out["degraded"] = {"cass": {"available": False, "reason": "OTHER",
+                                            "message": f"History search in the raw journal failed: {exc}",
+                                            "suggestedFix": ["check the Cerememory server", "cm doctor"]}}
+            if not snippets and "degraded" not in out and not playbook.backend.journal_records():
+                out["degraded"] = {"cass": {
+                    "available": False, "reason": "INDEX_MISSING",
+                    "message": "The raw journal holds no records yet, so there is no history: playbook-only mode "
+                               "until agent sessions are ingested.",
+                    "suggestedFix": ["cm ingest", "cm doctor"]}}
     else:
         out["historyNotice"] = "history skipped (--no-history)"
     out["historySnippets"] = snippets
     out["deprecatedWarnings"] = deprecated_warnings(playbook.deprecated_patterns(), task, snippets)
     out["suggestedCassQueries"] = suggested_queries(keywords, task)
+    out["suggestedHistoryQueries"] = history_queries(keywords, task)
     out.update(mode_info)
     return out

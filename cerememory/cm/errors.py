@@ -10,14 +10,14 @@ CATEGORY_EXIT = {"internal": 1, "user_input": 2, "configuration": 3, "filesystem
 CODE_CATEGORY = {
     "INVALID_INPUT": "user_input", "MISSING_REQUIRED": "user_input", "BULLET_NOT_FOUND": "user_input",
     "SESSION_NOT_FOUND": "user_input", "ALREADY_EXISTS": "user_input", "VALIDATION_FAILED": "user_input",
-    # the reference leaves TRAUMA_NOT_FOUND unmapped (exit 1); it is a user-input error (gap 21)
-    "TRAUMA_NOT_FOUND": "user_input",
+    # TRAUMA_NOT_FOUND is unmapped, so internal (exit 1), as in the reference
     "PLAYBOOK_NOT_FOUND": "configuration", "PLAYBOOK_CORRUPT": "configuration",
     "CONFIG_INVALID": "configuration", "SEMANTIC_SEARCH_UNAVAILABLE": "configuration",
     "SANITIZATION_FAILED": "configuration",
     "FILE_NOT_FOUND": "filesystem", "FILE_PERMISSION_DENIED": "filesystem",
     "FILE_WRITE_FAILED": "filesystem", "LOCK_ACQUISITION_FAILED": "filesystem",
-    "NETWORK_ERROR": "network",
+    "NETWORK_ERROR": "network", "SERVER_UNREACHABLE": "network",
+    "UNAUTHORIZED": "configuration",
     "CASS_NOT_FOUND": "cass", "CASS_INDEX_STALE": "cass", "CASS_SEARCH_FAILED": "cass",
     "MISSING_API_KEY": "llm", "LLM_API_ERROR": "llm", "LLM_RATE_LIMITED": "llm",
     "LLM_BUDGET_EXCEEDED": "llm",
@@ -43,6 +43,10 @@ DEFAULT_RECOVERY = {
                                 "there and pass --server-url, or wait for it to finish"],
     "NETWORK_ERROR": ["Check that the Cerememory server is running (cerememory serve)",
                       "Check --server-url / CEREMEMORY_SERVER_URL"],
+    "SERVER_UNREACHABLE": ["Start the server (cerememory serve) or check --server-url / CEREMEMORY_SERVER_URL",
+                           "Or drop --server-url to open the data dir in-process"],
+    "UNAUTHORIZED": ["Give cm the server's key: CEREMEMORY_SERVER_API_KEY=<key>, or server_api_key in "
+                     "Cerememory's config"],
     "MISSING_API_KEY": ["Configure an LLM provider for Cerememory (llm.provider and its API key)"],
     "LLM_API_ERROR": ["Retry later; check the provider's status and your API key"],
     "LLM_BUDGET_EXCEEDED": ["Wait for the budget window to reset, or raise the budget"],
@@ -55,7 +59,7 @@ class CmError(Exception):
 
     def __init__(self, code: str, message: str, *, recovery: list[str] | None = None,
                  hint: str | None = None, details: dict[str, Any] | None = None,
-                 cause: str | None = None, retryable: bool | None = None) -> None:
+                 cause: str | None = None, retryable: bool | None = None, exit_code: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -64,9 +68,12 @@ class CmError(Exception):
         self.details = details
         self.cause = cause
         self.retryable = retryable
+        self.forced_exit = exit_code  # where the reference exits otherwise than the code's category
 
     @property
     def exit_code(self) -> int:
+        if self.forced_exit is not None:
+            return self.forced_exit
         return CATEGORY_EXIT[CODE_CATEGORY.get(self.code, "internal")]
 
     def to_dict(self) -> dict[str, Any]:

@@ -66,6 +66,22 @@ def global_dir() -> Path:
     return Path("~/.cass-memory").expanduser()
 
 
+def global_playbook_ref(config: dict[str, Any] | None = None) -> str:
+    """The global playbook file as the reference names it (`playbookPath`, by default
+    `~/.cass-memory/playbook.yaml`, unexpanded): the path cm reports for global rules, which
+    `cm playbook export` writes in that file's format."""
+    named = (config or {}).get("playbookPath")
+    if isinstance(named, str) and named:
+        return named
+    home = global_dir()
+    default = home == Path("~/.cass-memory").expanduser()
+    return "~/.cass-memory/playbook.yaml" if default else str(home / "playbook.yaml")
+
+
+def global_playbook_path(config: dict[str, Any] | None = None) -> Path:
+    return Path(global_playbook_ref(config)).expanduser()
+
+
 def data_dir() -> Path:
     """The Cerememory data dir cm opens when no server is named."""
     if os.environ.get("CEREMEMORY_DATA_DIR"):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .bullets import normalise, public
 from .errors import CmError
-from .home import global_dir, read_jsonl, repo_dir, write_atomic
+from .home import global_dir, global_playbook_path, global_playbook_ref, read_jsonl, repo_dir, write_atomic
 from .locks import locked
 from .scoring import hash_content, is_active, jaccard_sets, now_iso, tokenize
 
@@ -109,6 +109,14 @@ class Playbook:
         scores, on, reason = self.backend.semantic_scores(text, len(self.global_bullets()))
         bullet_of = {rid: bid for bid, rid in self._record_of.items()}
         return {bullet_of[r]: s for r, s in scores.items() if r in bullet_of}, on, reason
+
+    def path_of(self, bullet_id: str, *, expanded: bool = True) -> str:
+        """The playbook file a rule belongs to, as the reference names it: the repo's
+        `.cass/playbook.yaml`, or the global one (`home.global_playbook_ref`; `expanded`: with
+        `~` resolved, as the reference's `undo` reports it)."""
+        if self.layer_of(bullet_id) == "repo" and self.repo_path is not None:
+            return str(self.repo_path)
+        return str(global_playbook_path(self.config)) if expanded else global_playbook_ref(self.config)
 
     def layer_of(self, bullet_id: str) -> str:
         repo = self.repo()

@@ -1,14 +1,16 @@
 """Cross-agent privacy: which agents' sessions cm ingests and shows as history.
 
 The state is the reference's `crossAgent` object `{enabled, consentGiven, consentDate?, agents,
-auditLog}` plus `deniedAgents`. It lives in Cerememory as one procedural record
+auditLog}`. It lives in Cerememory as one procedural record
 (`cm_kind: "privacy"`), so every change is an `encode.*` write that the hash-chained audit log
 records; config.json's `crossAgent` is kept as a mirror (and read when no record exists yet).
 
 The rule (docs/cm.md, "Privacy and cross-agent enrichment"):
-1. an agent in `deniedAgents` is never ingested and never shown;
-2. enrichment off (the default, or enabled without consent): only the current agent;
-3. enabled with consent: the allowlist `agents` (empty = every agent) plus the current agent.
+1. enrichment off (the default, or enabled without consent): only the current agent;
+2. enabled with consent: the allowlist `agents` (empty = every agent) plus the current agent;
+3. an agent in `deniedAgents` (`cm privacy deny <agent> --never`, an extension: the reference's
+   deny only shrinks the allowlist, so with an empty allowlist it denies nothing) is never
+   ingested and never shown.
 The current agent is `CM_AGENT`, else the agent whose own environment marker is set, else
 `claude_code`.
 """
@@ -25,8 +27,9 @@ from .locks import locked
 from .scoring import now_iso
 
 KIND = "privacy"
-DEFAULT: dict[str, Any] = {"enabled": False, "consentGiven": False, "agents": [], "auditLog": True,
-                           "deniedAgents": []}
+DEFAULT: dict[str, Any] = {"enabled": False, "consentGiven": False, "agents": [], "auditLog": True}
+# what `privacy enable` allow-lists when no agent is named and the journal names none (the reference's list)
+DEFAULT_ALLOWLIST = ("claude", "cursor", "codex", "aider", "pi_agent")
 # environment variables the agents set for the commands they run
 MARKERS = (("CLAUDECODE", "claude_code"), ("CLAUDE_CODE_ENTRYPOINT", "claude_code"), ("GEMINI_CLI", "gemini"),
            ("CODEX_SANDBOX", "codex"), ("CODEX_SANDBOX_NETWORK_DISABLED", "codex"),
@@ -116,25 +119,38 @@ def policy(backend: Any) -> Policy:
     return Policy(load(backend), current_agent()[0])
 
 
-def change(backend: Any, action: str, agents: list[str]) -> dict[str, Any]:
-    """Apply one `cm privacy` action, write it through CMP (audited) and mirror it to config.json."""
+def change(backend: Any, action: str, agents: list[str], discovered: list[str] | None = None,
+           never: bool = False) -> dict[str, Any]:
+    """Apply one `cm privacy` action the reference's way, write it through CMP (audited) and
+    mirror it to config.json. `enable` allow-lists the agents named, else those `discovered`
+    in the journal, else DEFAULT_ALLOWLIST; `allow` adds one agent and `deny` removes one from
+    the allowlist (both sorted). `never` (deny only) also puts the agent in `deniedAgents`;
+    naming an agent to `enable` or `allow` takes it out again."""
     state = load(backend)
-    allowed = list(state.get("agents") or [])
-    denied = list(state.get("deniedAgents") or [])
+    allowed = [_normal(a) for a in state.get("agents") or []]
+    named = [_normal(a) for a in agents if _normal(a)]
+    denied = [d for d in state.get("deniedAgents") or [] if _names([d]).isdisjoint(_names(named))]
+    if action == "deny" and never:
+        denied += named[:1]
     if action == "enable":
-        state.update(enabled=True, consentGiven=True, consentDate=now_iso())
-        if agents:
-            allowed = list(dict.fromkeys(agents))
-            denied = [d for d in denied if _names([d]).isdisjoint(_names(agents))]
+        state.update(enabled=True, consentGiven=True, consentDate=state.get("consentDate") or now_iso())
+        if named:
+            allowed = sorted(set(named))
+        elif discovered:
+            allowed = sorted(set(discovered))
+        else:
+            allowed = list(DEFAULT_ALLOWLIST)
     elif action == "disable":
         state["enabled"] = False
     elif action == "allow":
-        allowed += [a for a in agents if _names([a]).isdisjoint(_names(allowed))]
-        denied = [d for d in denied if _names([d]).isdisjoint(_names(agents))]
+        allowed = sorted({*allowed, named[0]})
     elif action == "deny":
-        allowed = [a for a in allowed if _names([a]).isdisjoint(_names(agents))]
-        denied += [a for a in agents if _names([a]).isdisjoint(_names(denied))]
-    state["agents"], state["deniedAgents"] = allowed, denied
+        allowed = sorted(a for a in allowed if a != named[0])
+    state["agents"] = allowed
+    if denied:
+        state["deniedAgents"] = denied
+    else:
+        state.pop("deniedAgents", None)
     _, previous = backend.cm_record(KIND)
     changes = list((previous or {}).get("changes") or [])[-(MAX_CHANGES - 1):]
     changes.append({"at": now_iso(), "action": action, "agents": agents, "by": current_agent()[0]})
@@ -142,6 +158,11 @@ def change(backend: Any, action: str, agents: list[str]) -> dict[str, Any]:
     backend.save_cm_record(KIND, {"crossAgent": state, "changes": changes}, text)
     _mirror(state)
     return state
+
+
+def _normal(agent: str) -> str:
+    """An agent name as the reference stores it in the allowlist: trimmed, lower case."""
+    return agent.strip().lower()
 
 
 def _mirror(state: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 CATEGORY_KEYWORDS: dict[str, list[str]] = {
@@ -35,32 +36,49 @@ SIMILAR = 0.8  # an existing rule this close is reported as a likely duplicate
 
 def check_rule(content: str, category: str, *, nearest: tuple[float, dict[str, Any]] | None = None,
                mode: str = "keyword", note: str | None = None) -> dict[str, Any]:
-    """Warnings and suggestions; there are no error-severity checks, so `valid` stays true
-    unless the caller is strict (the reference's behaviour). `nearest` is the most similar
-    existing rule, measured by `mode` (semantic or keyword)."""
-    words = content.split()
+    """The reference's report: `warnings[{type: similarity|quality|category, message, severity:
+    warning|suggestion, details?}]` and `suggestions{category?, reason?}`. Nothing is an error,
+    so `valid` stays true; `--strict` refuses a rule with a warning-severity entry (`has_issues`).
+    `nearest` is the most similar existing rule, measured by `mode` (semantic or keyword; the
+    extra `similarity` key says which)."""
     warnings: list[dict[str, Any]] = []
-    suggestions: list[dict[str, str]] = []
     if nearest is not None and nearest[0] >= SIMILAR:
         score, rule = nearest
-        warnings.append({"type": "similar", "bulletId": rule["id"], "similarity": round(score, 4),
-                         "message": f"Very similar to {rule['id']} ({mode} {score:.2f}): {rule['content'][:120]}"})
-    if len(words) < 10:
-        warnings.append({"type": "too_short", "message": f"Rule has {len(words)} words; aim for at least 10"})
-    if len(words) > 100:
-        suggestions.append({"type": "too_long", "message": "Rule is over 100 words; consider splitting it"})
-    if not CONTEXT_WORDS & {w.lower().strip(".,;:!?") for w in words}:
-        suggestions.append({"type": "no_context", "message": "Say when the rule applies (when, before, unless…)"})
-    long_words = [w.lower().strip(".,;:!?") for w in words if len(w) > 2]
-    vague = [w for w in long_words if w in VAGUE]
-    if len(vague) >= 5 and len(vague) > 0.4 * len(long_words):
-        warnings.append({"type": "vague", "message": "Rule is vague: be specific about what to do"})
+        warnings.append({"type": "similarity", "message": f"Similar to existing rule '{rule['id']}' "
+                                                          f"({score * 100:.0f}% similar)",
+                         "severity": "warning", "details": {"similarRuleId": rule["id"], "similarityScore": score}})
+    count = len(content.split())
+    if count < 10:
+        warnings.append({"type": "quality", "message": f"Rule is too short ({count} words). "
+                                                       "Consider adding more context.",
+                         "severity": "warning", "details": {"wordCount": count}})
+    elif count > 100:
+        warnings.append({"type": "quality", "message": f"Rule is quite long ({count} words). "
+                                                       "Consider splitting into multiple rules.",
+                         "severity": "suggestion", "details": {"wordCount": count}})
+    if not any(re.search(rf"\b{word}\b", content, re.IGNORECASE) for word in CONTEXT_WORDS):
+        warnings.append({"type": "quality", "severity": "suggestion",
+                         "message": "Rule lacks context. Consider specifying when/where this applies."})
+    long_words = [w for w in content.lower().split() if len(w) > 2]
+    if len(long_words) >= 5 and sum(1 for w in long_words if w in VAGUE) / len(long_words) > 0.4:
+        warnings.append({"type": "quality", "message": "Rule seems too vague. Consider being more specific.",
+                         "severity": "warning"})
+    suggestions: dict[str, str] = {}
     detected = detect_categories(content)
-    if detected and category not in detected and category != "general":
-        suggestions.append({"type": "category_mismatch",
-                            "message": f"Category '{category}' may not fit; detected {', '.join(detected)}"})
+    wanted = category.lower()
+    if detected and wanted not in detected:
+        warnings.append({"type": "category", "message": f"Category '{category}' may not match content. "
+                                                        f"Detected: {detected[0]}",
+                         "severity": "suggestion",
+                         "details": {"suggestedCategory": detected[0], "detectedCategories": detected}})
+        suggestions = {"category": detected[0], "reason": f"Content keywords suggest '{detected[0]}' category"}
     return {"valid": True, "warnings": warnings, "suggestions": suggestions,
             "similarity": {"mode": mode, **({"notice": note} if note else {})}}
+
+
+def has_issues(validation: dict[str, Any]) -> bool:
+    """Whether `--strict` refuses the rule: a warning of severity error or warning (not a suggestion)."""
+    return any(w.get("severity") in ("error", "warning") for w in validation["warnings"])
 
 
 def gap_analysis(bullets: list[dict[str, Any]]) -> dict[str, Any]:

@@ -19,9 +19,10 @@ def context(ctx: Ctx, task: str, *, workspace: str | None = None, limit: int | N
             no_history: bool = False, log_context: bool = False, session: str | None = None) -> Result:
     """Rules, anti-patterns and history relevant to `task` (`cm context`), with the trauma
     warning when the task matches one; logged when asked (or CASS_CONTEXT_LOG is set)."""
+    if not task.strip():
+        raise invalid("task must be a non-empty string.", hint='Example: cm context "fix the login bug" --json',
+                      details={"field": "task", "received": task})
     task = task.strip()
-    if not task:
-        raise missing("Task description required", recovery=['cm context "<task>" --json'])
     data = build_context(ctx.playbook, ctx.config, task, limit=limit, min_score=min_score, history=history,
                          days=days, workspace=workspace, no_history=no_history)
     from . import trauma

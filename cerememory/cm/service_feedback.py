@@ -12,11 +12,11 @@ from typing import Any, Literal
 from .app import Ctx, Result
 from .bullets import deprecate, new_bullet
 from .errors import invalid, missing
-from .feedback import HARMFUL_REASONS, add_event, apply_maturity, apply_outcome
+from .feedback import HARMFUL_REASONS, add_event, apply_outcome
 from .home import append_jsonl, data_dir, global_dir, read_jsonl, write_atomic
 from .locks import locked
 from .outcome import STATUSES, detect_sentiment
-from .scoring import effective_score, now_iso
+from .scoring import calculate_maturity, effective_score, now_iso
 
 
 def mark(ctx: Ctx, bullet_id: str, kind: Literal["helpful", "harmful"], *, reason: str | None = None,
@@ -63,49 +63,89 @@ def _unblock(ctx: Ctx, bullet_id: str) -> None:
 
 def undo(ctx: Ctx, bullet_id: str, *, feedback: bool = False, hard: bool = False, confirmed: bool = False,
          dry_run: bool = False) -> Result:
-    """Restore a deprecated rule as an active candidate (and unblock it), or take back its last
-    feedback event (`feedback`), or delete it for good (`hard`, `confirmed`)."""
+    """Restore a deprecated rule (and unblock it), or take back its last feedback event
+    (`feedback`), or delete it for good (`hard`, `confirmed`), with the reference's shapes;
+    `dry_run` returns the reference's `plan`. A rule that is not deprecated is refused unless
+    `feedback` or `hard` says what to undo."""
     bullet = ctx.playbook.require(bullet_id)
-    before = {k: bullet.get(k) for k in ("deprecated", "state", "maturity", "helpfulCount", "harmfulCount")}
-    layer = ctx.playbook.layer_of(bullet["id"])
-    path = str(ctx.playbook.repo_path) if layer == "repo" else "cerememory:procedural"
+    bid = bullet["id"]
+    events = bullet.get("feedbackEvents") or []
+    last = events[-1] if events else None
+    if feedback and not hard and last is None:
+        raise invalid(f"No feedback events to undo for bullet {bid}",
+                      details={"bulletId": bid, "action": "undo-feedback"})
+    if not feedback and not hard and not bullet.get("deprecated"):
+        raise invalid(f"Bullet {bid} is not deprecated",
+                      hint="Use --feedback to undo the last feedback event, or --hard to delete",
+                      details={"bulletId": bid, "action": "un-deprecate"})
+    path = ctx.playbook.path_of(bid)
+    preview = " ".join(bullet["content"].split())[:100]
+    counts = {k: bullet.get(k) for k in ("deprecated", "state", "maturity", "helpfulCount", "harmfulCount")}
+    if dry_run:
+        return Result({"plan": _undo_plan(ctx, bullet, feedback=feedback, hard=hard, path=path, preview=preview,
+                                          before=counts)})
     if hard:
         if not confirmed:
-            raise missing("--hard deletes permanently; confirm with --yes")
-        if not dry_run:
-            ctx.playbook.delete(bullet["id"])
-        return Result({"bulletId": bullet["id"], "action": "hard-delete", "path": path,
-                       "preview": bullet["content"][:100], "before": before, "after": None,
-                       "message": "Dry run: would delete" if dry_run else "Deleted permanently"})
+            raise missing("Confirmation required for --hard deletion", hint="Re-run with --yes in non-interactive mode",
+                          details={"confirmPhrase": "DELETE"})
+        ctx.playbook.delete(bid)
+        return Result({"bulletId": bid, "action": "hard-delete", "path": path, "preview": preview, "before": counts,
+                       "after": {"deleted": True},
+                       "message": f"Permanently deleted bullet {bid} from {ctx.playbook.layer_of(bid)} playbook"})
     if feedback:
-        events = bullet.get("feedbackEvents") or []
-        if not events:
-            raise invalid(f"Bullet {bullet['id']} has no feedback to undo")
-        target = dict(bullet, feedbackEvents=list(events[:-1]))
-        last = events[-1]
-        counter = "helpfulCount" if last.get("type") == "helpful" else "harmfulCount"
-        target[counter] = max(0, int(target.get(counter) or 0) - 1)
-        auto = (target.get("deprecationReason") or "").startswith("Automatically deprecated")
-        if auto:
-            target.update(deprecated=False, state="active", maturity="candidate")
+        assert last is not None
+        before: dict[str, Any] = {"helpfulCount": bullet.get("helpfulCount"),
+                                  "harmfulCount": bullet.get("harmfulCount"), "lastFeedback": last}
+        bullet["feedbackEvents"] = list(events[:-1])
+        counter = {"helpful": "helpfulCount", "harmful": "harmfulCount"}.get(str(last.get("type")))
+        if counter:
+            bullet[counter] = max(0, int(bullet.get(counter) or 0) - 1)
+        bullet["maturity"] = calculate_maturity(bullet, ctx.config)
+        if bullet.get("deprecated") and "Automatically deprecated" in (bullet.get("deprecationReason") or "") \
+                and bullet["maturity"] != "deprecated":
+            bullet.update(deprecated=False, state="active")
             for key in ("deprecatedAt", "deprecationReason"):
-                target.pop(key, None)
-        apply_maturity(target, ctx.config)
-        action, message = "undo-feedback", f"Removed the last {last.get('type')} event"
-    else:
-        target = dict(bullet, deprecated=False, state="active", maturity="candidate")
-        for key in ("deprecatedAt", "deprecationReason"):
-            target.pop(key, None)
-        action, message = "un-deprecate", "Rule restored as an active candidate"
-    after = {k: target.get(k) for k in before}
-    if not dry_run:
-        bullet.clear()
-        bullet.update(target, updatedAt=now_iso())
+                bullet.pop(key, None)
+        bullet["updatedAt"] = now_iso()
         ctx.playbook.save(bullet)
-        if action == "un-deprecate":
-            _unblock(ctx, bullet["id"])
-    return Result({"bulletId": bullet["id"], "action": action, "path": path, "before": before, "after": after,
-                   "message": message})
+        return Result({"bulletId": bid, "action": "undo-feedback", "before": before,
+                       "after": {"helpfulCount": bullet.get("helpfulCount"), "harmfulCount": bullet.get("harmfulCount"),
+                                 "feedbackEventsCount": len(bullet["feedbackEvents"])},
+                       "message": f"Removed last {last.get('type')} feedback from {bid}"})
+    before = {k: bullet.get(k) for k in ("deprecated", "deprecatedAt", "deprecationReason", "state", "maturity")}
+    bullet.update(deprecated=False, state="active", updatedAt=now_iso())
+    for key in ("deprecatedAt", "deprecationReason"):
+        bullet.pop(key, None)
+    if bullet.get("maturity") == "deprecated":
+        bullet["maturity"] = "candidate"
+    ctx.playbook.save(bullet)
+    _unblock(ctx, bid)
+    return Result({"bulletId": bid, "action": "un-deprecate",
+                   "before": {k: v for k, v in before.items() if v is not None},
+                   "after": {"deprecated": False, "state": "active", "maturity": bullet.get("maturity")},
+                   "message": f"Restored bullet {bid} from deprecated state"})
+
+
+def _undo_plan(ctx: Ctx, bullet: dict[str, Any], *, feedback: bool, hard: bool, path: str, preview: str,
+               before: dict[str, Any]) -> dict[str, Any]:
+    """What `undo --dry-run` would do, as the reference's `plan`."""
+    bid = bullet["id"]
+    last = (bullet.get("feedbackEvents") or [None])[-1]
+    if hard:
+        action, change, apply = ("hard-delete", "Bullet would be permanently removed from playbook",
+                                 f"cm undo {bid} --hard --yes")
+    elif feedback:
+        assert last is not None
+        day = str(last.get("timestamp") or "")[:10] or "unknown"
+        action, change, apply = "undo-feedback", f"Would remove last {last.get('type')} feedback from {day}", \
+            f"cm undo {bid} --feedback"
+        before = {**before, "lastFeedback": last}
+    else:
+        action, change, apply = ("un-deprecate", "Bullet would be restored to active state (deprecated → active, "
+                                 "maturity reset to candidate if needed)", f"cm undo {bid}")
+    return {"dryRun": True, "action": action, "bulletId": bid, "path": path,
+            "location": ctx.playbook.layer_of(bid), "preview": preview, "category": bullet.get("category"),
+            "before": before, "wouldChange": change, "applyCommand": apply}
 
 
 def forget(ctx: Ctx, bullet_id: str, reason: str | None, *, invert: bool = False) -> Result:
@@ -195,6 +235,7 @@ def usage(ctx: Ctx) -> Result:
             used = {}
     events = read_jsonl(global_dir() / "usage.jsonl")
     limits = ctx.config.get("budget") or {}
-    return Result({"today": float(used.get("cost_usd", 0) or 0), "month": None, "total": None,
+    today = float(used.get("cost_usd", 0) or 0)  # the budget file keeps one day: month and total are at least it
+    return Result({"today": today, "month": today, "total": today,
                    "dailyLimit": limits.get("dailyLimit", 1.0), "monthlyLimit": limits.get("monthlyLimit", 20.0),
                    "llmBudget": used or None, "events": len(events)})

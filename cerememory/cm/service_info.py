@@ -13,8 +13,9 @@ from typing import Any
 
 from . import CM_VERSION, privacy, trauma
 from .app import Ctx, Result
+from .context import last_helpful
 from .errors import CmError, invalid
-from .home import DEFAULT_CONFIG, data_dir, global_dir, write_atomic
+from .home import DEFAULT_CONFIG, data_dir, global_dir, global_playbook_path, write_atomic
 from .playbook import dump_yaml, empty_playbook, export_playbook
 from .scoring import (
     effective_score,
@@ -82,12 +83,12 @@ def top(ctx: Ctx, count: int | None = None, *, scope: str = "all", category: str
               and (not category or b.get("category") == category)]
     scored = sorted(((effective_score(b, ctx.config), b) for b in active), key=lambda s: -s[0])[:count]
     rows = []
+    now = time.time() * 1000
     for rank, (score, b) in enumerate(scored, 1):
-        _, last = _days_since(b, time.time() * 1000)
         rows.append({"rank": rank, "id": b["id"], "score": round(score, 2), "content": b["content"],
                      "category": b["category"], "scope": b.get("scope", "global"), "maturity": b.get("maturity"),
                      "feedback": {"helpful": b.get("helpfulCount", 0), "harmful": b.get("harmfulCount", 0)},
-                     "lastUsed": last["timestamp"] if last else None})
+                     "lastUsed": last_helpful(b, now)})
     return Result({"count": len(rows), "filters": {"scope": scope, "category": category}, "bullets": rows})
 
 
@@ -225,23 +226,37 @@ def project(ctx: Ctx, fmt: str = "agents.md", *, output: str | None = None, forc
 
 
 def quickstart() -> Result:
+    """The agent's one-page guide, in the reference's shape (every key and type as there)."""
     return Result({
-        "summary": "cm gives coding agents procedural memory: playbook rules learned from past sessions, "
-                   "stored in Cerememory.",
-        "oneCommand": 'cm context "<your task>" --json',
-        "expectations": ["Run cm context before any non-trivial task", "Follow relevantBullets, avoid antiPatterns",
-                         "Leave inline feedback: // [cass: helpful b-…] - why"],
-        "whatItReturns": ["relevantBullets", "antiPatterns", "historySnippets", "suggestedCassQueries",
-                          "deprecatedWarnings", "semanticMode"],
-        "doNotDo": ["Do not edit the playbook by hand while cm runs", "Do not mark rules you did not use"],
-        "operatorNote": "cm reflect distils sessions from Cerememory's raw journal into rules; run it daily.",
-        "soloUser": "Everything works locally without an LLM; reflection then uses the deterministic path.",
-        "inlineFeedbackFormat": "// [cass: helpful b-xxxx] - reason   or   # [cass: harmful b-xxxx] - reason",
-        "protocol": {"start": 'cm context "<task>" --json', "during": "cite rule ids you follow",
-                     "end": "cm outcome success|failure <ids> --json"},
-        "examples": ['cm context "fix the auth timeout bug" --json', "cm mark b-abc123 --helpful",
-                     'cm playbook add "Always run tests before committing" --category testing',
-                     "cm outcome success b-abc123 --duration 300 --text \"thanks, that worked\""]})
+        "summary": "Procedural memory system for AI coding agents, stored in Cerememory",
+        "oneCommand": 'cm context "<task>" --json',
+        "expectations": {
+            "degradedMode": "If the raw journal holds no sessions yet, historySnippets may be empty; "
+                            "run cm doctor for next steps.",
+            "privacy": "Cross-agent enrichment is opt-in and off by default; check cm privacy status.",
+            "remoteHistory": "History comes from Cerememory's raw journal (cm ingest, or a shared server via "
+                             "--server-url); historySnippets[].origin.kind says where a hit came from."},
+        "whatItReturns": ["relevantBullets: Rules that may help", "antiPatterns: Pitfalls to avoid",
+                          "historySnippets: Past solutions from the raw journal (see origin.kind)",
+                          "suggestedCassQueries: Deeper searches"],
+        "doNotDo": ["Run cm reflect manually (operators typically schedule it)", "Run cm mark (use inline comments)",
+                    "Manually add rules", "Worry about learning pipeline"],
+        "operatorNote": {"automation": "Schedule cm reflect --days 7 --json (cron/hook).",
+                         "health": "Use cm doctor when agents report missing history or degraded mode."},
+        "soloUser": {"description": "If you're both agent and operator without scheduled reflection",
+                     "manualReflection": ["cm reflect --days 1 --json  # After significant work",
+                                          "cm reflect --days 7 --json  # Weekly maintenance"],
+                     "onboarding": ["cm onboard status --json   # Check progress",
+                                    "cm onboard sample --json   # Find sessions to analyze",
+                                    "cm onboard read <path> --json  # Read session for extraction"]},
+        "inlineFeedbackFormat": {"helpful": "// [cass: helpful <id>] - reason",
+                                 "harmful": "// [cass: harmful <id>] - reason"},
+        "protocol": {"start": 'cm context "<task>" --json', "work": "Reference rule IDs when following them",
+                     "feedback": "Leave inline comments when rules help/hurt",
+                     "end": "Just finish. Learning happens automatically once reflection is scheduled."},
+        "examples": ['cm context "implement JWT authentication" --json',
+                     'cm context "fix memory leak in connection pool" --json',
+                     'cm context "optimize database queries" --json']})
 
 
 # ---------------------------------------------------------------- doctor
@@ -272,8 +287,89 @@ _FIXES: dict[str, Callable[[Ctx, Path], Any]] = {
 }
 
 
+def _masked(key: str) -> str:
+    return "***" if len(key) < 10 else f"{key[:3]}...{key[-4:]}"
+
+
+def info(ctx: Ctx) -> Result:
+    """`cm --info`: version, the files cm uses, the environment it reads and what it depends on,
+    in the reference's shape (its `dependencies` name cass, Node and Bun; ours the raw journal,
+    Python and Cerememory)."""
+    import os
+    import platform
+
+    from ..version import __version__
+
+    home = global_dir()
+    try:
+        rules: int | None = sum(1 for b in ctx.playbook.global_bullets() if not b.get("deprecated"))
+        journal: dict[str, Any] = {"available": True, "version": "Cerememory raw journal",
+                                   "records": ctx.backend.journal_records()}
+    except CmError as exc:
+        rules, journal = None, {"available": False, "error": exc.message}
+    repo = ctx.playbook.repo_path
+    try:
+        repo_rules = len((ctx.playbook.repo() or {}).get("bullets") or []) if repo and repo.exists() else None
+    except CmError:
+        repo_rules = None
+    environment: dict[str, Any] = {}
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        value = os.environ.get(name)
+        environment[name] = {"set": True, "masked": _masked(value)} if value else {"set": False}
+    cass_home = os.environ.get("CASS_HOME")
+    environment["CASS_HOME"] = {"set": True, "value": cass_home} if cass_home else {"set": False}
+    for name in ("CASS_MEMORY_VERBOSE", "CASS_MEMORY_NO_EMOJI"):
+        environment[name] = {"set": bool(os.environ.get(name))}
+    playbook = {"path": str(global_playbook_path(ctx.config)), "exists": rules is not None}
+    if rules is not None:
+        playbook["ruleCount"] = rules
+    workspace: dict[str, Any] = {"path": str(repo) if repo else None, "exists": repo_rules is not None}
+    if repo_rules is not None:
+        workspace["ruleCount"] = repo_rules
+    data = {"version": CM_VERSION,
+            "configuration": {"globalConfig": {"path": str(home / "config.json"),
+                                               "exists": (home / "config.json").exists()},
+                              "globalPlaybook": playbook, "workspacePlaybook": workspace},
+            "environment": environment,
+            "dependencies": {"cass": journal, "python": {"version": platform.python_version()},
+                             "cerememory": {"version": __version__, "storage": ctx.backend.mode}}}
+    return Result(data, human=_info_text(data))
+
+
+def _info_text(data: dict[str, Any]) -> str:
+    conf, env, deps = data["configuration"], data["environment"], data["dependencies"]
+
+    def count(entry: dict[str, Any]) -> str:
+        return f"{entry['path']} ({entry['ruleCount']} rules)" if entry["exists"] else f"{entry['path']} (not found)"
+
+    key = {name: f"set ({env[name]['masked']})" if env[name]["set"] else "not set"
+           for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    journal = deps["cass"]
+    history = f"raw journal ({journal['records']} records)" if journal["available"] else \
+        f"not available ({journal['error']})"
+    return "\n".join([
+        f"cm v{data['version']}", "", "Configuration:",
+        f"  Global config:    {conf['globalConfig']['path']} "
+        f"({'exists' if conf['globalConfig']['exists'] else 'not found'})",
+        f"  Global playbook:  {count(conf['globalPlaybook'])}",
+        f"  Workspace playbook: {count(conf['workspacePlaybook']) if conf['workspacePlaybook']['path'] else 'none'}",
+        "", "Environment:", f"  OPENAI_API_KEY:      {key['OPENAI_API_KEY']}",
+        f"  ANTHROPIC_API_KEY:   {key['ANTHROPIC_API_KEY']}",
+        f"  CASS_HOME:           {env['CASS_HOME'].get('value') or 'not set (using default)'}",
+        "", "Dependencies:", f"  History:    {history}", f"  Python:     {deps['python']['version']}",
+        f"  Cerememory: {deps['cerememory']['version']} ({deps['cerememory']['storage']})",
+        "", "For health check: cm doctor"])
+
+
+GLOBAL_STORAGE = "Global Storage (~/.cass-memory)"
+BENIGN_SAMPLES = ["The tokenizer splits text into tokens", "Bearer of bad news", "This is a password-protected file",
+                  "The API key concept is important"]
+
+
 def doctor(ctx: Ctx, *, fix: bool = False, force: bool = False) -> Result:
-    """Health checks of the home, config, storage, playbooks, trauma guard and LLM; `fix`
+    """The reference's checks, in its order and words where they mean the same here (history
+    is Cerememory's raw journal, not cass), plus Cerememory's own; `overallStatus` healthy |
+    degraded (a warn) | unhealthy (a fail), the reference's `recommendedActions`; `fix`
     applies the safe fixes (every fix with `force`)."""
     checks: list[dict[str, Any]] = []
     fixable: list[dict[str, Any]] = []
@@ -285,67 +381,66 @@ def doctor(ctx: Ctx, *, fix: bool = False, force: bool = False) -> Result:
             entry["details"] = details
         checks.append(entry)
 
-    if home.is_dir():
-        check("Global Storage", "home", "pass", f"{home} exists")
+    def fixable_issue(issue_id: str, description: str, category: str, severity: str, safety: str = "safe") -> None:
+        fixable.append({"id": issue_id, "description": description, "category": category, "severity": severity,
+                        "safety": safety, "howToFix": "cm doctor --fix" + (" --force" if safety != "safe" else "")})
+
+    stats: dict[str, Any] | None = None
+    try:
+        stats = ctx.backend.call("introspect.stats", {})
+        records = int(stats.get("raw_journal_records", 0))
+        check("Cass Integration", "cass", "pass" if records else "warn",
+              f"History: Cerememory's raw journal ({records} records)" if records else
+              "History: Cerememory's raw journal holds no sessions yet (cm ingest)", records=records)
+    except CmError as exc:
+        check("Cass Integration", "cass", "fail", f"History unavailable: {exc.message}")
+    absent = [name for name in ("config.json", "blocked.log", "usage.jsonl") if not (home / name).exists()]
+    if not home.is_dir():
+        check(GLOBAL_STORAGE, "Structure", "warn", f"{home} not found")
+        fixable_issue("missing-global-dir", "Create the cm home", GLOBAL_STORAGE, "warn")
+    elif absent:
+        check(GLOBAL_STORAGE, "Structure", "warn", f"Missing: {', '.join(absent)}")
     else:
-        check("Global Storage", "home", "fail", f"{home} missing")
-        fixable.append({"id": "missing-global-dir", "description": "Create the cm home", "category": "Global Storage",
-                        "severity": "fail", "safety": "safe", "howToFix": "cm doctor --fix"})
-    if not (home / "diary").is_dir():
-        fixable.append({"id": "missing-diary-dir", "description": "Create diary/", "category": "Global Storage",
-                        "severity": "warn", "safety": "safe"})
-    if not (home / "blocked.log").exists():
-        fixable.append({"id": "missing-blocked-log", "description": "Create the empty blocked.log",
-                        "category": "Global Storage", "severity": "warn", "safety": "safe"})
+        check(GLOBAL_STORAGE, "Structure", "pass", "All global files found")
+    if home.is_dir() and not (home / "diary").is_dir():
+        fixable_issue("missing-diary-dir", "Create diary/", GLOBAL_STORAGE, "warn")
+    if home.is_dir() and not (home / "blocked.log").exists():
+        fixable_issue("missing-blocked-log", "Create the empty blocked.log", GLOBAL_STORAGE, "warn")
+    config_path = home / "config.json"
     try:
         assert ctx.config is not None
-        check("Configuration", "config.json", "pass" if (home / "config.json").exists() else "warn",
-              "valid" if (home / "config.json").exists() else "no config.json (defaults in use)")
-    except CmError as exc:
-        check("Configuration", "config.json", "fail", exc.message)
-        fixable.append({"id": "reset-config", "description": "Reset config.json to defaults",
-                        "category": "Configuration", "severity": "fail", "safety": "cautious"})
-    try:
-        count = len(ctx.playbook.global_bullets())
-        check("Cerememory", "storage", "pass", f"{ctx.backend.mode} storage reachable; {count} global rules",
-              mode=ctx.backend.mode, notice=ctx.backend.notice)
-        _, meta = ctx.backend.playbook_meta()
-        if meta is None:
-            check("Playbook", "global", "warn", "global playbook not initialised (cm init)")
-            fixable.append({"id": "missing-playbook", "description": "Create the global playbook record",
-                            "category": "Playbook", "severity": "warn", "safety": "safe"})
+        if config_path.exists():
+            check("Configuration", "config.json", "pass", "Global config.json is valid JSON", path=str(config_path))
         else:
-            check("Playbook", "global", "pass", f"schema_version {meta.get('schema_version', 2)}")
-        stats = ctx.backend.call("introspect.stats", {})
+            check("Configuration", "config.json", "warn", "No global config.json (defaults in use)",
+                  path=str(config_path))
+    except CmError as exc:
+        check("Configuration", "config.json", "fail", exc.message, path=str(config_path))
+        fixable_issue("reset-config", "Reset config.json to defaults", "Configuration", "fail", "cautious")
+    try:
+        _, meta = ctx.backend.playbook_meta()
+        path = str(global_playbook_path(ctx.config))
+        if meta is None:
+            check("Playbook", "Global playbook.yaml", "warn", "Global playbook not initialised (cm init)", path=path)
+            fixable_issue("missing-playbook", "Create the global playbook record", "Playbook", "warn")
+        else:
+            version = meta.get("schema_version", 2)
+            check("Playbook", "Global playbook.yaml", "pass", f"Schema version {version}", path=path,
+                  schemaVersion=version, rules=len(ctx.playbook.global_bullets()))
+    except CmError as exc:
+        check("Playbook", "Global playbook.yaml", "fail", exc.message)
+    llm = _llm_status()
+    check("LLM Configuration", "Provider", "pass" if llm["configured"] else "warn", llm["message"])
+    _repo_checks(ctx, check, fixable_issue)
+    _sanitization_check(ctx, check)
+    traumas = len(trauma.load())
+    check("Trauma System", "Database", "pass", f"Loaded {traumas} trauma patterns", count=traumas)
+    _guard_check(ctx, check)
+    if stats is not None:
+        check("Cerememory", "storage", "pass", f"{ctx.backend.mode} storage reachable", mode=ctx.backend.mode,
+              notice=ctx.backend.notice)
         check("Cerememory", "semantic search", "pass" if stats.get("semantic_search") else "warn",
               "on" if stats.get("semantic_search") else f"off: {stats.get('semantic_off_reason')}")
-        check("History", "raw journal", "pass" if stats.get("raw_journal_records") else "warn",
-              f"{stats.get('raw_journal_records', 0)} journal records")
-    except CmError as exc:
-        check("Cerememory", "storage", "fail", exc.message)
-    try:
-        ctx.playbook.repo()
-        if ctx.playbook.repo_dir is not None:
-            present = ctx.playbook.repo_dir.is_dir()
-            check("Repo .cass/ Structure", str(ctx.playbook.repo_dir), "pass" if present else "warn",
-                  "present" if present else "no .cass/ (cm init --repo)")
-            if not present:
-                fixable.append({"id": "missing-repo-cass-dir", "description": "Create .cass/ in the repository",
-                                "category": "Repo .cass/ Structure", "severity": "warn", "safety": "safe"})
-    except CmError as exc:
-        check("Repo .cass/ Structure", "playbook.yaml", "fail", exc.message)
-    check("Trauma System", "Database", "pass", f"{len(trauma.load(active_only=True))} active traumas")
-    script = ctx.cwd / ".claude" / "hooks" / "trauma_guard.py"
-    if script.exists():
-        import ast
-
-        try:
-            ast.parse(script.read_text())
-            check("Trauma System", "Safety Guard", "pass", "hook parses as Python")
-        except SyntaxError as exc:
-            check("Trauma System", "Safety Guard", "fail", f"hook does not parse: {exc}")
-    llm = _llm_status()
-    check("LLM Configuration", "provider", "pass" if llm["configured"] else "warn", llm["message"])
     fix_results = []
     if fix:
         for issue in fixable:
@@ -360,12 +455,106 @@ def doctor(ctx: Ctx, *, fix: bool = False, force: bool = False) -> Result:
     overall = "unhealthy" if "fail" in statuses else "degraded" if "warn" in statuses else "healthy"
     data: dict[str, Any] = {"version": CM_VERSION, "generatedAt": now_iso(), "overallStatus": overall,
                             "checks": checks, "fixableIssues": fixable,
-                            "recommendedActions": [{"label": f["description"], "command": "cm doctor --fix",
-                                                    "reason": f["id"], "urgency": "high" if f["severity"] == "fail"
-                                                    else "medium"} for f in fixable]}
+                            "recommendedActions": recommended_actions(overall, checks, fixable, fix)}
     if fix:
         data["fixResults"] = fix_results
     return Result(data)
+
+
+def _repo_checks(ctx: Ctx, check: Callable[..., None], fixable_issue: Callable[..., None]) -> None:
+    category = "Repo .cass/ Structure"
+    rdir = ctx.playbook.repo_dir
+    if rdir is None:
+        check(category, "Availability", "warn", "Not in a git repository. Repo-level memory not available.")
+        return
+    if not rdir.is_dir():
+        check(category, "Structure", "warn", f"No .cass/ directory in the repository ({rdir})")
+        fixable_issue("missing-repo-cass-dir", "Create .cass/ in the repository", category, "warn")
+        return
+    try:
+        repo = ctx.playbook.repo()
+    except CmError as exc:
+        check(category, "Repo .cass/playbook.yaml", "fail", exc.message)
+        return
+    if repo is None:
+        check(category, "Structure", "pass", f".cass/ present ({rdir}); no playbook.yaml yet")
+    else:
+        version = repo.get("schema_version", 2)
+        check(category, "Repo .cass/playbook.yaml", "pass", f"Schema version {version}",
+              path=str(ctx.playbook.repo_path), schemaVersion=version)
+
+
+def _sanitization_check(ctx: Ctx, check: Callable[..., None]) -> None:
+    """The reference's breadth check: secret patterns that redact ordinary sentences."""
+    from ..security.sanitize import sanitize
+
+    category, item = "Sanitization Pattern Health", "Pattern Health"
+    rules = ctx.config.get("sanitization") or {}
+    if rules.get("enabled", True) is False:
+        check(category, item, "warn", "Sanitization disabled; breadth checks skipped")
+        return
+    extra = tuple(rules.get("extraPatterns") or ())
+    builtin = [s for s in BENIGN_SAMPLES if sanitize(s)[1]]
+    try:
+        extras = [s for s in BENIGN_SAMPLES if sanitize(s, extra)[1] > sanitize(s)[1]]
+    except (ValueError, re.error) as exc:
+        check(category, item, "warn", f"An extra pattern does not compile: {exc}")
+        return
+    hits = len(builtin) + len(extras)
+    tested = len(BENIGN_SAMPLES) * (1 + len(extra))
+    rate = hits / tested if tested else 0
+    check(category, item, "warn" if hits else "pass",
+          f"Potential broad patterns detected ({hits} benign hits, ~{rate * 100:.1f}% est. FP)" if hits
+          else "All patterns passed benign breadth checks",
+          benignSamples=BENIGN_SAMPLES, builtInMatches=builtin, extraMatches=extras, falsePositiveRate=rate)
+
+
+def _guard_check(ctx: Ctx, check: Callable[..., None]) -> None:
+    """The Claude Code safety guard, when the project uses Claude Code (`.claude/`): installed,
+    and parseable as Python (a hook that does not parse blocks nothing)."""
+    if not (ctx.cwd / ".claude").exists():
+        return
+    script = ctx.cwd / ".claude" / "hooks" / "trauma_guard.py"
+    if not script.exists():
+        check("Trauma System", "Safety Guard", "warn",
+              "Guard NOT installed in .claude/hooks (run 'cm guard --install')")
+        return
+    import ast
+
+    try:
+        ast.parse(script.read_text(encoding="utf-8"))
+        check("Trauma System", "Safety Guard", "pass", "Guard installed in .claude/hooks and parses as valid Python")
+    except (SyntaxError, ValueError, UnicodeDecodeError) as exc:
+        check("Trauma System", "Safety Guard", "fail", f"Guard is installed but does NOT parse as valid Python — "
+                                                      f"{exc}. Reinstall with 'cm guard --install'.")
+
+
+def recommended_actions(overall: str, checks: list[dict[str, Any]], fixable: list[dict[str, Any]],
+                        fixing: bool) -> list[dict[str, Any]]:
+    """The reference's next steps for what the checks found, most urgent first."""
+    status = {(c["category"], c["item"]): c["status"] for c in checks}
+    actions: list[dict[str, Any]] = []
+    history = status.get(("Cass Integration", "cass"))
+    if history in ("warn", "fail"):
+        actions.append({"label": "Ingest agent sessions (enables history)", "command": "cm ingest",
+                        "reason": "History snippets and validation evidence come from Cerememory's raw journal.",
+                        "urgency": "high" if history == "fail" else "medium"})
+    if status.get((GLOBAL_STORAGE, "Structure")) == "warn":
+        actions.append({"label": "Initialize global storage", "command": "cm init",
+                        "reason": "Global config/playbook/diary is required for normal operation.", "urgency": "high"})
+    if status.get(("LLM Configuration", "Provider")) == "warn":
+        actions.append({"label": "Configure an LLM (optional)",
+                        "command": 'export CEREMEMORY_LLM__PROVIDER=anthropic CEREMEMORY_LLM__API_KEY="..."',
+                        "reason": "Enables AI-powered reflection. The CLI works fully without it.", "urgency": "low"})
+    if status.get(("Repo .cass/ Structure", "Structure")) == "warn":
+        actions.append({"label": "Initialize repo-level memory (optional)", "command": "cm init --repo",
+                        "reason": "Repo-level playbook/blocked list enables shared project memory.", "urgency": "low"})
+    if fixable and not fixing:
+        actions.append({"label": "Apply safe auto-fixes", "command": "cm doctor --fix --no-interactive",
+                        "reason": "Fixes missing files/dirs and other safe issues.",
+                        "urgency": "low" if overall == "healthy" else "medium"})
+    order = {"high": 0, "medium": 1, "low": 2}
+    return sorted(actions, key=lambda a: order[a["urgency"]])
 
 
 def _llm_status() -> dict[str, Any]:
@@ -386,26 +575,30 @@ def _llm_status() -> dict[str, Any]:
 
 
 def privacy_status(ctx: Ctx, days: int = 365) -> Result:
-    """The cross-agent settings, the rule they make, the current agent, journal sessions per
-    agent over `days`, and the recent changes."""
+    """The cross-agent settings and journal sessions per agent over `days` (the reference's
+    `cass` block: our history is the raw journal), then the rule they make, the current agent
+    and the recent changes."""
     rules = privacy.policy(ctx.backend)
     agent, found_by = privacy.current_agent()
     counts = _session_counts(ctx, days)
-    return Result({"crossAgent": rules.state, "cass": {"available": True, "timelineDays": days,
+    return Result({"crossAgent": rules.state, "cass": {"available": counts is not None, "timelineDays": days,
                                                        "sessionCountsByAgent": counts},
+                   "notes": {"enable": "cm privacy enable [agents...]", "disable": "cm privacy disable",
+                             "allow": "cm privacy allow <agent>", "deny": "cm privacy deny <agent>"},
                    "currentAgent": {"name": agent, "from": found_by}, "rule": rules.rule(),
                    "ingested": {a: rules.permits(a) for a in _agents()},
-                   "changes": privacy.changes(ctx.backend),
-                   "notes": {"enable": "cm privacy enable [agents...]", "disable": "cm privacy disable",
-                             "allow": "cm privacy allow <agent>", "deny": "cm privacy deny <agent>"}})
+                   "changes": privacy.changes(ctx.backend)})
 
 
-def change_privacy(ctx: Ctx, action: str, agents: list[str]) -> Result:
+def change_privacy(ctx: Ctx, action: str, agents: list[str], *, never: bool = False) -> Result:
     """One audited change of the cross-agent settings (enable, disable, allow, deny;
-    cerememory/cm/privacy.py)."""
+    cerememory/cm/privacy.py); `enable` with no names allow-lists the agents the journal has
+    sessions of in the last year."""
     if action in ("allow", "deny") and not agents:
-        raise CmError("MISSING_REQUIRED", f"privacy {action} needs an agent name")
-    state = privacy.change(ctx.backend, action, list(agents))
+        raise CmError("MISSING_REQUIRED", f"privacy {action} requires <agent>",
+                      hint=f"Example: cm privacy {action} cursor --json", details={"missing": "agent"})
+    discovered = list(_session_counts(ctx, 365) or {}) if action == "enable" and not agents else None
+    state = privacy.change(ctx.backend, action, list(agents), discovered, never=never)
     return Result({"crossAgent": state})
 
 
@@ -415,11 +608,16 @@ def _agents() -> tuple[str, ...]:
     return AGENTS
 
 
-def _session_counts(ctx: Ctx, days: int) -> dict[str, int]:
-    """Journal sessions per agent over `days` (what the reference asked `cass timeline` for)."""
+def _session_counts(ctx: Ctx, days: int) -> dict[str, int] | None:
+    """Journal sessions per agent (lower case, as the reference counted `cass timeline`) over
+    `days`; None when the journal cannot be read."""
+    try:
+        sessions = ctx.backend.sessions(days)
+    except CmError:
+        return None
     counts: dict[str, set[str]] = {}
-    for session_id, records in ctx.backend.sessions(days).items():
+    for session_id, records in sessions.items():
         agents = [(r.get("metadata") or {}).get("agent") for r in records]
-        agent = next((a for a in agents if a), "unknown")
+        agent = str(next((a for a in agents if a), "unknown")).strip().lower()
         counts.setdefault(agent, set()).add(session_id)
     return {agent: len(ids) for agent, ids in sorted(counts.items())}

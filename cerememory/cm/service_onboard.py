@@ -17,11 +17,7 @@ from .quality import CATEGORY_KEYWORDS, detect_categories, gap_analysis, gap_que
 def _status(ctx: Ctx) -> dict[str, Any]:
     state = onboarding.load_state()
     rules = len(ctx.playbook.active())
-    try:
-        stats = ctx.backend.call("introspect.stats", {})
-        messages = int(stats.get("raw_journal_records", 0))
-    except CmError:
-        messages = 0
+    messages = ctx.backend.journal_records()
     conversations = len(ctx.backend.sessions(365)) if messages else 0
     return {"status": {"cassAvailable": False, "historySource": "cerememory raw journal",
                        "totalConversations": conversations, "totalMessages": messages, "playbookRules": rules,
@@ -34,22 +30,37 @@ def _status(ctx: Ctx) -> dict[str, Any]:
                          "lastActivity": state["lastUpdatedAt"], "hasStarted": bool(state["startedAt"])}}
 
 
-EXTRACTION_PROMPT = ("Read the session below. Extract 0-5 reusable rules as JSON objects {content, category} "
-                     "(specific, actionable, with when/unless context). Then add them with: "
-                     "cm playbook add --file rules.json --session <path>")
-EXAMPLE_RULES = [
-    {"content": "Run the migration check before generating a new database migration, so revisions never fork",
-     "category": "workflow"},
-    {"content": "When a test is flaky, rerun it alone with the seed printed before changing the code under test",
-     "category": "testing"},
-    {"content": "Never log request headers in the API gateway: they carry bearer tokens", "category": "security"},
-    {"content": "Rebase feature branches on main before opening a PR unless the branch is shared",
-     "category": "git"},
-    {"content": "Profile with the production data size before caching a query result", "category": "performance"},
-    {"content": "Read the error's full stack trace before changing code when a build fails in CI",
+EXAMPLE_RULES = [  # the reference's six, in its shape {rule, category}
+    {"rule": "Before implementing a fix, search the codebase to verify the issue still exists",
      "category": "debugging"},
+    {"rule": "When claiming a task, first check its current status - another agent may have completed it",
+     "category": "workflow"},
+    {"rule": "When parsing JSON from external CLIs, handle both arrays and wrapper objects", "category": "integration"},
+    {"rule": "Always run the full test suite before committing", "category": "testing"},
+    {"rule": "Use centralized constant files instead of hardcoding magic strings", "category": "architecture"},
+    {"rule": "AVOID: Mocking entire modules in tests - prefer mocking specific functions", "category": "testing"},
 ]
-GUIDED = {"step": "guided", "workflow": [
+_LOOK_FOR = """1. **Patterns that led to success** - what approaches, debugging strategies and designs worked?
+2. **Patterns that caused problems** - what mistakes were made, what failed, what should be avoided?
+3. **Workflow insights** - how was work prioritized and coordinated?
+4. **Tool-specific knowledge** - CLI quirks, API format surprises, configuration patterns"""
+EXTRACTION_PROMPT = "\n".join([
+    "# Session Analysis Instructions", "",
+    "You are analyzing a coding session to extract reusable rules for the playbook.", "",
+    "## What to Look For", "", _LOOK_FOR, "",
+    "## Rule Formulation Guidelines", "",
+    '- Write rules as **imperative statements** ("Always...", "Never...", "When X, do Y")',
+    "- Be **specific** enough to be actionable", "- Include **context** about when the rule applies",
+    '- For anti-patterns, prefix with "AVOID:" or "PITFALL:"', "",
+    "## Categories to Use", "", *[f"- {c}" for c in CATEGORY_KEYWORDS], "",
+    "## Example Rules", "", *[f'- [{e["category"]}] "{e["rule"]}"' for e in EXAMPLE_RULES], "",
+    "## After Analysis", "",
+    "**Recommended (batch add):** write the rules as a JSON array of {content, category} to rules.json, then:", "",
+    "```bash", "cm playbook add --file rules.json --check --session <session>", "```", "",
+    "**Alternative (single add):**", "", "```bash",
+    'cm playbook add "Your rule content" --category "category" --check', "```", "",
+    "The `--check` flag validates rules before adding (similarity, quality, category match)."])
+GUIDED = {"workflow": [
     {"step": 1, "action": "Check where onboarding stands", "command": "cm onboard status --json"},
     {"step": 2, "action": "Pick sessions worth learning from (gaps first)",
      "command": "cm onboard sample --fill-gaps --json"},
@@ -119,8 +130,11 @@ def prompt(ctx: Ctx) -> Result:
                    "categories": list(CATEGORY_KEYWORDS), "examples": EXAMPLE_RULES})
 
 
-def guided() -> Result:
-    return Result(GUIDED)
+def guided(ctx: Ctx) -> Result:
+    """The reference's `{status, step, extractionPrompt, categories, examples}`, with the
+    workflow as numbered steps."""
+    return Result({**_status(ctx), "step": "guided", "categories": list(CATEGORY_KEYWORDS),
+                   "examples": EXAMPLE_RULES, "extractionPrompt": EXTRACTION_PROMPT, **GUIDED})
 
 
 def mark_done(ref: str) -> Result:
@@ -170,7 +184,9 @@ def _read_template(ctx: Ctx, ref: str, content: str, meta: dict[str, Any]) -> di
             "context": context,
             "extractionFormat": {"schema": {"content": "string: the rule, specific and actionable",
                                             "category": "string: one of categories"},
-                                 "categories": list(CATEGORY_KEYWORDS), "examples": EXAMPLE_RULES},
+                                 "categories": list(CATEGORY_KEYWORDS),
+                                 "examples": [{"content": e["rule"], "category": e["category"]}
+                                              for e in EXAMPLE_RULES]},
             "sessionContent": content}
 
 

@@ -13,82 +13,97 @@ from typing import Any
 from .app import Ctx, Result
 from .bullets import deprecate, new_bullet, public
 from .errors import CmError, invalid, missing
-from .home import DEFAULT_CONFIG, data_dir, global_dir, repo_dir, write_atomic
+from .home import (
+    DEFAULT_CONFIG,
+    data_dir,
+    global_dir,
+    global_playbook_path,
+    global_playbook_ref,
+    repo_dir,
+    write_atomic,
+)
 from .onboarding import record_onboarding
 from .playbook import dump_yaml, empty_playbook, export_playbook, parse_playbook_text
-from .quality import check_rule
+from .quality import check_rule, has_issues
 from .scoring import decayed_counts, effective_score, parse_ms
 from .service_context import similar_rules
 from .starters import apply_starter, catalogue
 
-MAX_RULE_CHARS = 10_000  # a rule is a sentence or a paragraph, not a document
-GLOBAL_PATH = "cerememory:procedural"
+MAX_RULE_CHARS = 131_072  # the longest single argument Linux passes a program: any rule the reference took fits
 
 # ---------------------------------------------------------------- init / starters / bootstrap
 
 
 def _replace_keeping_backup(path: Path, text: str, stamp: int, created: list[str], overwritten: list[str],
                             backups: list[dict[str, str]]) -> None:
-    """Write `path`; an existing file is copied to `<name>.backup.<stamp>` first (init --force)."""
+    """Write `path`; an existing file is copied to `<name>.backup.<stamp>` first (init --force).
+    The lists name files as the reference does: by their name in the home."""
     if path.exists():
         backup = path.with_name(f"{path.name}.backup.{stamp}")
         backup.write_bytes(path.read_bytes())
         backups.append({"file": str(path), "backup": str(backup)})
-        overwritten.append(str(path))
+        overwritten.append(path.name)
     else:
-        created.append(str(path))
+        created.append(path.name)
     write_atomic(path, text)
 
 
 def init(ctx: Ctx, *, repo: bool = False, force: bool = False, yes: bool = False,
          starter: str | None = None) -> Result:
     """Create the global home and playbook record (or, with `repo`, the repository's `.cass/`),
-    optionally seeded with a starter."""
+    optionally seeded with a starter. `created`/`existed`/`overwritten` name the reference's
+    files: config.json, playbook.yaml (here the playbook record in Cerememory), blocked.log,
+    usage.jsonl."""
     if repo:
         return _init_repo(ctx, force, starter)
     home = global_dir()
     config_path = home / "config.json"
     initialised = config_path.exists()
     if initialised and not force and not starter:
-        raise CmError("ALREADY_EXISTS", f"Already initialized: {config_path}",
+        raise CmError("ALREADY_EXISTS", "Already initialized. Use --force to reinitialize.",
+                      hint="Use --force to reinitialize",
                       recovery=["Use --force --yes to reinitialise (backups are kept)",
                                 "Use --starter <name> to add a starter playbook"])
     if force and initialised and (ctx.as_json or not sys.stdin.isatty()) and not yes:
-        raise missing("--force needs --yes when non-interactive", recovery=["cm init --force --yes"])
+        raise missing("Refusing to overwrite existing files without --yes", hint="Use --yes to confirm",
+                      details={"missing": "confirmation"}, recovery=["cm init --force --yes"])
     created: list[str] = []
     existed: list[str] = []
     overwritten: list[str] = []
     backups: list[dict[str, str]] = []
     for folder in ("diary", "reflections", "embeddings", "cost"):
-        path = home / folder
-        (existed if path.exists() else created).append(str(path))
-        path.mkdir(parents=True, exist_ok=True)
-    files = {"config.json": json.dumps(DEFAULT_CONFIG, indent=2) + "\n", "blocked.log": "", "usage.jsonl": ""}
+        (home / folder).mkdir(parents=True, exist_ok=True)
     stamp = int(time.time() * 1000)
-    for name, text in files.items():
-        path = home / name
-        if path.exists() and not (force and name == "config.json"):
-            existed.append(str(path))
-            continue
-        _replace_keeping_backup(path, text, stamp, created, overwritten, backups)
-    playbook_ref = "cerememory:procedural/playbook"
+    config_text = json.dumps(DEFAULT_CONFIG, indent=2) + "\n"
+    if config_path.exists() and not force:
+        existed.append("config.json")
+    else:
+        _replace_keeping_backup(config_path, config_text, stamp, created, overwritten, backups)
     _, meta = ctx.backend.playbook_meta()
     if force and initialised:
         old = ctx.playbook.global_bullets()
         backup = home / f"playbook.yaml.backup.{stamp}"
         write_atomic(backup, dump_yaml({**empty_playbook(), **(meta or {}), "bullets": list(old)}))
-        backups.append({"file": playbook_ref, "backup": str(backup)})
+        backups.append({"file": str(global_playbook_path(ctx.config)), "backup": str(backup)})
         for bullet in list(old):
             ctx.playbook.delete(bullet["id"])
-        overwritten.append(playbook_ref)
+        overwritten.append("playbook.yaml")
         meta = None
     if meta is None:
         data = empty_playbook()
         data.pop("bullets")
         ctx.backend.save_playbook_meta(data)
-        created.append(playbook_ref)
+        if "playbook.yaml" not in overwritten:
+            created.append("playbook.yaml")
     else:
-        existed.append(playbook_ref)
+        existed.append("playbook.yaml")
+    for name in ("blocked.log", "usage.jsonl"):
+        path = home / name
+        if path.exists():
+            existed.append(name)
+        else:
+            write_atomic(path, "")
+            created.append(name)
     seeded = apply_starter(ctx.playbook, starter) if starter else None
     storage = str(data_dir()) if ctx.backend.mode == "embedded" else ctx.backend.server_url
     return Result({"configPath": str(config_path), "created": created, "existed": existed,
@@ -164,28 +179,39 @@ def add_rule(ctx: Ctx, content: str, *, category: str = "general", session: str 
     if len(content) > MAX_RULE_CHARS:
         raise invalid(_too_long(content), recovery=["Split it into rules of one practice each"])
     validation = _quality(ctx, content, category) if check else None
-    if validation and strict and validation["warnings"]:
-        raise CmError("VALIDATION_FAILED", "Rule failed the quality check (--strict)", details=validation)
-    bullet = new_bullet(content, category, sourceSessions=["manual-cli"])
+    if validation and strict and has_issues(validation):
+        raise CmError("VALIDATION_FAILED", "Validation failed in strict mode", details={"validation": validation},
+                      recovery=["Fix the issues reported below and re-run.", "Or omit --strict to add anyway."])
+    bullet = new_bullet(content, category, sourceSessions=["manual-cli"], sourceAgents=["unknown"])
     ctx.playbook.add([bullet])
     if session:
         record_onboarding(session, 1)
-    data: dict[str, Any] = {"bullet": public(bullet), "target": "global", "targetPath": GLOBAL_PATH}
+    data: dict[str, Any] = {"bullet": public(bullet), "target": "global", "targetPath": global_playbook_ref(ctx.config)}
     if validation:
         data["validation"] = validation
     return Result(data)
 
 
-def add_rules(ctx: Ctx, text: str, *, category: str = "general", session: str | None = None,
-              check: bool = False, strict: bool = False) -> Result:
+def add_rules(ctx: Ctx, text: str | None, *, category: str = "general", session: str | None = None,
+              check: bool = False, strict: bool = False, file: str | None = None,
+              unread: str | None = None) -> Result:
     """Many rules from `text`, a JSON array of `{content, category?}`: each one added, skipped
-    (quality warnings under `strict`) or failed, and reported."""
+    (quality warnings under `strict`) or failed, and reported. Input that cannot be read
+    (`unread`: why) or parsed is one failed entry, as in the reference — not an error exit."""
+    target = {"target": "global", "targetPath": global_playbook_ref(ctx.config)}
     try:
-        items = json.loads(text)
-    except ValueError as exc:
-        raise invalid(f"--file must hold a JSON array of {{content, category?}}: {exc}") from None
-    if not isinstance(items, list):
-        raise invalid("--file must hold a JSON array of {content, category?}")
+        if text is None:
+            raise _Unusable(f"[file: {file}]", f"Failed to read input: {unread}")
+        try:
+            items = json.loads(text)
+        except ValueError as exc:
+            raise _Unusable("[input]", f"Invalid JSON: {exc}") from None
+        if not isinstance(items, list):
+            raise _Unusable("[input]", "Invalid JSON: Input must be a JSON array")
+    except _Unusable as exc:
+        return Result({"success": False, "added": [], "skipped": [], "failed": [{"content": exc.content,
+                                                                                 "error": exc.error}],
+                       "summary": {"total": 1, "succeeded": 0, "skipped": 0, "failed": 1}, **target})
     added: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
@@ -199,11 +225,12 @@ def add_rules(ctx: Ctx, text: str, *, category: str = "general", session: str | 
             failed.append({"content": content[:200] + "...", "error": _too_long(content)})
             continue
         validation = _quality(ctx, content, item.get("category") or "general") if check else None
-        if validation and strict and validation["warnings"]:
-            skipped.append({"content": content, "reason": "quality warnings (--strict)", "validation": validation})
+        if validation and strict and has_issues(validation):
+            skipped.append({"content": content[:50], "reason": "Validation failed in strict mode",
+                            "validation": validation})
             continue
         bullet = new_bullet(content.strip(), item.get("category") or category or "general",
-                            sourceSessions=["manual-cli"])
+                            sourceSessions=["manual-cli"], sourceAgents=["unknown"])
         fresh.append(bullet)
         entry = {"id": bullet["id"], "content": bullet["content"], "category": bullet["category"]}
         if validation:
@@ -215,7 +242,15 @@ def add_rules(ctx: Ctx, text: str, *, category: str = "general", session: str | 
         record_onboarding(session, len(fresh))
     return Result({"success": not failed, "added": added, "skipped": skipped, "failed": failed,
                    "summary": {"total": len(items), "succeeded": len(added), "skipped": len(skipped),
-                               "failed": len(failed)}, "target": "global", "targetPath": GLOBAL_PATH})
+                               "failed": len(failed)}, **target})
+
+
+class _Unusable(Exception):
+    """Batch input that yields no rules: the reference's one failed entry."""
+
+    def __init__(self, content: str, error: str) -> None:
+        super().__init__(error)
+        self.content, self.error = content, error
 
 
 def read_file(path: str) -> str:
@@ -231,14 +266,15 @@ def remove_rule(ctx: Ctx, bullet_id: str, *, hard: bool = False, confirmed: bool
     """Deprecate a rule (kept, with `reason`), or delete it for good (`hard`, `confirmed`);
     `dry_run` says what would happen."""
     bullet = ctx.playbook.require(bullet_id)
-    layer = ctx.playbook.layer_of(bullet["id"])
-    path = str(ctx.playbook.repo_path) if layer == "repo" else GLOBAL_PATH
+    path = ctx.playbook.path_of(bullet["id"], expanded=False)
     apply = f"cm playbook remove {bullet['id']}" + (" --hard --yes" if hard else "")
     if dry_run:
+        change = "Bullet would be permanently removed from playbook" if hard else \
+            "Bullet would be marked as deprecated (can be restored with cm undo)"
         return Result({"plan": {"dryRun": True, "action": "delete" if hard else "deprecate",
                                 "bulletId": bullet["id"], "path": path, "preview": bullet["content"][:100],
                                 "category": bullet["category"], "helpfulCount": bullet.get("helpfulCount", 0),
-                                "harmfulCount": bullet.get("harmfulCount", 0), "wouldChange": True,
+                                "harmfulCount": bullet.get("harmfulCount", 0), "wouldChange": change,
                                 "applyCommand": apply}})
     if hard:
         if not confirmed:

@@ -94,9 +94,11 @@ def reflect(ctx: Ctx, *, days: int | None = None, max_sessions: int | None = Non
         sessions = {s: r for s, r in ctx.backend.sessions(days).items()
                     if s not in processed and not any(p in s.lower() for p in excluded)}
     chosen = list(sessions.items())[: max_sessions or 5]
+    if not chosen:  # the reference's answer; curation waits for new evidence
+        return Result({"errors": []}, human="No new sessions to reflect on.")
     reports, errors, deltas = [], [], []
     inline_applied, outcome_applied, outcomes_recorded, missing_rules, llm_applied = 0, 0, 0, [], 0
-    llm = _Llm(ctx) if chosen else None
+    llm = _Llm(ctx)
     llm_log: list[dict[str, Any]] = []
     rules = privacy.policy(ctx.backend)
     for session_id, records in chosen:
@@ -110,7 +112,7 @@ def reflect(ctx: Ctx, *, days: int | None = None, max_sessions: int | None = Non
             reports.append(report)
             continue
         diary = fast_diary(session_id, records, text)
-        written = llm.diary(text) if llm else None
+        written = llm.diary(text)
         if written:  # the LLM's account replaces the fast one, field by field
             diary.update(written)
             diary["searchAnchors"] = extract_keywords(" ".join(diary["keyLearnings"] + diary["challenges"]))[:10] \
@@ -131,7 +133,7 @@ def reflect(ctx: Ctx, *, days: int | None = None, max_sessions: int | None = Non
         report.update({"diaryId": diary["id"], "diary": "llm" if written else "fast", "status": diary["status"],
                        "inlineFeedback": len(inline),
                        "rulesMentioned": rule_ids})
-        proposed = llm.reflect(text, ctx.playbook.active()) if llm else []
+        proposed = llm.reflect(text, ctx.playbook.active())
         for delta in proposed:
             deltas.append({**delta, "sessionPath": session_id, "source": "llm"})
         if proposed:
@@ -159,32 +161,27 @@ def reflect(ctx: Ctx, *, days: int | None = None, max_sessions: int | None = Non
                 elif delta["type"] != "add" and ctx.playbook.find(delta["bulletId"]) is None:
                     missing_rules.append(delta["bulletId"])
         reports.append(report)
-    note = llm.note() if llm else {"used": False, "reason": "no sessions to reflect on"}
-    if llm and llm.failure:
+    note = llm.note()
+    if llm.failure:
         errors.append(f"reflector: {llm.failure}")
-    usage = llm.usage() if llm else None
-    if llm:
-        llm.close()
+    usage = llm.usage()
+    llm.close()
     if dry_run:
         return Result({"deltas": deltas, "sessions": reports, "llm": note, "usage": usage},
-                      warnings=llm.warnings() if llm else [])
+                      warnings=llm.warnings())
     curation = curate(ctx.playbook, ctx.config)
     curation["decisionLog"] = llm_log + list(curation.get("decisionLog") or [])
     for session_id, _ in chosen:
         if session_id not in processed:
             ctx.backend.log("processed", {"sessionPath": session_id, "processedAt": now_iso(),
                                           "deltasGenerated": sum(1 for d in deltas if d["sessionPath"] == session_id)})
-    if chosen:
-        _count_reflection(ctx, len(chosen))
+    _count_reflection(ctx, len(chosen))
     data = {"global": {"applied": inline_applied + outcome_applied + llm_applied,
                        "skipped": sum(1 for e in llm_log if e["action"] == "skipped"), "conflicts": [], **curation},
             "repo": None, "errors": errors, "sessions": reports, "llm": note, "usage": usage,
             "autoOutcome": {"outcomesRecorded": outcomes_recorded, "feedbackApplied": outcome_applied,
                             "missingRules": missing_rules, "inlineFeedbackDeltas": inline_applied}}
-    out = Result(data, warnings=llm.warnings() if llm else [])
-    if not chosen:
-        out.effect, out.reason = False, f"No unprocessed sessions in the raw journal in the last {days} days"
-    return out
+    return Result(data, warnings=llm.warnings())
 
 
 def _count_reflection(ctx: Ctx, sessions: int) -> None:

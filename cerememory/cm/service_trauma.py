@@ -19,7 +19,11 @@ def list_traumas() -> Result:
 
 
 def add(pattern: str, *, severity: str = "CRITICAL", scope: str | None = None, message: str | None = None) -> Result:
-    entry = trauma.new_entry(pattern, severity=severity, scope=scope or "global", message=message)
+    """One trauma; a bad pattern, severity or scope is INVALID_INPUT with the reference's exit 1."""
+    try:
+        entry = trauma.new_entry(pattern, severity=severity, scope=scope or "global", message=message)
+    except CmError as exc:
+        raise CmError(exc.code, exc.message, hint=exc.hint, details=exc.details, exit_code=1) from None
     trauma.append(entry)
     return Result({"entry": entry})
 
@@ -27,14 +31,16 @@ def add(pattern: str, *, severity: str = "CRITICAL", scope: str | None = None, m
 def heal(trauma_id: str, scope: str | None = None) -> Result:
     checked, updated = trauma.rewrite(trauma_id, scope or "all", lambda e: {**e, "status": "healed"})
     if not updated:
-        raise CmError("TRAUMA_NOT_FOUND", f"Trauma not found: {trauma_id}")
+        raise CmError("TRAUMA_NOT_FOUND", f"Trauma {trauma_id} not found (nothing healed)", hint="Try: cm trauma list",
+                      details={"traumaId": trauma_id, "checkedPaths": checked})
     return Result({"updated": len(updated), "checkedPaths": checked, "updatedPaths": updated})
 
 
 def remove(trauma_id: str, scope: str | None = None) -> Result:
     checked, updated = trauma.rewrite(trauma_id, scope or "all", lambda e: None)
     if not updated:
-        raise CmError("TRAUMA_NOT_FOUND", f"Trauma not found: {trauma_id}")
+        raise CmError("TRAUMA_NOT_FOUND", f"Trauma {trauma_id} not found (nothing removed)", hint="Try: cm trauma list",
+                      details={"traumaId": trauma_id, "checkedPaths": checked})
     return Result({"removed": len(updated), "checkedPaths": checked, "updatedPaths": updated})
 
 
