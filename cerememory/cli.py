@@ -21,6 +21,13 @@ from .cmp.context import bound
 from .cmp.errors import CMPError, ErrorCode
 from .version import __version__
 
+
+def escape(text: str) -> str:
+    """`text` safe inside a Rich markup string (square brackets printed as they are)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
 EXIT_CODES = {
     ErrorCode.VALIDATION_ERROR: 2, ErrorCode.STORE_INVALID: 2, ErrorCode.CONTENT_TOO_LARGE: 2,
     ErrorCode.MODALITY_UNSUPPORTED: 2, ErrorCode.FORGET_UNCONFIRMED: 2,
@@ -252,9 +259,12 @@ class Output:
         self.as_json = as_json
 
     def console(self, stderr: bool = False) -> Any:
+        """A console that prints text as it is: stored memories, hints such as `pip install
+        '…[embed]'` and graph edges would otherwise be eaten as Rich markup. Styled lines pass
+        markup=True and escape what they interpolate."""
         from rich.console import Console
 
-        return Console(stderr=stderr, highlight=False, soft_wrap=False)
+        return Console(stderr=stderr, highlight=False, soft_wrap=False, markup=False)
 
     def json(self, value: Any) -> None:
         sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
@@ -264,9 +274,9 @@ class Output:
             self.json({"error": exc.envelope()})
             return
         console = self.console(stderr=True)
-        console.print(f"[bold red]error[/] [red]{exc.code.value}[/]: {exc.message}", markup=True)
+        console.print(f"[bold red]error[/] [red]{exc.code.value}[/]: {escape(exc.message)}", markup=True)
         if exc.hint:
-            console.print(f"[dim]hint:[/] {exc.hint}")
+            console.print(f"[dim]hint:[/] {escape(exc.hint)}", markup=True)
 
     def progress(self, label: str, total: int | None) -> Any:
         from contextlib import contextmanager
@@ -330,7 +340,7 @@ def _render_memories(console: Any, result: dict) -> None:
         note = f"signals: {signals}"
         if meta.get("semantic_off_reason"):
             note += f" — {meta['semantic_off_reason']}"
-        console.print(f"[dim]{note}[/]")
+        console.print(f"[dim]{escape(note)}[/]", markup=True)
 
 
 def _render_raw(console: Any, result: dict) -> None:
@@ -364,7 +374,7 @@ def _render_stats(console: Any, result: dict) -> None:
 
 def _render_timeline(console: Any, result: dict) -> None:
     for bucket in result["buckets"]:
-        console.print(f"[bold]{bucket['start'][:16]}[/]  {bucket['count']} memories")
+        console.print(f"[bold]{escape(bucket['start'][:16])}[/]  {bucket['count']} memories", markup=True)
         for hit in bucket["memories"]:
             console.print(f"  {hit['record']['store']:<10} {_short(_block_text(hit['rendered_content']), 80)}")
     if not result["buckets"]:
@@ -373,8 +383,8 @@ def _render_timeline(console: Any, result: dict) -> None:
 
 def _render_graph(console: Any, result: dict) -> None:
     for node in result["nodes"]:
-        console.print(f"[bold]{node['id']}[/] {node['store']} {node['fidelity']:.2f} "
-                      f"{_short(node.get('summary') or '', 60)}")
+        console.print(f"[bold]{escape(node['id'])}[/] {node['store']} {node['fidelity']:.2f} "
+                      f"{escape(_short(node.get('summary') or '', 60))}", markup=True)
     for edge in result["edges"]:
         console.print(f"  {edge['source']} -[{edge['edge_type']} {edge['weight']:.2f}]-> {edge['target']}")
 
@@ -405,7 +415,7 @@ def _render_evolution(console: Any, result: dict) -> None:
                           a["reason"])
         console.print(table)
     for pattern in result["detected_patterns"]:
-        console.print(f"[dim]observed:[/] {pattern}")
+        console.print(f"[dim]observed:[/] {escape(pattern)}", markup=True)
 
 
 def _dream_render(console: Any, result: dict) -> None:
@@ -690,7 +700,8 @@ def _open(args: argparse.Namespace, out: Output) -> Any:
 
     mem = open_config(config)
     if mem.engine.repaired and not out.as_json:
-        out.console(stderr=True).print(f"[dim]rebuilt stale index: {', '.join(mem.engine.repaired)}[/]")
+        out.console(stderr=True).print(f"[dim]rebuilt stale index: {escape(', '.join(mem.engine.repaired))}[/]",
+                                       markup=True)
     return mem
 
 

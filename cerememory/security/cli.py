@@ -63,8 +63,8 @@ def run_keys(args: argparse.Namespace, config: Any, out: Any) -> int:
         else:
             print(secret)
             out.console(stderr=True).print(
-                f"[dim]created {entry.id}{f' ({entry.name})' if entry.name else ''}; this is the only time "
-                "the key is shown: store it now[/]")
+                f"created {entry.id}{f' ({entry.name})' if entry.name else ''}; this is the only time "
+                "the key is shown: store it now", style="dim")
         return 0
     if args.keys_command == "revoke":
         entry = store.revoke(args.key)
@@ -99,7 +99,7 @@ def run_audit_verify(args: argparse.Namespace, config: Any, out: Any) -> int:
         out.console().print(f"audit log intact: {report.entries} entries, head {report.head} "
                             f"({report.seconds:.2f} s)")
         for name in aside:
-            out.console().print(f"[dim]an earlier broken log was kept aside: {name}[/]")
+            out.console().print(f"an earlier broken log was kept aside: {name}", style="dim")
     else:
         error = CMPError(ErrorCode.AUDIT_BROKEN,
                          f"{report.path} line {report.first_bad_line}: {report.reason}",
