@@ -84,6 +84,9 @@ def _text_input(args: argparse.Namespace) -> str:
     """The text of a store command: the argument, `-` for stdin, or --file (must be UTF-8)."""
     if getattr(args, "file", None):
         data = Path(args.file).read_bytes()
+    elif args.text is None and sys.stdin.isatty():
+        raise _bad("give the text to store", hint='cerememory store "the text", or `-` (or a pipe) for stdin, '
+                                                  "or --file PATH")
     elif args.text == "-" or args.text is None:
         data = sys.stdin.buffer.read()
     else:
@@ -130,6 +133,19 @@ def _batch_lines(source: str) -> list[dict]:
     return records
 
 
+def _refuse_working_in_process(mem: Any, requests: list[dict]) -> None:
+    """Working memory lives in the memory of the process holding the data directory, and an
+    in-process command exits as soon as it has stored: the record would be gone by the next
+    command. Through a server it lives as long as the server does."""
+    from .api import Memory
+
+    if isinstance(mem, Memory) and any(r.get("store") == "working" for r in requests):
+        raise _bad("the working store lives in the memory of one process, and this command's process ends "
+                   "now: the record would be gone by the next command; nothing was stored",
+                   hint="start `cerememory serve` (commands then go through it by themselves), or "
+                        "choose another --store")
+
+
 def run_batch(mem: Any, args: argparse.Namespace, out: Output) -> dict:
     from .cmp.dispatch import parse_request
     from .cmp.messages import MAX_BATCH
@@ -137,6 +153,7 @@ def run_batch(mem: Any, args: argparse.Namespace, out: Output) -> dict:
     records = _batch_lines(args.source)
     if not records:
         raise _bad("no records in the input")
+    _refuse_working_in_process(mem, records)
     chunks = [records[i:i + MAX_BATCH] for i in range(0, len(records), MAX_BATCH)]
     for n, chunk in enumerate(chunks):  # validate everything before storing anything
         try:
@@ -362,7 +379,8 @@ def _render_stats(console: Any, result: dict) -> None:
     table.add_column("key")
     table.add_column("value")
     for store, count in result["records_by_store"].items():
-        table.add_row(f"{store} records", f"{count} (avg fidelity {result['avg_fidelity_by_store'][store]:.2f})")
+        fidelity = f"{result['avg_fidelity_by_store'][store]:.2f}" if count else "—"  # no records: no average
+        table.add_row(f"{store} records", f"{count} (avg fidelity {fidelity})")
     for key in ("total_records", "total_associations", "total_recall_count", "raw_journal_records",
                 "raw_journal_pending_dream", "vector_index_records", "embedder", "semantic_off_reason",
                 "recall_mode", "oldest_record", "newest_record", "dream_episodic_summaries",
@@ -430,6 +448,11 @@ def _ingest_render(console: Any, result: dict) -> None:
     render(console, result)
 
 
+def _count(n: int, noun: str) -> str:
+    """`1 record`, `2 records`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _left_out(ids: list[str] | None) -> str:
     """What an export left out: records that cannot be decoded (the log names why)."""
     if not ids:
@@ -456,7 +479,7 @@ RENDERERS: dict[str, Callable[[Any, dict], None]] = {
     "encode.store_raw": _render_ok(lambda r: f"journaled {r['record_id']} in session {r['session_id']}"),
     "encode.batch": _render_ok(lambda r: f"stored {len(r['results'])} records"
                                f" ({r['associations_inferred']} associations inferred)"),
-    "lifecycle.forget": _render_ok(lambda r: f"forgot {r['records_deleted']} records"),
+    "lifecycle.forget": _render_ok(lambda r: f"forgot {_count(r['records_deleted'], 'record')}"),
     "lifecycle.set_mode": _render_ok(lambda r: "recall mode set"),
     "lifecycle.export": _render_ok(lambda r: f"exported {r['record_count']} records and {r['raw_record_count']} "
                                    f"journal records to {r['path']} ({r['size_bytes']} bytes, sha256 {r['checksum']})"
@@ -690,7 +713,8 @@ def _load_config(args: argparse.Namespace, **flags: Any) -> Any:
 
 
 def _open(args: argparse.Namespace, out: Output) -> Any:
-    """The remote server when one is named, else the data directory in this process."""
+    """The remote server when one is named; else the data directory in this process, or, when a
+    running server owns it, that server (its lock file names its URL)."""
     config = _load_config(args)
     if config["server_url"]:
         from .transport.client import Client
@@ -698,11 +722,38 @@ def _open(args: argparse.Namespace, out: Output) -> Any:
         return Client(config["server_url"], api_key=config["server_api_key"])
     from .api import open_config
 
-    mem = open_config(config)
+    try:
+        mem = open_config(config)
+    except CMPError as exc:
+        owner = _owning_server(exc, config["server_api_key"])
+        if owner is None:
+            raise
+        if not out.as_json:
+            out.console(stderr=True).print(f"using the server that owns {config.data_dir}: {owner.url}", style="dim")
+        return owner
     if mem.engine.repaired and not out.as_json:
         out.console(stderr=True).print(f"[dim]rebuilt stale index: {escape(', '.join(mem.engine.repaired))}[/]",
                                        markup=True)
     return mem
+
+
+def _owning_server(exc: CMPError, api_key: str | None) -> Any:
+    """A client of the server named by a DATA_DIR_LOCKED error, when that server answers; None
+    otherwise (the error then stands: the owner is not a server, or cannot be reached)."""
+    url = (exc.details or {}).get("server_url") if exc.code is ErrorCode.DATA_DIR_LOCKED else None
+    if not url:
+        return None
+    import httpx
+
+    from .transport.client import Client
+
+    client = Client(url, api_key=api_key, retries=1)
+    try:
+        client.health()
+    except (httpx.HTTPError, ValueError):
+        client.close()
+        return None
+    return client
 
 
 def _config_show(args: argparse.Namespace, out: Output) -> None:
@@ -776,6 +827,9 @@ def _reindex(mem: Any, args: argparse.Namespace, out: Output) -> dict:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out = Output("--json" in argv)
+    if not argv:  # a first try: show what there is, not an error
+        build_parser().print_help()
+        return 0
     try:
         args = build_parser().parse_args(argv)
         if args.command == "config":
@@ -815,6 +869,7 @@ def main(argv: list[str] | None = None) -> int:
                 op, result = request[0], cli_archive.run(mem, request, out)
             else:
                 op, body = request
+                _refuse_working_in_process(mem, [body] if op == "encode.store" else [])
                 result = mem.dispatch(op, body)
         out.render(op, result)
         return 0
