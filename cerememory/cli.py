@@ -501,6 +501,8 @@ def _common(parser: argparse.ArgumentParser, *, remote: bool = True) -> None:
     if remote:
         parser.add_argument("--server-url", help="talk to a running `cerememory serve` (env CEREMEMORY_SERVER_URL)")
         parser.add_argument("--api-key", help="bearer key for --server-url (env CEREMEMORY_SERVER_API_KEY)")
+        parser.add_argument("--insecure", action="store_true",
+                            help="allow sending the API key over plain http:// to another machine")
     parser.add_argument("--config", help="config file (env CEREMEMORY_CONFIG; default ~/.cerememory/config.toml)")
     parser.add_argument("--json", action="store_true", help="print JSON only on stdout")
 
@@ -719,7 +721,8 @@ def _open(args: argparse.Namespace, out: Output) -> Any:
     if config["server_url"]:
         from .transport.client import Client
 
-        return Client(config["server_url"], api_key=config["server_api_key"])
+        return Client(config["server_url"], api_key=config["server_api_key"],
+                      insecure=getattr(args, "insecure", False))
     from .api import open_config
 
     try:

@@ -185,3 +185,21 @@ def test_cm_keeps_its_own_data_dir_when_told_even_with_a_server_running(tmp_path
         assert cm_storage(CEREMEMORY_DATA_DIR=str(tmp_path / "cm-own")) == "embedded"
     finally:
         assert server.stop() == 0
+
+
+def test_an_api_key_never_travels_in_plaintext_to_another_machine(cli) -> None:
+    from cerememory.transport.client import AsyncClient, Client
+
+    refused = cli("stats", "--server-url", "http://10.1.2.3:8420", "--api-key", "secret", "--json")
+    assert refused.code == 2
+    error = refused.json()["error"]
+    assert error["code"] == "VALIDATION_ERROR" and "--insecure" in error["details"]["hint"]
+    assert "secret" not in refused.stdout
+    with pytest.raises(CMPError):
+        Client("http://10.1.2.3:8420", api_key="secret")
+    with pytest.raises(CMPError):
+        AsyncClient("http://10.1.2.3:8420", api_key="secret")
+    Client("http://10.1.2.3:8420", api_key="secret", insecure=True).close()  # said explicitly: allowed
+    Client("https://10.1.2.3:8420", api_key="secret").close()
+    Client("http://127.0.0.1:8420", api_key="secret").close()
+    Client("http://10.1.2.3:8420").close()  # no key, nothing to leak
