@@ -203,3 +203,18 @@ def test_an_api_key_never_travels_in_plaintext_to_another_machine(cli) -> None:
     Client("https://10.1.2.3:8420", api_key="secret").close()
     Client("http://127.0.0.1:8420", api_key="secret").close()
     Client("http://10.1.2.3:8420").close()  # no key, nothing to leak
+
+
+def test_keys_create_says_a_keyless_server_stays_open_until_restarted(cli, tmp_path: Path, data_dir: Path) -> None:
+    from tests.conftest import ServeProcess
+
+    alone = cli("keys", "create", "--name", "first", "--json")
+    assert alone.code == 0 and "note" not in alone.json()
+    (data_dir / "api_keys.json").unlink()  # back to no keys: the server below starts open
+    server = ServeProcess.serve(data_dir, tmp_path)
+    try:
+        created = cli("keys", "create", "--name", "laptop", "--json")
+        assert created.code == 0, created.stderr
+        assert "restarted" in created.json()["note"] and server.url in created.json()["note"]
+    finally:
+        assert server.stop() == 0
