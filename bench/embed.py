@@ -126,6 +126,9 @@ def main() -> None:
           f"{args.texts} texts of 5 to 60 words, embedded in calls of the given size (64 texts for "
           "size 1). Ratio > 1: PyTorch is faster.", "",
           md_table(["texts per call", "numpy texts/s", "PyTorch texts/s", "ratio PyTorch/numpy"], rows), "",
+          "With the cores shared, OpenBLAS's threads (numpy) and PyTorch's both lose time waiting for a "
+          "core on small calls; `OPENBLAS_NUM_THREADS=1` made single-text numpy calls about three times "
+          "faster under such load here.", "",
           f"Loading, once per process: numpy {numpy_load:.2f} s, PyTorch with sentence-transformers "
           f"{torch_load:.2f} s. Smallest cosine between the two runtimes' vectors for 64 texts: "
           f"{cosine_min:.6f}.", "",

