@@ -218,3 +218,15 @@ def test_keys_create_says_a_keyless_server_stays_open_until_restarted(cli, tmp_p
         assert "restarted" in created.json()["note"] and server.url in created.json()["note"]
     finally:
         assert server.stop() == 0
+
+
+def test_a_record_without_meta_says_so_with_its_status_not_with_words(mem) -> None:
+    from cerememory.model import MetaMemory
+
+    mem.store("no reasons given")
+    hit = mem.recall("reasons").memories[0]
+    assert hit.record.meta.capture_status.value == "unavailable"
+    assert hit.record.meta.rationale is None
+    old = MetaMemory.model_validate({"capture_status": "unavailable",
+                                     "rationale": "no meta-memory was supplied with this record"})
+    assert old.rationale is None  # records stored by earlier releases read back the same way
