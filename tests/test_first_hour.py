@@ -162,6 +162,7 @@ def test_the_lock_names_the_owning_server_and_the_cli_falls_back_only_when_it_is
         result = cli("stats", "--json")
         assert result.code == 4
         assert result.json()["error"]["code"] == "DATA_DIR_LOCKED"
+        assert result.json()["error"]["details"]["hint"] == f"talk to the running server instead: --server-url {gone}"
     assert owning_server(data_dir) is None
 
 
