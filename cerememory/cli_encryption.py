@@ -25,23 +25,34 @@ def prompt_passphrase(env: str, label: str, *, confirm: bool) -> str:
     if not sys.stdin.isatty():
         raise CMPError(ErrorCode.VALIDATION_ERROR, f"the {label} is needed and there is no terminal to ask on",
                        hint=f"set {env}")
-    first = getpass.getpass(f"{label}: ")
+    first = _ask(f"{label}: ")
     if not first:
         raise CMPError(ErrorCode.VALIDATION_ERROR, f"the {label} must not be empty", hint="run the command again")
-    if confirm and getpass.getpass(f"{label} again: ") != first:
+    if confirm and _ask(f"{label} again: ") != first:
         raise CMPError(ErrorCode.VALIDATION_ERROR, "the two passphrases differ; nothing was written",
                        hint="run the command again")
     return first
+
+
+def _ask(prompt: str) -> str:
+    """One line from the terminal without echo; end of input (Ctrl-D) is a clear refusal."""
+    try:
+        return getpass.getpass(prompt)
+    except EOFError:
+        print(file=sys.stderr)
+        raise CMPError(ErrorCode.VALIDATION_ERROR, "no passphrase was given (end of input); nothing was written",
+                       hint="run the command again and type the passphrase, or set it in the environment") from None
 
 
 def run_init(args: argparse.Namespace, config: Any, out: Any) -> int:
     from .api import open_config
 
     data_dir = config.data_dir.expanduser().resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
     passphrase = config["encryption.passphrase"]
-    if args.encrypt:
+    if args.encrypt:  # asked before anything is created, so a refusal leaves nothing behind
         passphrase = passphrase or prompt_passphrase(PASSPHRASE_ENV, "new passphrase", confirm=True)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if args.encrypt:
         with DataDirLock(data_dir):
             Vault.create(data_dir, passphrase)
     with open_config(config, passphrase=passphrase) as mem:

@@ -508,6 +508,9 @@ class MetaEdge(Model):
         return value
 
 
+_OLD_PLACEHOLDER = "no meta-memory was supplied with this record"
+
+
 class MetaMemory(Model):
     """Why a memory exists: intent, rationale, evidence, alternatives, decision, context edges."""
 
@@ -527,6 +530,14 @@ class MetaMemory(Model):
     context_edges: list[MetaEdge] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     captured_at: UtcDatetime | None = None
+
+    @model_validator(mode="after")
+    def _no_placeholder(self) -> MetaMemory:
+        """Records stored by earlier releases carry a placeholder rationale where no meta-memory
+        was supplied; it is no rationale, so it reads back as none."""
+        if self.capture_status is CaptureStatus.UNAVAILABLE and self.rationale == _OLD_PLACEHOLDER:
+            self.rationale = None
+        return self
 
     def texts(self) -> list[str]:
         """Every piece of text the meta-memory holds."""
@@ -571,15 +582,11 @@ def check_request_meta(meta: MetaMemory) -> MetaMemory:
 
 
 def normalise_meta(meta: MetaMemory | None, trigger: str, now: datetime | None = None) -> MetaMemory:
-    """Ingest rule: absent meta is `unavailable`; supplied legacy meta counts as `provided`."""
+    """Ingest rule: absent meta is `unavailable` (capture_status says so; no field is filled in
+    with words that would read as data); supplied legacy meta counts as `provided`."""
     now = now or utcnow()
     if meta is None:
-        return MetaMemory(
-            capture_status=CaptureStatus.UNAVAILABLE,
-            rationale="no meta-memory was supplied with this record",
-            trigger=trigger,
-            captured_at=now,
-        )
+        return MetaMemory(capture_status=CaptureStatus.UNAVAILABLE, trigger=trigger, captured_at=now)
     update: dict[str, Any] = {}
     if meta.capture_status is CaptureStatus.LEGACY:
         update["capture_status"] = CaptureStatus.PROVIDED

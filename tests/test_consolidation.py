@@ -142,6 +142,20 @@ def test_incremental_scope_is_what_changed_since_the_last_run(living, clock):
     assert living.consolidate("full").records_processed == 2
 
 
+def test_promotion_never_makes_a_content_free_fact_or_a_duplicate_one(living):
+    living.store("The deploy key rotates every Monday", store="semantic")
+    living.store("a")
+    living.store("ok thanks!")
+    living.store("the deploy key rotates every monday.")  # the fact exists already
+    first = living.store("Bob moved the standup to 9:30. Everyone agreed.").record_id
+    living.store("Bob moved the standup to 9:30")  # another memory with the same fact
+    out = living.consolidate()
+    assert [p.episodic_id for p in out.promotions] == [first]
+    assert [p.summary for p in out.promotions] == ["Bob moved the standup to 9:30."]
+    facts = living.recall("deploy key rotates", stores=["semantic"]).memories
+    assert len(facts) == 1
+
+
 def test_selective_promotes_only_salient_memories(living):
     plain = living.store("an ordinary lunch").record_id
     intense = living.store("the fire alarm went off", emotion="fear").record_id

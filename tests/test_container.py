@@ -71,6 +71,12 @@ def test_compose_file():
     assert "cerememory-a:8420" in proxy and "cerememory-b:8420" in proxy and "listen 8430" in proxy
     scrape = yaml.safe_load((ROOT / "docker" / "prometheus.yml").read_text())
     assert scrape["scrape_configs"][0]["metrics_path"] == "/metrics"
+    # the scrape key is a secret whose file must exist (a bind mount of a missing file would make a
+    # directory there), and that file is never committed
+    assert compose["services"]["prometheus"]["secrets"] == ["metrics-key"]
+    assert compose["secrets"]["metrics-key"]["file"] == "./docker/metrics-key"
+    assert scrape["scrape_configs"][0]["authorization"]["credentials_file"] == "/run/secrets/metrics-key"
+    assert "docker/metrics-key" in (ROOT / ".gitignore").read_text().splitlines()
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "docker/entrypoint.sh" in dockerfile and "/readiness" in dockerfile
 

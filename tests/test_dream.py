@@ -165,6 +165,29 @@ def test_extractive_summary_keeps_the_informative_sentences_with_speakers(mem):
     assert summary.store == "episodic" and summary.created_at == T0 + timedelta(minutes=5)
 
 
+def test_a_role_written_in_the_text_is_not_repeated_in_the_summary(mem):
+    """The README's own example: a journal turn "user: can you rotate the key?" by the user."""
+    raw(mem, "user: can you rotate the deploy key before Friday March 14?", T0, speaker="user")
+    raw(mem, "assistant: Rotated the deploy key for Berlin at 06:00 UTC.", T0 + timedelta(minutes=1),
+        speaker="assistant")
+    summary = mem.inspect(mem.dream_tick().groups[0].episodic_summary_id).content.plain_text()
+    assert "user: user:" not in summary and "assistant: assistant:" not in summary
+    assert "assistant: Rotated the deploy key for Berlin at 06:00 UTC." in summary
+
+
+def test_tool_calls_and_their_output_never_become_facts(mem):
+    raw(mem, "Alice: We decided to move the billing migration to Friday March 14.", T0)
+    raw(mem, "Bob: Then Postgres goes over at 06:00 UTC on Friday March 14.", T0 + timedelta(minutes=1),
+        speaker="assistant")
+    raw(mem, 'Bash {"command": "psql -c \'SELECT 42 FROM Billing\'"}', T0 + timedelta(minutes=2),
+        speaker="assistant", source="tool_io")
+    raw(mem, "Billing Export 2024-03-14: 42 rows in 0.06 s from Postgres Berlin", T0 + timedelta(minutes=3),
+        speaker="tool", source="tool_io")
+    semantic = mem.inspect(mem.dream_tick().groups[0].semantic_id).content.plain_text()
+    assert "billing migration" in semantic
+    assert "psql" not in semantic and "42 rows" not in semantic
+
+
 def test_summary_is_deterministic_and_capped(tmp_path):
     texts = [f"Speaker{i % 3}: In 2024 Project Falcon{i} shipped {i} features to Berlin on Monday." for i in range(200)]
     outputs = []

@@ -593,7 +593,8 @@ def test_binary_blocks_round_trip_exactly(client: GrpcClient, stub, mem: ceremem
     wire = stub.IntrospectRecord(pb.IntrospectRecordRequest(record_id=str(record_id)), timeout=30)
     assert wire.content.blocks[0].data == payload  # raw bytes on the wire, not base64
     assert wire.content.blocks[0].modality == pb.MODALITY_IMAGE
-    assert not wire.content.blocks[1].HasField("text")  # text travels once, as data
+    # text travels once, as readable text (grpcurl shows it), not as bytes
+    assert wire.content.blocks[1].text == "a picture of nothing" and wire.content.blocks[1].data == b""
     embedded = mem.inspect(mem.store(content=content).record_id)
     assert as_text(canonical(record.model_dump(mode="json"))) == as_text(canonical(embedded.model_dump(mode="json")))
 

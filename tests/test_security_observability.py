@@ -53,3 +53,5 @@ def test_json_logs_and_metrics_from_a_real_server(data_dir, tmp_path, cli):
     assert any(r["status"] == 401 and r["key_id"] is None for r in access)
     assert any(r["transport"] == "grpc" and r["op"] == "introspect.stats" and r["status"] == "OK" for r in access)
     assert key["key"] not in (tmp_path / "server.log").read_text()
+    assert "\x1b[" not in (tmp_path / "server.log").read_text()  # no terminal colour codes for log shippers
+    assert not any("color_message" in r for r in records)

@@ -29,9 +29,9 @@ def test_cli_talks_to_the_server_and_the_owner_is_named(server, cli):
     assert stored.code == 0, stored.stderr
     via_env = cli("recall", "otters", "--json", env={"CEREMEMORY_SERVER_URL": server.url})
     assert via_env.json()["memories"][0]["record"]["id"] == stored.json()["record_id"]
-    locked = cli("stats", "--json")
-    assert locked.code == 4
-    assert locked.json()["error"]["details"]["hint"] == f"talk to the running server instead: --server-url {server.url}"
+    found = cli("stats", "--json")  # no --server-url: the data directory's lock names the server
+    assert found.code == 0, found.stderr
+    assert found.json()["total_records"] == 1
     assert cli("reindex", "--server-url", server.url, "--json").json() == {"records": 1, "journal": 0}
 
 

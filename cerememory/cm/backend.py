@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import CmError
@@ -83,6 +84,24 @@ class Similarity:
         self.on, self.reason = bool(page.get("semantic_search")), page.get("semantic_off_reason")
 
 
+def shared_server() -> tuple[Path, str] | None:
+    """The data directory of the `cerememory` command and the URL of the running server that owns
+    it, so cm and cerememory share one server and one memory by default. None when no server
+    runs there, or when CEREMEMORY_DATA_DIR points cm at a data directory of its own."""
+    if os.environ.get("CEREMEMORY_DATA_DIR"):
+        return None
+    from ..api import owning_server
+    from ..cmp.errors import CMPError
+    from ..config import load_config
+
+    try:
+        shared = load_config(None, {}).data_dir
+    except CMPError:  # a broken config file: cm keeps to its own data directory
+        return None
+    url = owning_server(shared)
+    return (shared, url) if url else None
+
+
 class Backend:
     """Opens Cerememory lazily (many commands never touch storage) and caches the rule listing."""
 
@@ -145,6 +164,10 @@ class Backend:
 
         if self.server_url:
             return self._client(self.server_url)
+        shared = shared_server()
+        if shared is not None:
+            self.notice = f"a cerememory server owns {shared[0]}; using {shared[1]}"
+            return self._client(shared[1])
         from ..api import open_config
         from ..config import load_config
 

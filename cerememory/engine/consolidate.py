@@ -106,8 +106,11 @@ class Consolidation:
             consolidated=self.core.consolidated, vectors=self.core.vectors.rows([i for i, _ in episodic]),
             text_keys={i: plan_.text_key(r.content.plain_text()) for i, r in records.items()},
         )
-        summaries = {i: plan_.summarise(records[i].content.plain_text(), records[i].content.summary)
-                     for i in plan.promote}
+        facts = self._fetch_all([i for i, h in self.core.records.items() if h.store is StoreType.SEMANTIC])
+        existing = {key for r in facts.values() if (key := plan_.fact_key(r.content.plain_text())) is not None}
+        found = plan_.new_facts({i: plan_.summarise(records[i].content.plain_text(), records[i].content.summary)
+                                 for i in plan.promote}, existing)
+        summaries = {i: found.get(i, "") for i in plan.promote}  # "": not promoted
         return now, plan, records, summaries
 
     def _fetch_all(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryRecord]:

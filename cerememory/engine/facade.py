@@ -20,6 +20,7 @@ from ..progress import ProgressFn
 from ..security.audit import AuditLog
 from ..shutdown import close_at_exit
 from ..storage.lock import DataDirLock
+from ..storage.modes import make_private
 from .archive import Archives
 from .consolidate import Consolidation
 from .core import EngineCore
@@ -44,7 +45,12 @@ class Engine:
                  *, progress: ProgressFn | None = None) -> None:
         self.options = options or EngineOptions()
         self.data_dir = Path(data_dir).expanduser().resolve()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        existed = self.data_dir.exists()
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fixed = make_private(self.data_dir)
+        if existed and fixed:
+            log.warning("%s was readable by other users: made %d paths private to their owner (%s)",
+                        self.data_dir, len(fixed), ", ".join(fixed[:5]) + (", …" if len(fixed) > 5 else ""))
         self.background_decay = False  # set by the scheduler of a serving process
         self.background_dream = False
         self._lock_file = DataDirLock(self.data_dir)
@@ -61,6 +67,7 @@ class Engine:
             raise
         else:  # what opening built lives as long as the engine: later full collections skip it
             gc.freeze()
+            make_private(self.data_dir)  # the files the stores and indexes just created
         finally:
             if collecting:
                 gc.enable()
@@ -145,6 +152,10 @@ class Engine:
                     step()
                 except Exception:
                     log.exception("closing %s: %s failed", self.data_dir, step.__qualname__)
+            try:
+                make_private(self.data_dir)  # files written since opening (checkpoints, index stamps)
+            except OSError:
+                log.exception("closing %s: could not make its files private", self.data_dir)
         self._lock_file.release()
 
     # ================================================================ encode

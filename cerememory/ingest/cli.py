@@ -100,6 +100,7 @@ def _announce(out: Any, data: dict[str, Any]) -> None:
 def render(console: Any, result: dict) -> None:
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     verb = "would ingest" if result["dry_run"] else "ingested"
     passes = f" in {result['passes']} passes" if "passes" in result else ""
@@ -109,12 +110,14 @@ def render(console: Any, result: dict) -> None:
         table.add_column(label, justify="right", min_width=len(label))
     for agent, part in result["agents"].items():
         table.add_row(agent, *(str(part[c]) for c in COLUMNS))
-    table.add_row("[bold]total[/]", *(f"[bold]{result['total'][c]}[/]" for c in COLUMNS))
+    table.add_row(*(Text(str(v), style="bold") for v in ["total", *(result["total"][c] for c in COLUMNS)]))
     console.print(table)
     for error in result["total"]["errors"]:
-        console.print(f"[red]error[/] {escape(error)}")
+        console.print(f"[red]error[/] {escape(error)}", markup=True)
     for skipped in result["total"]["skipped_lines"]:
-        console.print(f"[yellow]skipped[/] {skipped['count']} unusable line(s) in {escape(skipped['file'])}")
+        console.print(f"[yellow]skipped[/] {skipped['count']} unusable line(s) in {escape(skipped['file'])}",
+                      markup=True)
     if result["denied_agents"]:
-        console.print(f"[dim]not ingested (privacy settings): {', '.join(result['denied_agents'])}[/]")
-    console.print(f"[dim]state: {result['state_path']}[/]")
+        console.print(f"[dim]not ingested (privacy settings): {escape(', '.join(result['denied_agents']))}[/]",
+                      markup=True)
+    console.print(f"[dim]state: {escape(str(result['state_path']))}[/]", markup=True)

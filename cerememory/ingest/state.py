@@ -72,8 +72,8 @@ class Signature:
             return None
 
 
-def state_path(state_dir: Path, target: str) -> Path:
-    return state_dir / f"state-{hashlib.sha256(target.encode()).hexdigest()[:16]}.json"
+def state_path(state_dir: str | Path, target: str) -> Path:
+    return Path(state_dir) / f"state-{hashlib.sha256(target.encode()).hexdigest()[:16]}.json"
 
 
 class IngestState:
@@ -229,7 +229,7 @@ def target_of(api: Any) -> str:
     return str(Path(str(data_dir)).expanduser().resolve()) if not str(data_dir).startswith("http") else str(data_dir)
 
 
-def open_state(api: Any, state_dir: Path) -> IngestState:
-    """The (unlocked) ingest state of the database behind `api`."""
+def open_state(api: Any, state_dir: str | Path) -> IngestState:
+    """The (unlocked) ingest state of the database behind `api`; `state_dir` a path or a string."""
     target = target_of(api)
     return IngestState(state_path(state_dir, target), target)

@@ -53,18 +53,42 @@ def _log_key_event(config: Any, op: str, key: Any) -> None:
         log.close()
 
 
+def _open_server_note(data_dir: Any) -> str | None:
+    """What to tell someone who just created a key while a server that started without any serves
+    this data directory: such a server runs open and stays open until it is restarted (a server
+    that started with keys re-reads the key file by itself)."""
+    import httpx
+
+    from ..api import owning_server
+
+    url = owning_server(data_dir)
+    if url is None:
+        return None
+    try:
+        open_now = httpx.get(f"{url}/v1/introspect/stats", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return None
+    if not open_now:
+        return None
+    return (f"the server at {url} started without keys and stays open to anyone who can reach it until it is "
+            "restarted; restart it for this key to be required")
+
+
 def run_keys(args: argparse.Namespace, config: Any, out: Any) -> int:
     store = KeyStore(config.data_dir)
     if args.keys_command == "create":
         entry, secret = store.create(args.name)
         _log_key_event(config, "keys.create", entry)
+        note = _open_server_note(config.data_dir)
         if out.as_json:
-            out.json({**entry.public(), "key": secret})
+            out.json({**entry.public(), "key": secret, **({"note": note} if note else {})})
         else:
             print(secret)
             out.console(stderr=True).print(
-                f"[dim]created {entry.id}{f' ({entry.name})' if entry.name else ''}; this is the only time "
-                "the key is shown: store it now[/]")
+                f"created {entry.id}{f' ({entry.name})' if entry.name else ''}; this is the only time "
+                "the key is shown: store it now", style="dim")
+            if note:
+                out.console(stderr=True).print(note, style="yellow")
         return 0
     if args.keys_command == "revoke":
         entry = store.revoke(args.key)
@@ -108,7 +132,7 @@ def run_audit_verify(args: argparse.Namespace, config: Any, out: Any) -> int:
         out.console().print(f"audit log intact: {report.entries} entries, head {report.head} "
                             f"({report.seconds:.2f} s)")
         for name in aside:
-            out.console().print(f"[dim]an earlier broken log was kept aside: {name}[/]")
+            out.console().print(f"an earlier broken log was kept aside: {name}", style="dim")
     else:
         error = CMPError(ErrorCode.AUDIT_BROKEN,
                          f"{report.path} line {report.first_bad_line}: {report.reason}",

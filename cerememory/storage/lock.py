@@ -14,6 +14,27 @@ from .full import is_disk_full, storage_full
 LOCK_NAME = "cerememory.lock"
 
 
+def lock_owner(data_dir: Path) -> dict[str, Any] | None:
+    """The owner (`{"pid", "server_url"}`) of `data_dir` while a process holds it, else None.
+
+    Probes with a shared lock taken and dropped at once, never creating anything: a client
+    deciding whether to talk to a running server must not claim a directory that has none.
+    """
+    try:
+        fd = os.open(data_dir / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return DataDirLock._read_owner(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 class DataDirLock:
     """An exclusive `flock` on `<data_dir>/cerememory.lock`, holding the owner's pid and URL.
 

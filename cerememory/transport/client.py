@@ -17,6 +17,7 @@ import httpx
 
 from ..api import AsyncMemoryAPI, MemoryAPI
 from ..cmp.dispatch import operation, parse_request
+from .guard import refuse_plaintext_key
 from .light import error_from, request_parts, unreachable
 
 DEFAULT_URL = "http://127.0.0.1:8420"
@@ -26,7 +27,8 @@ class _BaseClient:
     """What the sync and the async client share: the URL and key, the request of a CMP call, and
     what to make of an answer (httpx's `BaseClient` pattern); each subclass does the I/O."""
 
-    def __init__(self, url: str, api_key: str | None, retries: int) -> None:
+    def __init__(self, url: str, api_key: str | None, retries: int, insecure: bool) -> None:
+        refuse_plaintext_key(url, api_key, insecure=insecure)
         self.url = url.rstrip("/")
         self.retries = retries
         self.headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
@@ -63,8 +65,8 @@ class Client(_BaseClient, MemoryAPI):
     """
 
     def __init__(self, url: str = DEFAULT_URL, *, api_key: str | None = None, timeout: float | None = 30.0,
-                 retries: int = 3, transport: httpx.BaseTransport | None = None) -> None:
-        super().__init__(url, api_key, retries)
+                 retries: int = 3, transport: httpx.BaseTransport | None = None, insecure: bool = False) -> None:
+        super().__init__(url, api_key, retries, insecure)
         self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=self.headers, transport=transport)
 
     def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -98,8 +100,9 @@ class AsyncClient(_BaseClient, AsyncMemoryAPI):
     """The asynchronous twin of `Client`: the same methods, each returning an awaitable."""
 
     def __init__(self, url: str = DEFAULT_URL, *, api_key: str | None = None, timeout: float | None = 30.0,
-                 retries: int = 3, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        super().__init__(url, api_key, retries)
+                 retries: int = 3, transport: httpx.AsyncBaseTransport | None = None,
+                 insecure: bool = False) -> None:
+        super().__init__(url, api_key, retries, insecure)
         self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, headers=self.headers,
                                        transport=transport)
 

@@ -183,9 +183,10 @@ def _to_wire(value: Any, desc: Descriptor, path: str) -> dict[str, Any]:
         else:
             out[key] = _value_to_wire(item, fd, where)
     if desc.full_name == _CONTENT_BLOCK and "text" in out and "data" in out:
-        # JSON repeats a text block's data as `text`; the wire carries it once
+        # JSON repeats a text block's data as `text`; the wire carries it once, as the readable
+        # `text` (what grpcurl and other generic clients show), not as bytes they print as base64
         if isinstance(out["text"], str) and base64.b64decode(out["data"]) == out["text"].encode():
-            del out["text"]
+            del out["data"]
     return out
 
 
@@ -266,6 +267,11 @@ def _from_wire(data: dict[str, Any], desc: Descriptor, full: bool) -> dict[str, 
     if desc.full_name == _CONTENT_BLOCK:
         if "text" in data:
             out["text"] = data["text"]
+            if not data.get("data"):  # the text travelled alone: its bytes are the text's
+                if full:
+                    out["data"] = base64.b64encode(data["text"].encode("utf-8")).decode("ascii")
+                else:
+                    out.pop("data", None)
         elif full and out.get("modality") == "text":
             out["text"] = base64.b64decode(out.get("data") or "").decode("utf-8")
     return out

@@ -48,6 +48,18 @@ def _is_ip(name: str) -> bool:
     return True
 
 
+def refuse_plaintext_key(url: str, api_key: str | None, *, insecure: bool = False) -> None:
+    """Never send an API key in plaintext to another machine: an http:// URL whose host is not
+    loopback is refused when a key would travel, unless the caller says `insecure` explicitly
+    (a network it trusts)."""
+    parts = urlsplit(url)
+    if api_key and not insecure and parts.scheme == "http" and parts.hostname and not is_loopback(parts.hostname):
+        raise CMPError(ErrorCode.VALIDATION_ERROR,
+                       f"refusing to send the API key over plaintext http:// to {parts.hostname}",
+                       hint="use an https:// URL, reach the server over loopback (e.g. an SSH tunnel), or pass "
+                            "--insecure (insecure=True in Python) on a network you trust")
+
+
 def is_loopback(host: str) -> bool:
     """Whether a host *name as written* (a URL's host, say) is loopback; no DNS is asked."""
     return host == "localhost" or is_loopback_address(host)

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
 # attributes every LogRecord has; anything else came in through `extra=` and is a field
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
+# uvicorn attaches a terminal-coloured copy of some messages: log shippers want the plain one only
+_TERMINAL_ONLY = {"color_message"}
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 class JsonFormatter(logging.Formatter):
@@ -21,10 +25,10 @@ class JsonFormatter(logging.Formatter):
             .replace("+00:00", "Z"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": _ANSI.sub("", record.getMessage()),
         }
         for key, value in vars(record).items():
-            if key not in _STANDARD and not key.startswith("_"):
+            if key not in _STANDARD and key not in _TERMINAL_ONLY and not key.startswith("_"):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)

@@ -44,7 +44,7 @@ from ..cmp.handler import CMPHandler
 from ..storage.archive_paths import export_target, write_new
 from ..version import __version__
 from . import mcp_tools
-from .guard import is_loopback
+from .guard import refuse_plaintext_key
 from .mcp_stdio import AnsweringMCPServer
 from .mcp_tools import Result, ToolCall
 
@@ -193,9 +193,7 @@ def check_server_url(url: str, api_key: str | None) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise _bad(f"--server-url: {url!r} is not an http:// or https:// URL", hint="e.g. http://127.0.0.1:8420")
-    if api_key and parts.scheme == "http" and not is_loopback(parts.hostname):
-        raise _bad(f"refusing to send the API key over plaintext http:// to {parts.hostname}",
-                   hint="use an https:// URL, or reach the server over loopback (e.g. an SSH tunnel)")
+    refuse_plaintext_key(url, api_key)
 
 
 def run_stdio(url: str, *, api_key: str | None = None, timeout: float | None = 30.0) -> None:
