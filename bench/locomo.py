@@ -34,6 +34,9 @@ Writes bench/results/locomo.md, locomo.json and locomo_recall10.png.
 (one journal session per LoCoMo session), one dream tick summarises it, and recall_any@10 per
 category is reported with and without the dream's summaries in the candidate set, with the
 dream's throughput (raw records per second). Writes bench/results/locomo_dream.md and .json.
+
+`--cv` cross-validates every tuned choice, leaving one conversation out at a time (see
+bench/locomo_cv.py); writes bench/results/locomo_cv.md, .json and locomo_cv.png.
 """
 
 from __future__ import annotations
@@ -344,6 +347,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS_DIR, help="results directory")
     ap.add_argument("--dream", action="store_true",
                     help="journal, dream, and compare recall with and without dream summaries (locomo_dream.md)")
+    ap.add_argument("--cv", action="store_true",
+                    help="leave-one-conversation-out cross-validation of the tuned settings (locomo_cv.md)")
     ap.add_argument("--dream-semantic", choices=["off", "on"], default="off",
                     help="semantic search for the --dream comparison (default off: BM25)")
     args = ap.parse_args()
@@ -357,6 +362,10 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.dream:
         dream_main(args, data)
+        return
+    if args.cv:
+        from locomo_cv import cv_main
+        cv_main(args, data, load_sample, score, bm25_baseline, minilm_baseline, CATEGORIES)
         return
     env = environment()
     started = now()
