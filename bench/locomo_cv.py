@@ -155,6 +155,8 @@ class Evaluator:
         return self.engines[key]
 
     def rows(self, config: Config) -> dict[str, list]:
+        if dict(config).get("fusion") == "normalized":  # rrf_k means nothing to it
+            config = tuple((k, self.knobs[k][0] if k == "rrf_k" else v) for k, v in config)
         if config not in self.cache:
             t0 = now()
             values = dict(config)

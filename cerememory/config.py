@@ -192,6 +192,19 @@ def _patterns(value: Any) -> tuple[str, ...]:
 
 
 SETTINGS = SETTINGS + (
+    Setting("recall.text_weight", 1.0, _positive_float,
+            "Weight of the BM25 ranking against the cosine ranking (weight 1) when they are fused."),
+    Setting("recall.activation_weight", 0.3, _nonnegative_float,
+            "How much spreading activation from the top results (e.g. the neighbouring turns of a "
+            "session) adds to a memory's score; 0 turns it off."),
+    Setting("recall.question_cleanup", False, _bool,
+            "Drop question words (what, when, did, how many...) from the BM25 query of a cue."),
+    Setting("recall.temporal_weight", 0.0, _nonnegative_float,
+            "How much a time the cue names (\"in May 2023\", \"last week\") favours memories whose "
+            "event time falls in it; 0 turns it off."),
+)
+
+SETTINGS = SETTINGS + (
     Setting("audit.enabled", True, _bool,
             "Append every mutating operation to the hash-chained audit log (data_dir/audit.jsonl)."),
     Setting("audit.allow_broken", False, _bool,
@@ -376,6 +389,10 @@ class Config:
             "fusion": self["recall.fusion"],
             "rrf_k": self["recall.rrf_k"],
             "activation_seeds": self["recall.activation_seeds"],
+            "text_weight": self["recall.text_weight"],
+            "activation_weight": self["recall.activation_weight"],
+            "question_cleanup": self["recall.question_cleanup"],
+            "temporal_weight": self["recall.temporal_weight"],
             "audit": self["audit.enabled"],
             "allow_broken_audit": self["audit.allow_broken"],
             "audit_fsync_interval": self["audit.fsync_interval"],
