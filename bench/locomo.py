@@ -256,6 +256,9 @@ def write_report(summary: dict, per_sample: dict, timing: dict, info: dict, args
              f"Data: `{args.data}` ({', '.join(info['samples'])}); {info['questions']} questions of "
              f"categories 1-4 ({info['skipped']} skipped: no evidence dia_id found in the "
              f"conversation); {info['turns']} turns ingested.", "",
+             "The settings of the engine were chosen by leave-one-conversation-out cross-validation "
+             "(`bench/locomo.py --cv`, locomo_cv.md); that is the figure that counts, this run scores "
+             "them on the conversations they were chosen on.", "",
              "## Target", "",
              f"Engine recall_any@10 ≥ better baseline + 0.05 = {best_name} {fmt(best_base)} + 0.05 = "
              f"**{fmt(goal)}**.", ""]

@@ -101,8 +101,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Records the working memory holds before it evicts the least recently used."),
     Setting("recall.fusion", "rrf", _choice("rrf", "normalized"),
             "How BM25 and cosine rankings are combined: reciprocal rank fusion or min-max scores."),
-    Setting("recall.rrf_k", 10, _positive_int,
-            "The k constant of reciprocal rank fusion (10 retrieved best on the LoCoMo dev split)."),
+    Setting("recall.rrf_k", 5, _positive_int,
+            "The k constant of reciprocal rank fusion (chosen by cross-validation on LoCoMo, "
+            "bench/locomo.py --cv)."),
     Setting("recall.activation_seeds", 3, _positive_int,
             "How many top results spread activation to associated memories."),
     Setting("embed.semantic", "auto", _choice("auto", "on", "off"),
@@ -192,14 +193,14 @@ def _patterns(value: Any) -> tuple[str, ...]:
 
 
 SETTINGS = SETTINGS + (
-    Setting("recall.text_weight", 1.0, _positive_float,
+    Setting("recall.text_weight", 1.5, _positive_float,
             "Weight of the BM25 ranking against the cosine ranking (weight 1) when they are fused."),
-    Setting("recall.activation_weight", 0.3, _nonnegative_float,
+    Setting("recall.activation_weight", 0.6, _nonnegative_float,
             "How much spreading activation from the top results (e.g. the neighbouring turns of a "
             "session) adds to a memory's score; 0 turns it off."),
     Setting("recall.question_cleanup", False, _bool,
             "Drop question words (what, when, did, how many...) from the BM25 query of a cue."),
-    Setting("recall.temporal_weight", 0.0, _nonnegative_float,
+    Setting("recall.temporal_weight", 1.0, _nonnegative_float,
             "How much a time the cue names (\"in May 2023\", \"last week\") favours memories whose "
             "event time falls in it; 0 turns it off."),
 )
