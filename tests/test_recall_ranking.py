@@ -96,3 +96,10 @@ def test_a_named_time_favours_memories_from_then(data_dir):
         assert "when" in res.query_metadata.signals
         assert all(0.0 <= h.relevance_score <= 1.0 for h in res.memories)
         assert "when" not in mem.recall("Which team did John sign with?", reconsolidate=False).query_metadata.signals
+
+
+def test_the_best_match_scores_1_when_nothing_adds_to_it(mem):
+    mem.store("penguins eat fish")
+    mem.store("walruses eat clams")
+    top = mem.recall("penguins", reconsolidate=False).memories[0]
+    assert top.relevance_score == pytest.approx(1.0, abs=1e-3)  # fidelity fades from 1 as time runs

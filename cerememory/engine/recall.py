@@ -183,12 +183,11 @@ class Recall:
         weight = options.activation_weight
         if req.activation_depth > 0 and kept and rankings and weight > 0:
             gains, paths = self._spread(kept, req.activation_depth, wanted, visible)
-            # scaled by 1 + weight so that a score stays within [0, 1]
-            for i, gain in gains.items():
-                kept[i] = (kept[i] + weight * gain if i in kept else REACHED_SHARE * gain) / (1 + weight)
-            for i in kept.keys() - gains.keys():
-                kept[i] /= 1 + weight
-            if gains:
+            if gains:  # scaled by 1 + weight so that a score stays within [0, 1]
+                for i in kept.keys() - gains.keys():
+                    kept[i] /= 1 + weight
+                for i, gain in gains.items():
+                    kept[i] = (kept[i] + weight * gain if i in kept else REACHED_SHARE * gain) / (1 + weight)
                 meta.signals.append("activation")
         fidelity = {i: known[i] if i in known else self.core.fidelity(i, now) for i in kept}
         final = {i: s * (0.5 + 0.5 * fidelity[i]) for i, s in kept.items()}
