@@ -107,8 +107,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Records the working memory holds before it evicts the least recently used."),
     Setting("recall.fusion", "rrf", _choice("rrf", "normalized"),
             "How BM25 and cosine rankings are combined: reciprocal rank fusion or min-max scores."),
-    Setting("recall.rrf_k", 10, _positive_int,
-            "The k constant of reciprocal rank fusion (10 retrieved best on the LoCoMo dev split)."),
+    Setting("recall.rrf_k", 5, _positive_int,
+            "The k constant of reciprocal rank fusion (chosen by cross-validation on LoCoMo, "
+            "bench/locomo.py --cv)."),
     Setting("recall.activation_seeds", 3, _positive_int,
             "How many top results spread activation to associated memories."),
     Setting("embed.semantic", "auto", _choice("auto", "on", "off"),
@@ -196,6 +197,19 @@ def _patterns(value: Any) -> tuple[str, ...]:
 
     return parse_patterns(value)
 
+
+SETTINGS = SETTINGS + (
+    Setting("recall.text_weight", 1.5, _positive_float,
+            "Weight of the BM25 ranking against the cosine ranking (weight 1) when they are fused."),
+    Setting("recall.activation_weight", 0.6, _nonnegative_float,
+            "How much spreading activation from the top results (e.g. the neighbouring turns of a "
+            "session) adds to a memory's score; 0 turns it off."),
+    Setting("recall.question_cleanup", False, _bool,
+            "Drop question words (what, when, did, how many...) from the BM25 query of a cue."),
+    Setting("recall.temporal_weight", 1.0, _nonnegative_float,
+            "How much a time the cue names (\"in May 2023\", \"last week\") favours memories whose "
+            "event time falls in it; 0 turns it off."),
+)
 
 SETTINGS = SETTINGS + (
     Setting("audit.enabled", True, _bool,
@@ -384,6 +398,10 @@ class Config:
             "fusion": self["recall.fusion"],
             "rrf_k": self["recall.rrf_k"],
             "activation_seeds": self["recall.activation_seeds"],
+            "text_weight": self["recall.text_weight"],
+            "activation_weight": self["recall.activation_weight"],
+            "question_cleanup": self["recall.question_cleanup"],
+            "temporal_weight": self["recall.temporal_weight"],
             "audit": self["audit.enabled"],
             "allow_broken_audit": self["audit.allow_broken"],
             "audit_fsync_interval": self["audit.fsync_interval"],

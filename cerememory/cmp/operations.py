@@ -106,7 +106,7 @@ _OPS = [
         Route(POST, "/v1/encode"), "EncodeStore",
         mcp=Tool("store", "Remember one thing in a curated store. Returns its record_id.")),
     _op("encode.batch", "EncodeBatchRequest", "EncodeBatchResponse",
-        "Store up to 1000 records at once, optionally linking them in sequence.",
+        "Store up to 1000 records at once, linking the turns of each session (or, optionally, all) in sequence.",
         Route(POST, "/v1/encode/batch"), "EncodeBatch",
         mcp=Tool("batch_store", "Remember many things at once (one transaction).")),
     _op("encode.update", "EncodeUpdateRequest", "Empty",

@@ -36,6 +36,22 @@ def route(req: m.EncodeStoreRequest) -> StoreType:
     return StoreType.SEMANTIC if req.content.summary else StoreType.EPISODIC
 
 
+def session_pairs(records: Sequence[MemoryRecord],
+                  reqs: Sequence[m.EncodeStoreRequest]) -> list[tuple[MemoryRecord, MemoryRecord]]:
+    """Neighbouring turns of each session in a batch (records sharing `context.session_id`, in
+    `created_at` order, ties in request order): a conversation stored turn by turn comes out
+    linked without the caller naming any association, so recall can follow a hit to its context."""
+    sessions: dict[str, list[MemoryRecord]] = {}
+    for record, req in zip(records, reqs, strict=True):
+        if req.context is not None and req.context.session_id:
+            sessions.setdefault(req.context.session_id, []).append(record)
+    pairs = []
+    for turns in sessions.values():
+        turns.sort(key=lambda r: r.created_at)
+        pairs += list(zip(turns, turns[1:], strict=False))
+    return pairs
+
+
 class Encoding:
     def __init__(self, core: EngineCore, writer: Writer) -> None:
         self.core = core
@@ -101,13 +117,12 @@ class Encoding:
                         raise not_found(link.target_id, "association target")
                     edges.append(Edge(record.id, link.target_id, link.association_type.value, link.weight, now_ts))
                 manual_counts.append(len(req.associations or []))
-            inferred = 0
-            if infer:
-                kind = AssociationType.SEQUENTIAL.value
-                for a, b in zip(records, records[1:], strict=False):
-                    edges.append(Edge(a.id, b.id, kind, SEQUENTIAL_WEIGHT, now_ts))
-                    edges.append(Edge(b.id, a.id, kind, SEQUENTIAL_WEIGHT, now_ts))
-                    inferred += 2
+            kind = AssociationType.SEQUENTIAL.value
+            pairs = list(zip(records, records[1:], strict=False)) if infer else session_pairs(records, reqs)
+            for a, b in pairs:
+                edges.append(Edge(a.id, b.id, kind, SEQUENTIAL_WEIGHT, now_ts))
+                edges.append(Edge(b.id, a.id, kind, SEQUENTIAL_WEIGHT, now_ts))
+            inferred = 2 * len(pairs)
             self.writer.persist(records, edges, vectors)
         results = [
             m.EncodeStoreResponse(record_id=r.id, store=r.store, initial_fidelity=r.fidelity.score,

@@ -20,8 +20,13 @@ class EngineOptions:
     storage: StorageSettings = field(default_factory=StorageSettings)  # the system of record
     working_capacity: int = 7
     fusion: str = "rrf"
-    rrf_k: int = 10
+    # recall defaults chosen by leave-one-conversation-out cross-validation (bench/locomo.py --cv)
+    rrf_k: int = 5
     activation_seeds: int = 3
+    text_weight: float = 1.5  # BM25's vote in fusion; cosine's is 1
+    activation_weight: float = 0.6
+    question_cleanup: bool = False
+    temporal_weight: float = 1.0  # how much a time the cue names favours memories from then
     embed: EmbedSettings = field(default_factory=EmbedSettings)
     decay: dict[StoreType, decay.DecayParams] = field(default_factory=lambda: dict(decay.DEFAULT_PARAMS))
     clock: Callable[[], float] = time.time  # seconds since the epoch; injectable for tests

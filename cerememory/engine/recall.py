@@ -21,6 +21,8 @@ from ..dream.sources import sources_of
 from ..dynamics import decay
 from ..dynamics.render import render
 from ..index.fusion import fuse
+from ..index.when import time_span
+from ..index.words import QUESTION_WORDS
 from ..model import (
     ALL_STORES,
     EMOTION_CHANNELS,
@@ -43,6 +45,8 @@ from .core import EngineCore
 Paths = dict[uuid.UUID, list[uuid.UUID]]  # how activation reached each record, seed first
 ACTIVATION_DECAY = 0.5
 ACTIVATION_MIN_WEIGHT = 0.05
+REACHED_SHARE = 0.5  # a memory only activation reached counts half its gain
+EMOTION_BONUS = 0.5  # a perfect affect match adds half again
 
 RAW_SEARCH_CAP = 20_000  # journal text hits considered at most, however strict the filters
 
@@ -63,7 +67,7 @@ class Recall:
             perfect = self.core.effective_perfect(mode, record.store)
             out.append(m.RecalledMemory(
                 record=record,
-                relevance_score=round(scores.get(i, 0.0), 6),
+                relevance_score=round(min(max(scores.get(i, 0.0), 0.0), 1.0), 6),
                 activation_path=(paths or {}).get(i, [i]),
                 rendered_content=render(record.content, record.fidelity.score, record.fidelity.noise_level,
                                         seed=record.id.int, perfect=perfect),
@@ -112,9 +116,11 @@ class Recall:
         text_hits: list[tuple[uuid.UUID, float]] = []
         vector_hits: list[tuple[uuid.UUID, float]] = []
 
+        options = self.core.options
         if text:
             groups = None if len(stores) == len(ALL_STORES) else [s.value for s in stores]  # a filter costs ~0.7 ms
-            text_hits = [(uuid_from_text(i), s) for i, s in self.core.text.search(text, pool, groups)]
+            words = topic_words(text) if options.question_cleanup else text
+            text_hits = [(uuid_from_text(i), s) for i, s in self.core.text.search(words, pool, groups)]
             rankings.append(text_hits)
             meta.signals.append("bm25")
         query_vec = None
@@ -136,9 +142,12 @@ class Recall:
         end = to_ts(cue.temporal.end) if cue.temporal else None
         in_window = self._in_window(start, end)
         if rankings:
-            scores = fuse(rankings, self.core.options.fusion, self.core.options.rrf_k)
+            weights = [options.text_weight if ranking is text_hits else 1.0 for ranking in rankings]
+            scores = fuse(rankings, options.fusion, options.rrf_k, weights)
             if len(rankings) > 1:
-                meta.fusion = self.core.options.fusion
+                meta.fusion = options.fusion
+            if text and options.temporal_weight > 0 and self._favour_named_time(scores, text, options.temporal_weight):
+                meta.signals.append("when")
         else:
             # no content cue: the most recent memories (inside the temporal range, if any), or
             # with an emotion cue the memories whose affect matches it best
@@ -171,11 +180,14 @@ class Recall:
 
         gains: dict[uuid.UUID, float] = {}
         paths: dict[uuid.UUID, list[uuid.UUID]] = {}
-        if req.activation_depth > 0 and kept and rankings:
+        weight = options.activation_weight
+        if req.activation_depth > 0 and kept and rankings and weight > 0:
             gains, paths = self._spread(kept, req.activation_depth, wanted, visible)
-            for i, gain in gains.items():
-                kept[i] = kept[i] + 0.3 * gain if i in kept else 0.5 * gain
-            if gains:
+            if gains:  # scaled by 1 + weight so that a score stays within [0, 1]
+                for i in kept.keys() - gains.keys():
+                    kept[i] /= 1 + weight
+                for i, gain in gains.items():
+                    kept[i] = (kept[i] + weight * gain if i in kept else REACHED_SHARE * gain) / (1 + weight)
                 meta.signals.append("activation")
         fidelity = {i: known[i] if i in known else self.core.fidelity(i, now) for i in kept}
         final = {i: s * (0.5 + 0.5 * fidelity[i]) for i, s in kept.items()}
@@ -183,7 +195,7 @@ class Recall:
         if cue.emotion is not None and rankings:
             # an emotion cue beside a content cue: memories felt the same way rank higher
             affect = {i: self._affect_match(i, cue.emotion) for i in final}
-            final = {i: s * (1.0 + 0.5 * affect[i]) for i, s in final.items()}
+            final = {i: s * (1.0 + EMOTION_BONUS * affect[i]) / (1.0 + EMOTION_BONUS) for i, s in final.items()}
             meta.signals.append("emotion")
         top = heapq.nlargest(req.limit, final, key=lambda i: (final[i], self.core.created(i)))
         text_rank = {i: (r + 1, s) for r, (i, s) in enumerate(text_hits)}
@@ -212,6 +224,18 @@ class Recall:
                      "gains": {str(i): round(gains[i], 6) for i in top if i in gains}}
         return m.RecallQueryResponse(memories=memories, total_candidates=len(final),
                                      query_metadata=meta, activation_trace=trace)
+
+    def _favour_named_time(self, scores: dict[uuid.UUID, float], text: str, weight: float) -> bool:
+        """Memories whose event time lies in the span the cue names ("in May 2023") score up
+        to 1 + weight times the others (scaled back into [0, 1]); False when it names none."""
+        span = time_span(text, from_ts(self.core.clock()))
+        if span is None:
+            return False
+        start, end = to_ts(span[0]), to_ts(span[1])
+        for i, s in scores.items():
+            inside = start <= self.core.created(i) < end
+            scores[i] = s * (1.0 + weight * inside) / (1.0 + weight)
+        return True
 
     def _in_window(self, start: float | None, end: float | None) -> Callable[[uuid.UUID], bool]:
         """Whether a record was created inside [start, end] (always, without a window)."""
@@ -399,6 +423,13 @@ class Recall:
             records, total = self.core.journal.query(filters, ids=req.record_ids or None, limit=req.limit)
         records.sort(key=lambda r: (r.created_at, r.id))
         return m.RecallRawQueryResponse(records=records, total_candidates=total)
+
+
+def topic_words(text: str) -> str:
+    """A question without its question words ("when did Ann move" -> "Ann move"): they say
+    that something is asked, not what about. The whole text if nothing else is left."""
+    words = [w for w in text.split() if w.strip("?!.,;:'\"()").lower() not in QUESTION_WORDS]
+    return " ".join(words) or text
 
 
 def bucket_start(moment: datetime, granularity: m.TimelineGranularity) -> datetime:

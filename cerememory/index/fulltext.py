@@ -1,5 +1,9 @@
 """Full-text search over tantivy: BM25 with English stemming and stop words.
 
+The analyzer is named in the index's schema (`cm_<name>`), so an index built by another
+analyzer does not match the schema on open and is rebuilt from the database, like any other
+incompatible index: a changed analyzer never leaves old terms behind.
+
 In an encrypted data directory the index holds keyed hashes instead of words: text is analysed
 in Python with the same English pipeline, each term is replaced by its hash, and tantivy indexes
 the hashes split on whitespace (queries are hashed alike). Term statistics are unchanged, so
@@ -29,10 +33,9 @@ from pathlib import Path
 import tantivy
 
 from ..storage.full import is_disk_full
+from .words import STOP_WORDS
 
 log = logging.getLogger("cerememory.index")
-ANALYZER = "cm_en"
-HASHED = "cm_hashed"
 COMMIT_DELAY = 0.05
 WRITER_HEAP = 15_000_000  # tantivy's minimum; larger heaps made each commit slower here
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -47,16 +50,26 @@ class TextDoc:
     why: str = ""
 
 
-def _analyzer() -> tantivy.TextAnalyzer:
+def _english(stop: tantivy.Filter) -> tantivy.TextAnalyzer:
     return (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(40))
         .filter(tantivy.Filter.lowercase())
         .filter(tantivy.Filter.ascii_fold())
-        .filter(tantivy.Filter.stopword("english"))
+        .filter(stop)
         .filter(tantivy.Filter.stemmer("english"))
         .build()
     )
+
+
+# name -> (schema tokenizer name, encrypted-index tokenizer name, builder)
+ANALYZERS: dict[str, tuple[str, str, Callable[[], tantivy.TextAnalyzer]]] = {
+    # English stemming, NLTK's 179 stop words (question and function words included)
+    "english": ("cm_en2", "cm_hashed_en2", lambda: _english(tantivy.Filter.custom_stopword(sorted(STOP_WORDS)))),
+    # English stemming, Lucene's 33 stop words (the analyzer of earlier versions)
+    "english_minimal": ("cm_en", "cm_hashed", lambda: _english(tantivy.Filter.stopword("english"))),
+}
+DEFAULT_ANALYZER = "english"
 
 
 def _schema(analyzer: str) -> tantivy.Schema:
@@ -78,11 +91,15 @@ class TextIndex:
 
     FIELD_BOOSTS = {"body": 1.0, "summary": 1.2, "why": 0.8}
 
-    def __init__(self, path: Path, hash_term: Callable[[str], str] | None = None) -> None:
+    def __init__(self, path: Path, hash_term: Callable[[str], str] | None = None,
+                 analyzer: str | None = None) -> None:
         self.path = path
         self.stamp_path = path.with_suffix(".stamp.json")
         self._hash_term = hash_term
-        self._terms = _analyzer() if hash_term else None
+        self.analyzer = analyzer or DEFAULT_ANALYZER
+        self._tokenizer, self._hashed_tokenizer, build = ANALYZERS[self.analyzer]
+        self._build = build
+        self._terms = build() if hash_term else None
         self._open()
 
     def _hashed(self, text: str) -> str:
@@ -93,7 +110,7 @@ class TextIndex:
 
     def _open(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        self.schema = _schema(HASHED if self._hash_term else ANALYZER)
+        self.schema = _schema(self._hashed_tokenizer if self._hash_term else self._tokenizer)
         try:
             index = tantivy.Index(self.schema, path=str(self.path), reuse=True)
         except ValueError:
@@ -102,8 +119,9 @@ class TextIndex:
             self.path.mkdir(parents=True)
             self.stamp_path.unlink(missing_ok=True)
             index = tantivy.Index(self.schema, path=str(self.path), reuse=False)
-        index.register_tokenizer(ANALYZER, _analyzer())
-        index.register_tokenizer(HASHED, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
+        index.register_tokenizer(self._tokenizer, self._build())
+        index.register_tokenizer(self._hashed_tokenizer,
+                                 tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
         self.index: tantivy.Index | None = index  # None once closed
         self.writer: tantivy.IndexWriter | None = index.writer(heap_size=WRITER_HEAP, num_threads=1)
         self._unsaved: list[TextDoc | str] = []  # staged since the last commit: a doc, or an id deleted
