@@ -37,7 +37,7 @@ def test_every_operation_is_in_the_api_document(http_server):
 def test_health_readiness_openapi_docs(http_server):
     with httpx.Client(base_url=http_server.url) as h:
         assert h.get("/health").json() == {"status": "ok"}
-        assert h.get("/readiness").json() == {"status": "ready"}
+        assert h.get("/readiness").json() == {"status": "ready", "background": "leader"}
         spec = h.get("/openapi.json").json()
         assert "/v1/recall/query" in spec["paths"]
         assert spec["paths"]["/v1/encode"]["post"]["requestBody"]["content"]["application/json"]["schema"]

@@ -218,8 +218,10 @@ class LocalEmbedder:
         return self._entry is not None or bool(self._numpy)
 
     def load(self) -> None:
-        """Load the model now instead of on the first embed() (e.g. to warm up in a thread)."""
-        self._loaded_entry()
+        """Load the model now instead of on the first embed() (e.g. to warm up in a thread):
+        the numpy forward pass when the model has one, else sentence-transformers."""
+        if self._numpy_entry() is None:
+            self._loaded_entry()
 
     def get_model(self) -> Any:
         """The shared SentenceTransformer instance, loading it if needed."""

