@@ -95,7 +95,8 @@ class Follower:
             if not change.mine:
                 by_kind.setdefault(change.kind, {})[change.key] = None
         records = [uuid.UUID(k) for k in by_kind.get("record", {})]
-        heads = [i for i in (uuid.UUID(k) for k in by_kind.get("head", {})) if i not in set(records)]
+        rewritten = set(records)
+        heads = [i for i in (uuid.UUID(k) for k in by_kind.get("head", {})) if i not in rewritten]
         if records:
             self._refresh_records(records)
         if heads:
