@@ -27,6 +27,7 @@ from .cmp.dispatch import Dispatcher, internal_error
 from .cmp.errors import CMPError, ErrorCode
 from .model import EmotionVector, MemoryRecord
 from .progress import ProgressFn
+from .storage.lock import owning_server as owning_server  # re-exported: part of the public API
 
 if TYPE_CHECKING:
     from .config import Config
@@ -435,17 +436,6 @@ def open(data_dir: str | Path | None = None, *, config: str | Path | None = None
     if data_dir is not None:
         flags["data_dir"] = str(data_dir)
     return open_config(load_config(config, flags), clock=clock, passphrase=passphrase)
-
-
-def owning_server(data_dir: str | Path) -> str | None:
-    """The URL of the `cerememory serve` that owns `data_dir` right now (its lock file names it),
-    or None when no server holds it. Creates nothing, so a client can ask before choosing where
-    to go."""
-    from .storage.lock import lock_owner
-
-    owner = lock_owner(Path(data_dir).expanduser())
-    url = owner.get("server_url") if owner else None
-    return url if isinstance(url, str) and url else None
 
 
 def open_config(cfg: Config, *, server_url: str | None = None, clock: Callable[[], float] | None = None,

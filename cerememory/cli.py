@@ -137,9 +137,11 @@ def _refuse_working_in_process(mem: Any, requests: list[dict]) -> None:
     """Working memory lives in the memory of the process holding the data directory, and an
     in-process command exits as soon as it has stored: the record would be gone by the next
     command. Through a server it lives as long as the server does."""
+    if not any(r.get("store") == "working" for r in requests):
+        return
     from .api import Memory
 
-    if isinstance(mem, Memory) and any(r.get("store") == "working" for r in requests):
+    if isinstance(mem, Memory):
         raise _bad("the working store lives in the memory of one process, and this command's process ends "
                    "now: the record would be gone by the next command; nothing was stored",
                    hint="start `cerememory serve` (commands then go through it by themselves), or "
@@ -720,49 +722,69 @@ def _load_config(args: argparse.Namespace, **flags: Any) -> Any:
                                      "server_api_key": getattr(args, "api_key", None), **flags})
 
 
+# Commands that call typed `MemoryAPI` methods; every other command only dispatches, so against a
+# server it runs on the standard-library client and never imports httpx, pydantic or the engine.
+TYPED_COMMANDS = frozenset({"ingest", "reindex", "export", "import"})
+
+
 def _open(args: argparse.Namespace, out: Output) -> Any:
-    """The remote server when one is named; else the data directory in this process, or, when a
-    running server owns it, that server (its lock file names its URL)."""
+    """The server `--server-url` names; else the running server that owns the data directory (its
+    lock file names its URL; asked first, so a client command never loads the engine); else the
+    data directory in this process."""
     config = _load_config(args)
+    key, plain = config["server_api_key"], args.command not in TYPED_COMMANDS
     if config["server_url"]:
-        from .transport.client import Client
+        return _client(config["server_url"], key, plain, insecure=getattr(args, "insecure", False))
+    from .storage.lock import owning_server
 
-        return Client(config["server_url"], api_key=config["server_api_key"],
-                      insecure=getattr(args, "insecure", False))
-    from .api import open_config
+    owner = owning_server(config.data_dir)
+    if owner is None or not _answers(owner, key):
+        from .api import open_config
 
-    try:
-        mem = open_config(config)
-    except CMPError as exc:
-        owner = _owning_server(exc, config["server_api_key"])
-        if owner is None:
-            raise
-        if not out.as_json:
-            out.console(stderr=True).print(f"using the server that owns {config.data_dir}: {owner.url}", style="dim")
-        return owner
+        try:
+            mem = open_config(config)
+        except CMPError as exc:  # a server took the directory since we asked: go through it
+            owner = (exc.details or {}).get("server_url") if exc.code is ErrorCode.DATA_DIR_LOCKED else None
+            if owner is None or not _answers(owner, key):
+                raise
+        else:
+            return _in_process(mem, out)
+    if not out.as_json:
+        out.console(stderr=True).print(f"using the server that owns {config.data_dir}: {owner}", style="dim")
+    return _client(owner, key, plain)
+
+
+def _in_process(mem: Any, out: Output) -> Any:
     if mem.engine.repaired and not out.as_json:
         out.console(stderr=True).print(f"[dim]rebuilt stale index: {escape(', '.join(mem.engine.repaired))}[/]",
                                        markup=True)
     return mem
 
 
-def _owning_server(exc: CMPError, api_key: str | None) -> Any:
-    """A client of the server named by a DATA_DIR_LOCKED error, when that server answers; None
-    otherwise (the error then stands: the owner is not a server, or cannot be reached)."""
-    url = (exc.details or {}).get("server_url") if exc.code is ErrorCode.DATA_DIR_LOCKED else None
-    if not url:
-        return None
-    import httpx
+def _client(url: str, api_key: str | None, plain: bool, *, insecure: bool = False) -> Any:
+    """A client of the server at `url`: the standard-library one when the command only dispatches."""
+    if not plain:
+        from .transport.client import Client
 
-    from .transport.client import Client
+        return Client(url, api_key=api_key, insecure=insecure)
+    from .transport.guard import refuse_plaintext_key
+    from .transport.light import LightClient
 
-    client = Client(url, api_key=api_key, retries=1)
-    try:
-        client.health()
-    except (httpx.HTTPError, ValueError):
-        client.close()
-        return None
-    return client
+    refuse_plaintext_key(url, api_key, insecure=insecure)
+    return LightClient(url, api_key=api_key, retries=3)
+
+
+def _answers(url: str, api_key: str | None) -> bool:
+    """Whether the server a lock file names answers at all; one that does not is left to
+    DATA_DIR_LOCKED."""
+    from .transport.light import LightClient
+
+    with LightClient(url, api_key=api_key, timeout=5.0, retries=0) as client:
+        try:
+            client.health()
+        except CMPError:
+            return False
+    return True
 
 
 def _config_show(args: argparse.Namespace, out: Output) -> None:

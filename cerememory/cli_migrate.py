@@ -15,11 +15,12 @@ import io
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .api import Memory, open_config
-from .cli_archive import progress_bar
 from .cmp.errors import CMPError, ErrorCode
+
+if TYPE_CHECKING:
+    from .api import Memory
 
 
 def add_parser(sub: Any, common: Any) -> None:
@@ -35,6 +36,7 @@ def add_parser(sub: Any, common: Any) -> None:
 
 
 def _open(config: Any, backend: str, url: str | None, namespace: str, data_dir: Path) -> Memory:
+    from .api import open_config
     from .config import load_config
 
     flags = {"data_dir": str(data_dir), "storage.backend": backend, "storage.postgres_url": url,
@@ -48,6 +50,8 @@ def _counts(mem: Memory) -> tuple[int, int]:
 
 
 def run_migrate(args: argparse.Namespace, config: Any, out: Any) -> int:
+    from .cli_archive import progress_bar
+
     namespace = args.namespace or config["storage.namespace"]
     url = args.to or args.source
     cache = Path(tempfile.mkdtemp(prefix="cerememory-migrate-"))  # the PostgreSQL side's derived indexes

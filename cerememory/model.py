@@ -283,7 +283,10 @@ class Model(BaseModel):
     field (type `string_unicode`) instead of failing later, deep in storage or indexing.
     Free-form JSON values get the same check from `limits`."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=False, str_min_length=0)
+    # defer_build: a model's validator is built when first used, so a short command pays only for
+    # the few models it touches, not for all of them at import
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_enum_values=False, str_min_length=0,
+                              defer_build=True)
 
 
 Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False, strict=True)]  # `true` is not 1.0

@@ -142,7 +142,8 @@ ALLOWED_ONLY_IN = {
     "mcp": ("cerememory.transport", "cerememory.cm.mcp"),
 }
 CM_MAY_NOT_IMPORT = ("cerememory.engine", "cerememory.stores", "cerememory.index", "cerememory.storage")
-CM_EXCEPTIONS = ("cerememory.storage.files",)
+# storage.lock: asking which server owns a data directory (cm then talks to it), never opening it
+CM_EXCEPTIONS = ("cerememory.storage.files", "cerememory.storage.lock")
 
 
 def _inside(module: str, packages: tuple[str, ...]) -> bool:

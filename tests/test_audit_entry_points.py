@@ -34,6 +34,8 @@ from cerememory.transport.mcp_server import mount_streamable_http
 
 from .conftest import ServerThread
 
+pytestmark = pytest.mark.xdist_group("audit-world")  # one worker builds its module fixture once
+
 Context = dict[str, Any]
 
 

@@ -30,6 +30,8 @@ from cerememory.v1 import cerememory_pb2_grpc as pb_grpc
 
 from .conftest import ServeProcess, free_port
 
+pytestmark = pytest.mark.xdist_group("keyed-server")  # one worker builds its module fixture once
+
 ENV_KEY = "env-key-0123456789abcdef0123456789abcdef"
 CANARY = "zqxbypasscanary"
 REFUSED = {401, 429}

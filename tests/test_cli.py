@@ -170,3 +170,25 @@ def test_second_process_gets_the_owner_pid(cli, data_dir):
     error = result.json()["error"]
     assert error["code"] == "DATA_DIR_LOCKED"
     assert "--server-url" in error["details"]["hint"]
+
+
+HEAVY = {"pydantic", "numpy", "duckdb", "tantivy", "networkx", "httpx", "cerememory.engine", "cerememory.cmp.messages"}
+
+
+def _loaded(stderr: str) -> set[str]:
+    """The modules `python -X importtime` reported importing."""
+    return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_a_command_against_a_server_loads_neither_the_engine_nor_the_models(cli, http_server):
+    """A client command is a short process: it builds its request, sends it with the standard
+    library and prints the answer; the server validates."""
+    env = {"PYTHONPROFILEIMPORTTIME": "1"}
+    stored = cli("store", "a light client stored this", "--server-url", http_server.url, "--json", env=env)
+    assert stored.code == 0, stored.stderr
+    recalled = cli("recall", "light client", "--server-url", http_server.url, "--json", env=env)
+    assert recalled.json()["memories"][0]["record"]["id"] == stored.json()["record_id"]
+    assert "cerememory.cli" in _loaded(recalled.stderr)
+    assert not _loaded(stored.stderr) & HEAVY and not _loaded(recalled.stderr) & HEAVY
+    helped = cli("--help", env=env)
+    assert helped.code == 0 and not _loaded(helped.stderr) & HEAVY

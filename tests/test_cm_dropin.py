@@ -19,6 +19,8 @@ from tests.cm_shapes import recorded, shape_gaps
 from tests.conftest import ServeProcess
 from tests.test_cm_cli import Cm, Run
 
+pytestmark = pytest.mark.xdist_group("cm-dropin")  # one worker builds its module fixture once
+
 # the steps whose exit code and JSON shape are the original's, with our documented departures
 MATCHING = ["init", "add", "add_check_duplicate", "add_check_strict_duplicate", "add_check_vague", "add_long",
             "add_file_missing", "top", "usage", "undo_not_deprecated", "mark", "undo_feedback", "mark_again",

@@ -29,7 +29,7 @@ def assert_envelope(response: httpx.Response, status: int, code: str) -> dict:
 
 
 def test_every_operation_is_in_the_api_document(http_server):
-    paths = httpx.get(f"{http_server.url}/openapi.json").json()["paths"]
+    paths = httpx.get(f"{http_server.url}/openapi.json", timeout=60).json()["paths"]
     served = {(method.upper(), path) for path, methods in paths.items() for method in methods}
     assert {(op.http.method, op.http.path) for op in OPERATIONS.values()} <= served
 
@@ -38,7 +38,7 @@ def test_health_readiness_openapi_docs(http_server):
     with httpx.Client(base_url=http_server.url) as h:
         assert h.get("/health").json() == {"status": "ok"}
         assert h.get("/readiness").json() == {"status": "ready", "background": "leader"}
-        spec = h.get("/openapi.json").json()
+        spec = h.get("/openapi.json", timeout=60).json()
         assert "/v1/recall/query" in spec["paths"]
         assert spec["paths"]["/v1/encode"]["post"]["requestBody"]["content"]["application/json"]["schema"]
         assert h.get("/docs").status_code == 200

@@ -30,6 +30,8 @@ from cerememory.transport.mcp_server import build_mcp_server, mount_streamable_h
 
 from .conftest import ServeProcess, ServerThread, clean_env, free_port
 
+pytestmark = pytest.mark.xdist_group("mcp-serve")  # one worker builds its module fixture once
+
 TOOLS = {"store", "store_raw", "update", "update_raw", "batch_store", "batch_store_raw", "recall", "recall_raw",
          "timeline", "associate", "forget", "consolidate", "dream_tick", "stats", "inspect", "export"}
 MISSING_ID = "01960000-0000-7000-8000-000000000000"
@@ -223,7 +225,7 @@ def test_streamable_http_on_the_main_app(tmp_path: Path) -> None:
         anyio.run(main)
         # the CMP routes still answer beside /mcp, over the same engine
         assert httpx.get(f"{thread.url}/v1/introspect/stats").json()["total_records"] == 1
-        assert "/mcp" not in httpx.get(f"{thread.url}/openapi.json").json()["paths"]
+        assert "/mcp" not in httpx.get(f"{thread.url}/openapi.json", timeout=60).json()["paths"]
         forged = httpx.post(f"{thread.url}/mcp", headers={"host": "evil.example:80"}, json={})
         assert forged.status_code in (400, 421)  # DNS-rebinding protection
     finally:

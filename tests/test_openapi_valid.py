@@ -8,7 +8,7 @@ from openapi_spec_validator import validate
 
 
 def test_the_api_document_is_valid_and_declares_the_bearer_key(http_server):
-    document = httpx.get(f"{http_server.url}/openapi.json").json()
+    document = httpx.get(f"{http_server.url}/openapi.json", timeout=60).json()
     validate(document)
     for path, methods in document["paths"].items():
         declared = {p["name"] for op in methods.values() for p in op.get("parameters", []) if p["in"] == "path"}

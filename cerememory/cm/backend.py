@@ -90,9 +90,9 @@ def shared_server() -> tuple[Path, str] | None:
     runs there, or when CEREMEMORY_DATA_DIR points cm at a data directory of its own."""
     if os.environ.get("CEREMEMORY_DATA_DIR"):
         return None
-    from ..api import owning_server
     from ..cmp.errors import CMPError
     from ..config import load_config
+    from ..storage.lock import owning_server
 
     try:
         shared = load_config(None, {}).data_dir

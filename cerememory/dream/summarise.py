@@ -5,14 +5,18 @@ summary is used and the reason is reported."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..llm import LLMClient, LLMError
+from ..llm.providers import LLMError
 from ..model import RawSource, RawSpeaker
 from ..security.sanitize import Sanitizer
 from .extractive import Source, extract, headline
 from .grouping import Group
 from .settings import DEFAULT_MAX_CHARS
 from .tokens import without_role
+
+if TYPE_CHECKING:
+    from ..llm import LLMClient
 
 MAX_PROMPT_CHARS = 16_000
 EXTRACTIVE = "extractive"

@@ -6,8 +6,10 @@ import threading
 import uuid
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 @dataclass(frozen=True)
@@ -31,11 +33,21 @@ class AssociationGraph:
     """Directed, typed, weighted edges; one edge per (source, target, type)."""
 
     def __init__(self) -> None:
-        self.g = nx.MultiDiGraph()
+        # networkx loads with the first edge: a short command over a memory without associations
+        # does not pay for importing it
+        self._g: nx.MultiDiGraph | None = None
         self._lock = threading.Lock()
 
+    @property
+    def g(self) -> nx.MultiDiGraph:
+        if self._g is None:
+            import networkx
+
+            self._g = networkx.MultiDiGraph()
+        return self._g
+
     def __len__(self) -> int:
-        return self.g.number_of_edges()
+        return self._g.number_of_edges() if self._g is not None else 0
 
     def add(self, edges: Iterable[Edge]) -> None:
         with self._lock:
@@ -45,18 +57,19 @@ class AssociationGraph:
 
     def remove_nodes(self, ids: Iterable[uuid.UUID]) -> None:
         with self._lock:
-            self.g.remove_nodes_from(list(ids))
+            if self._g is not None:
+                self._g.remove_nodes_from(list(ids))
 
     def remove_out_edges(self, ids: Iterable[uuid.UUID]) -> None:
         """Drop what these records point at, keeping what points at them (an overwrite)."""
         with self._lock:
             for node in ids:
-                if node in self.g:
-                    self.g.remove_edges_from(list(self.g.out_edges(node, keys=True)))
+                if self._g is not None and node in self._g:
+                    self._g.remove_edges_from(list(self._g.out_edges(node, keys=True)))
 
     def out_edges(self, node: uuid.UUID, types: Collection[str] | None = None) -> list[Edge]:
         with self._lock:
-            if node not in self.g:
+            if self._g is None or node not in self._g:
                 return []
             return [
                 Edge(node, target, key, d["weight"], d["created_at"], d["last_co_activation"])
@@ -66,7 +79,7 @@ class AssociationGraph:
 
     def in_edges(self, node: uuid.UUID) -> list[Edge]:
         with self._lock:
-            if node not in self.g:
+            if self._g is None or node not in self._g:
                 return []
             return [
                 Edge(source, node, key, d["weight"], d["created_at"], d["last_co_activation"])
@@ -76,13 +89,15 @@ class AssociationGraph:
     def neighbours(self, node: uuid.UUID) -> set[uuid.UUID]:
         """Both directions: what a record points at and what points at it."""
         with self._lock:
-            if node not in self.g:
+            if self._g is None or node not in self._g:
                 return set()
             return set(self.g.successors(node)) | set(self.g.predecessors(node))
 
     def degree_ranking(self) -> list[uuid.UUID]:
         with self._lock:
-            return [n for n, _ in sorted(self.g.degree, key=lambda nd: -nd[1])]
+            if self._g is None:
+                return []
+            return [n for n, _ in sorted(self._g.degree, key=lambda nd: -nd[1])]
 
     def spread(
         self,

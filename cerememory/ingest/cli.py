@@ -8,13 +8,13 @@ import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cmp.errors import CMPError, ErrorCode
-from .agents import AGENTS
-from .engine import IngestSettings, Summary, ingest
-from .state import open_state
-from .watch import stop_on_signals, watch
+from .names import AGENTS
+
+if TYPE_CHECKING:
+    from .engine import Summary
 
 COLUMNS = {"files": "files", "files_read": "read", "sessions": "sess", "turns_ingested": "new",
            "turns_duplicate": "known", "turns_skipped": "skip", "turns_older": "old",
@@ -48,6 +48,10 @@ def state_dir(config: Any) -> Path:
 
 def run(mem: Any, args: argparse.Namespace, out: Any, config: Any) -> dict:
     """The summary of one pass, or (with --watch) of every pass until a signal stops it."""
+    from .engine import IngestSettings, ingest
+    from .state import open_state
+    from .watch import stop_on_signals, watch
+
     options: dict[str, Any] = {"agents": args.agent, "paths": args.path, "since": parse_since(args.since),
                                "dry_run": args.dry_run, "settings": IngestSettings.from_config(config)}
     interval = args.interval if args.interval is not None else config["ingest.interval_seconds"]

@@ -15,7 +15,7 @@ from .settings import PROVIDERS, LLMSettings
 BUDGET_FILE = "llm_budget.json"
 
 # httpx and the providers load when a client is made, not when settings are read
-_LAZY = {"BudgetExhausted": ".budget", "DailyBudget": ".budget", "LLMClient": ".client", "LLMError": ".client",
+_LAZY = {"BudgetExhausted": ".budget", "DailyBudget": ".budget", "LLMClient": ".client", "LLMError": ".providers",
          "MalformedReply": ".providers", "Usage": ".providers"}
 __getattr__ = exports(__name__, _LAZY)
 __all__ = ["PROVIDERS", "BUDGET_FILE", "LLMSettings", "make_client", *_LAZY]
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .budget import BudgetExhausted as BudgetExhausted
     from .budget import DailyBudget as DailyBudget
     from .client import LLMClient as LLMClient
-    from .client import LLMError as LLMError
+    from .providers import LLMError as LLMError
     from .providers import MalformedReply as MalformedReply
     from .providers import Usage as Usage
 

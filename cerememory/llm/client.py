@@ -13,19 +13,11 @@ from pathlib import Path
 import httpx
 
 from .budget import BudgetExhausted, DailyBudget
-from .providers import FORMATS, MalformedReply, Usage
+from .providers import FORMATS, LLMError, MalformedReply, Usage
 from .settings import LLMSettings
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
 MAX_RETRY_AFTER = 30.0
-
-
-class LLMError(RuntimeError):
-    """A completion failed; `reason` is a short, loggable explanation (never the API key)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class LLMClient:

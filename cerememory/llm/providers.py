@@ -12,6 +12,14 @@ from typing import Any
 from .settings import LLMSettings
 
 
+class LLMError(RuntimeError):
+    """A completion failed; `reason` is a short, loggable explanation (never the API key)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class MalformedReply(ValueError):
     """The provider answered 2xx with a body we cannot read a completion from."""
 

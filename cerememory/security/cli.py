@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cmp.errors import CMPError, ErrorCode
-from .audit import AUDIT_FILE, AuditLog, Verification, verify
-from .keys import KeyStore
+
+if TYPE_CHECKING:  # the parsers are built for every command; these load only when one runs
+    from .audit import AuditLog, Verification
 
 AddCommon = Callable[..., None]
 
@@ -37,6 +38,8 @@ def add_parsers(sub: Any, common: AddCommon, parser_class: type[argparse.Argumen
 
 
 def _audit(config: Any) -> AuditLog | None:
+    from .audit import AUDIT_FILE, AuditLog
+
     if not config["audit.enabled"]:
         return None
     config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -59,7 +62,7 @@ def _open_server_note(data_dir: Any) -> str | None:
     that started with keys re-reads the key file by itself)."""
     import httpx
 
-    from ..api import owning_server
+    from ..storage.lock import owning_server
 
     url = owning_server(data_dir)
     if url is None:
@@ -75,6 +78,8 @@ def _open_server_note(data_dir: Any) -> str | None:
 
 
 def run_keys(args: argparse.Namespace, config: Any, out: Any) -> int:
+    from .keys import KeyStore
+
     store = KeyStore(config.data_dir)
     if args.keys_command == "create":
         entry, secret = store.create(args.name)
@@ -116,6 +121,8 @@ def run_keys(args: argparse.Namespace, config: Any, out: Any) -> int:
 def _verify(config: Any) -> Verification:
     """The audit log of the configured memory: the data directory's file, or the database's table."""
     if config["storage.backend"] != "postgres":
+        from .audit import AUDIT_FILE, verify
+
         return verify(config.data_dir / AUDIT_FILE)
     from ..storage.postgres import audit_of
 

@@ -17,11 +17,13 @@ import hmac
 import os
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cmp.errors import CMPError, ErrorCode
 from ..env_names import env_name
-from .archive_format import Sink
+
+if TYPE_CHECKING:
+    from .archive_format import Sink
 
 CIPHER = "chacha20-poly1305"
 KDF = "argon2id"

@@ -35,6 +35,15 @@ def lock_owner(data_dir: Path) -> dict[str, Any] | None:
         os.close(fd)
 
 
+def owning_server(data_dir: str | Path) -> str | None:
+    """The URL of the `cerememory serve` that owns `data_dir` right now (its lock file names it),
+    or None when no server holds it. Creates nothing, so a client can ask before choosing where
+    to go."""
+    owner = lock_owner(Path(data_dir).expanduser())
+    url = owner.get("server_url") if owner else None
+    return url if isinstance(url, str) and url else None
+
+
 class DataDirLock:
     """An exclusive `flock` on `<data_dir>/cerememory.lock`, holding the owner's pid and URL.
 

@@ -113,6 +113,16 @@ class LightClient:
             self._served += 1
             return response.status, data
 
+    def health(self) -> dict[str, Any]:
+        """The server's readiness answer (`{"status": ...}`, also while it is still starting);
+        raises SERVER_UNREACHABLE when nothing answers."""
+        status, data = self._send("GET", self._prefix + "/readiness", None)
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            raise error_from(status, data) from None
+        return answer if isinstance(answer, dict) else {"status": str(answer)}
+
     def close(self) -> None:
         self._connection.close()
 

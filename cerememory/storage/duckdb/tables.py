@@ -13,7 +13,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from ...model import uuid_from_text
 from .. import sql
@@ -24,6 +23,13 @@ from .database import Database
 _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "semantic_id", "first_raw_id"}
 _FLAGS = ("suppressed", "visibility", "secrecy_level")
 
+
+
+def _arrow(columns: Mapping[str, list[Any]]) -> Any:
+    """An Arrow table of `columns`; pyarrow loads with the first write, so reads never pay for it."""
+    import pyarrow
+
+    return pyarrow.table(columns)
 
 class _Rows:
     """Reads and writes of one table: reads on the transaction when there is one."""
@@ -53,7 +59,7 @@ class _Rows:
         if not columns or not next(iter(columns.values())):
             return
         tx = self._writer()
-        batch = pa.table({k: ([str(x) for x in v] if k in _UUID_COLUMNS else list(v)) for k, v in columns.items()})
+        batch = _arrow({k: ([str(x) for x in v] if k in _UUID_COLUMNS else list(v)) for k, v in columns.items()})
         select = ", ".join(f"{k}::UUID" if k in _UUID_COLUMNS else k for k in columns)
         verb = "INSERT OR REPLACE" if replace else "INSERT"
         name = f"_batch_{threading.get_ident()}"
@@ -66,7 +72,7 @@ class _Rows:
     def _update_from(self, sql: str, columns: Columns) -> list[Row]:
         """An UPDATE ... FROM `_batch` joined on the batch's `id` column (one row per id)."""
         tx = self._writer()
-        tx.register("_batch", pa.table({k: ([i.hex for i in v] if k == "id" else list(v)) for k, v in columns.items()}))
+        tx.register("_batch", _arrow({k: ([i.hex for i in v] if k == "id" else list(v)) for k, v in columns.items()}))
         try:
             return tx.execute(sql).fetchall()
         finally:
