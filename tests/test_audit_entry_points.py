@@ -30,7 +30,7 @@ from cerememory.transport.client import Client
 from cerememory.transport.grpc_client import GrpcClient
 from cerememory.transport.grpc_server import build_grpc_server
 from cerememory.transport.http import create_app
-from cerememory.transport.mcp_server import mount_streamable_http
+from cerememory.transport.mcp_http import mount_streamable_http
 
 from .conftest import ServerThread
 

@@ -28,7 +28,7 @@ def test_key_ring():
 
 @pytest.fixture
 def keyed_server(mem):
-    from cerememory.transport.mcp_server import mount_streamable_http
+    from cerememory.transport.mcp_http import mount_streamable_http
 
     app = create_app(mem.engine, keys=KeyRing(["k-one", "k-two"]),
                      extra_routes=lambda a: mount_streamable_http(a, mem.engine))

@@ -26,7 +26,8 @@ from cerememory.cmp.messages import ConsolidationStrategy, TimelineGranularity
 from cerememory.model import StoreType
 from cerememory.transport import mcp_server, mcp_tools
 from cerememory.transport.http import create_app
-from cerememory.transport.mcp_server import build_mcp_server, mount_streamable_http
+from cerememory.transport.mcp_http import mount_streamable_http
+from cerememory.transport.mcp_server import build_mcp_server
 
 from .conftest import ServeProcess, ServerThread, clean_env, free_port
 

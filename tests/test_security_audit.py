@@ -79,7 +79,7 @@ def test_mcp_over_http_calls_carry_key_and_request_id(mem, data_dir):
 
     from cerememory.security.auth import KeyRing
     from cerememory.transport.http import create_app
-    from cerememory.transport.mcp_server import mount_streamable_http
+    from cerememory.transport.mcp_http import mount_streamable_http
 
     app = create_app(mem.engine, keys=KeyRing(["k-mcp"]), extra_routes=lambda a: mount_streamable_http(a, mem.engine))
     server = ServerThread(app=app)

@@ -1,5 +1,5 @@
 """CMP over MCP: the tools of the operation table over any CMP backend, served over stdio or
-streamable HTTP.
+streamable HTTP (mounted on `cerememory serve` by `mcp_http`).
 
 Every operation whose table entry (cmp/operations.py) names an MCP tool is one tool: its name and
 description come from the table, its arguments from the adapter of the same name in
@@ -13,27 +13,25 @@ request, dispatches it and returns readable JSON; every `CMPError` becomes an MC
 The `export` tool writes on the machine that runs this server: the stdio proxy is the user's own
 process and writes where its caller says; mounted on `cerememory serve` it writes only inside
 the data directory's export directory. Within the package, the `mcp` SDK is imported by this
-module, `mcp_stdio`, and the `cm` tool's own MCP server (cm/mcp.py).
+module, `mcp_stdio`, `mcp_http` (on the first request to /mcp) and the `cm` tool's own MCP
+server (cm/mcp.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import functools
 import inspect
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
-import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 
 from ..cmp import build
@@ -49,10 +47,6 @@ from .mcp_stdio import AnsweringMCPServer
 from .mcp_tools import Result, ToolCall
 
 log = logging.getLogger("cerememory.mcp")
-
-MCP_PATH = "/mcp"
-MCP_BODY_LIMIT = 64 * 1024 * 1024  # as the HTTP routes
-STREAM_SECONDS = 60.0  # how long a GET event stream stays open (the mcp.stream_max_seconds default)
 
 
 # ---------------------------------------------------------------- backends
@@ -208,96 +202,3 @@ def run_stdio(url: str, *, api_key: str | None = None, timeout: float | None = 3
 
     with Client(url, api_key=api_key, timeout=timeout) as client:
         build_mcp_server(client).run("stdio")
-
-
-# ---------------------------------------------------------------- streamable HTTP
-
-
-class _Endpoint:
-    """The ASGI app at /mcp: the SDK's session manager, started by the app's lifespan when it
-    runs, else lazily on the first request (the server runs uvicorn with lifespan="off")."""
-
-    def __init__(self, manager: Any, stream_seconds: float) -> None:
-        self.manager = manager
-        self.stream_seconds = stream_seconds
-        self._ready: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    @asynccontextmanager
-    async def lifespan(self) -> AsyncIterator[None]:
-        self._ready = asyncio.Event()
-        async with self.manager.run():
-            self._ready.set()
-            yield
-
-    async def _run_in_background(self) -> None:
-        assert self._ready is not None
-        try:
-            async with self.manager.run():
-                self._ready.set()
-                await asyncio.Event().wait()  # until the event loop cancels this task at shutdown
-        finally:
-            self._ready.set()
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if self._ready is None:
-            self._ready = asyncio.Event()
-            self._task = asyncio.get_running_loop().create_task(self._run_in_background(), name="mcp-sessions")
-        await self._ready.wait()
-        if scope.get("method") == "GET":
-            await _ending_after(self.stream_seconds, self.manager.handle_request, scope, receive, send)
-        else:
-            await self.manager.handle_request(scope, receive, send)
-
-
-async def _ending_after(seconds: float, app: Any, scope: Any, receive: Any, send: Any) -> None:
-    """Run `app`, and end a response it still streams after `seconds` with its final, empty chunk.
-
-    A GET on the stateless endpoint opens an event stream on which nothing is ever sent (there is
-    no session to send for); unbounded, every such stream would hold a connection and a task.
-    """
-    state = {"started": False, "ended": False}
-
-    async def tracked(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            state["started"] = True
-        elif message["type"] == "http.response.body" and not message.get("more_body", False):
-            state["ended"] = True
-        await send(message)
-
-    with anyio.move_on_after(seconds):
-        await app(scope, receive, tracked)
-    if state["started"] and not state["ended"]:
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-def mount_streamable_http(app: Any, target: Dispatcher | CMPHandler, *, path: str = MCP_PATH,
-                          stream_seconds: float = STREAM_SECONDS, export_root: Path | None = None) -> None:
-    """Serve the tools through `target` (the serving process's Dispatcher; an engine gets a
-    Dispatcher of its own) as streamable HTTP at `path` of the FastAPI `app`.
-
-    Stateless JSON mode: every tool call is one POST answered with JSON, so no session state
-    outlives a request; a GET event stream is ended after `stream_seconds`. Host, Origin and
-    Content-Type are checked by the app's middleware as on every route (transport/guard.py), so
-    the SDK's own loopback-only check is off: it would refuse a keyed server's own address. The
-    `export` tool writes only under `export_root` (default: the engine's `archive.export_dir`, else
-    data_dir/exports).
-    """
-    dispatcher = Dispatcher.of(target)
-    engine = dispatcher.engine
-    root = export_root or engine.options.archive.export_root(engine.data_dir)
-    server = build_mcp_server(dispatcher, export_root=root)
-    server.streamable_http_app(streamable_http_path=path, stateless_http=True, json_response=True,
-                               max_request_body_size=MCP_BODY_LIMIT,
-                               transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    endpoint = _Endpoint(server.session_manager, stream_seconds)
-    app.router.add_route(path, endpoint, include_in_schema=False)
-
-    previous = app.router.lifespan_context
-
-    @asynccontextmanager
-    async def lifespan(application: Any) -> AsyncIterator[Any]:
-        async with endpoint.lifespan(), previous(application) as state:
-            yield state
-
-    app.router.lifespan_context = lifespan

@@ -28,7 +28,7 @@ from ..security.ratelimit import FailedAuthLimit, RateLimit
 from . import logs
 from .guard import HostPolicy, is_loopback_address, is_wildcard
 from .http import create_app
-from .mcp_server import mount_streamable_http
+from .mcp_http import mount_streamable_http
 from .metrics import OpMetrics
 
 log = logging.getLogger("cerememory.server")
