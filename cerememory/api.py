@@ -86,12 +86,13 @@ class Calls:
     @staticmethod
     def update(record_id: uuid.UUID | str, *, text: str | None = None, content: Any = None,
                emotion: EmotionLike = None, metadata: Mapping[str, Any] | None = None,
-               meta: Any = None) -> Call[m.Empty]:
-        """Replace the content, emotion, metadata or meta-memory of a record (at least one)."""
+               meta: Any = None, store: str | None = None) -> Call[m.Empty]:
+        """Replace the content, emotion, metadata or meta-memory of a record, or move it to
+        another curated `store` (at least one)."""
         return Call("encode.update", build.drop_none({
             "record_id": record_id,
             "content": _content(text, content) if text or content else None,
-            "emotion": build.emotion(emotion), "metadata": metadata, "meta": meta,
+            "emotion": build.emotion(emotion), "metadata": metadata, "meta": meta, "store": store,
         }), m.Empty)
 
     @staticmethod
@@ -214,6 +215,11 @@ class Calls:
             "cascade": cascade, "confirm": confirm}), m.ForgetResponse)
 
     @staticmethod
+    def reinforce(record_ids: Sequence[uuid.UUID | str]) -> Call[m.ReinforceResponse]:
+        """Strengthen records as a recall would, so they fade slower."""
+        return Call("lifecycle.reinforce", {"record_ids": list(record_ids)}, m.ReinforceResponse)
+
+    @staticmethod
     def set_mode(mode: str, *, scope: Sequence[str] | None = None) -> Call[m.Empty]:
         """Set the recall mode: human (fades with fidelity) or perfect (verbatim)."""
         return Call("lifecycle.set_mode", build.drop_none({"mode": mode, "scope": scope}), m.Empty)
@@ -308,6 +314,7 @@ class MemoryAPI(ABC):
     timeline = _method(Calls.timeline)
     graph = _method(Calls.graph)
     forget = _method(Calls.forget)
+    reinforce = _method(Calls.reinforce)
     set_mode = _method(Calls.set_mode)
     decay_tick = _method(Calls.decay_tick)
     consolidate = _method(Calls.consolidate)
@@ -346,6 +353,7 @@ class AsyncMemoryAPI(ABC):
     timeline = _async_method(Calls.timeline)
     graph = _async_method(Calls.graph)
     forget = _async_method(Calls.forget)
+    reinforce = _async_method(Calls.reinforce)
     set_mode = _async_method(Calls.set_mode)
     decay_tick = _async_method(Calls.decay_tick)
     consolidate = _async_method(Calls.consolidate)

@@ -181,3 +181,33 @@ def test_the_playbook_page_lists_cm_rules_most_mature_first(http_server, mem):
     assert table.index("never force-push") < table.index("escape") < table.index("run the linter")
     assert "anti-pattern" in table and "helpful 2026-11-30" in table and "not a rule" not in table
     assert "&lt;b&gt;escape&lt;/b&gt;" in table
+
+
+def test_reinforce_and_change_store_from_the_record_page(http_server, mem):
+    record_id = mem.store("the backup runs at 02:00").record_id
+    before = mem.inspect(record_id).fidelity.reinforcement_count
+    with httpx.Client(base_url=http_server.url) as browser:
+        page = browser.get(f"/ui/record/{record_id}").text
+        token = _csrf(page)
+        assert 'id="reinforce"' in page and 'id="move-store"' in page and '<option value="working"' not in page
+        reinforced = browser.post(f"/ui/record/{record_id}/reinforce", data={"csrf": token}, follow_redirects=False)
+        assert reinforced.status_code == 303
+        assert reinforced.headers["location"] == f"/ui/record/{record_id}?notice=reinforced"
+        assert mem.inspect(record_id).fidelity.reinforcement_count == before + 1
+        assert "Reinforced" in browser.get(reinforced.headers["location"]).text
+        target = f"/ui/record/{record_id}/store"
+        refused = [browser.post(target, data={"store": "semantic"}),
+                   browser.post(f"/ui/record/{record_id}/reinforce", data={"csrf": "forged"}),
+                   browser.post(target, data={"store": "working", "csrf": token})]
+        assert [r.status_code for r in refused] == [403, 403, 400]
+        assert mem.inspect(record_id).store.value == "episodic"
+        assert mem.inspect(record_id).fidelity.reinforcement_count == before + 1
+        moved = browser.post(target, data={"store": "semantic", "csrf": token}, follow_redirects=False)
+        assert moved.headers["location"] == f"/ui/record/{record_id}?notice=moved"
+        assert "Moved to the semantic store" in browser.get(moved.headers["location"]).text
+    assert mem.inspect(record_id).store.value == "semantic"
+    assert [m.record.id for m in mem.recall("backup", stores=["semantic"]).memories] == [record_id]
+    assert mem.recall("backup", stores=["episodic"]).memories == []
+    audited = {e["op"]: e for e in mem.dispatch("introspect.audit", {})["entries"]}
+    assert audited["lifecycle.reinforce"]["transport"] == "console"
+    assert str(record_id) in audited["encode.update"]["record_ids"]

@@ -31,7 +31,7 @@ from cerememory.transport.mcp_server import build_mcp_server, mount_streamable_h
 from .conftest import ServeProcess, ServerThread, clean_env, free_port
 
 TOOLS = {"store", "store_raw", "update", "update_raw", "batch_store", "batch_store_raw", "recall", "recall_raw",
-         "timeline", "associate", "forget", "consolidate", "dream_tick", "stats", "inspect", "export"}
+         "timeline", "associate", "forget", "reinforce", "consolidate", "dream_tick", "stats", "inspect", "export"}
 MISSING_ID = "01960000-0000-7000-8000-000000000000"
 
 

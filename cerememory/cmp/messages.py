@@ -139,6 +139,8 @@ class EncodeUpdateRequest(Request):
     emotion: EmotionVector | None = None
     metadata: RequestJson | None = None
     meta: RequestMeta | None = None
+    store: StoreType | None = Field(
+        default=None, description="move the record to this curated store (not to or from working memory)")
 
 
 class EncodeStoreRawRequest(Request):
@@ -551,6 +553,14 @@ class ForgetRequest(Request):
 
 class ForgetResponse(Model):
     records_deleted: int
+
+
+class ReinforceRequest(Request):
+    record_ids: list[uuid.UUID] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class ReinforceResponse(Model):
+    records_reinforced: int = Field(description="records strengthened as a recall would strengthen them")
 
 
 class ExportRequest(Request):

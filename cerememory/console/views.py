@@ -12,7 +12,7 @@ from starlette.responses import RedirectResponse, Response
 
 from ..cmp.errors import CMPError, ErrorCode
 from ..cmp.operations import OPERATIONS
-from ..model import ALL_STORES
+from ..model import ALL_STORES, StoreType
 from . import plots
 from .app import PREFIX, Console
 from .sessions import Session
@@ -26,6 +26,7 @@ MATURITY_ORDER = {"deprecated": 0, "candidate": 1, "established": 2, "proven": 3
 BULLET_DEFAULTS: dict[str, Any] = {"maturity": "candidate", "state": "draft", "isNegative": False,
                                    "helpfulCount": 0, "harmfulCount": 0, "category": "", "scope": "global"}
 DAY = 86400.0
+MOVABLE_STORES = tuple(s.value for s in ALL_STORES if s is not StoreType.WORKING)
 
 
 def _int(value: str | None, default: int, choices: tuple[int, ...]) -> int:
@@ -130,7 +131,22 @@ def install(app: Starlette, console: Console) -> None:
         rec = await console.call(session, "introspect.record", {"record_id": record_id,
                                                                  "include_associations": True})
         curve, forecast = await _curve(console, session, record_id, rec.last_accessed_at.timestamp())
-        return console.render(request, session, "record.html", record=rec, curve=curve, forecast=forecast)
+        return console.render(request, session, "record.html", record=rec, curve=curve, forecast=forecast,
+                              movable=MOVABLE_STORES, notice=request.query_params.get("notice"))
+
+    async def reinforce(request: Request, session: Session, form: dict[str, str]) -> Response:
+        record_id = _record_id(request)
+        await console.call(session, "lifecycle.reinforce", {"record_ids": [record_id]})
+        return console.redirect(f"{PREFIX}/record/{record_id}?notice=reinforced")
+
+    async def change_store(request: Request, session: Session, form: dict[str, str]) -> Response:
+        record_id = _record_id(request)
+        store = form.get("store", "")
+        if store not in MOVABLE_STORES:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"{store!r} is not a store a record can move to",
+                           hint="choose one of " + ", ".join(MOVABLE_STORES))
+        await console.call(session, "encode.update", {"record_id": record_id, "store": store})
+        return console.redirect(f"{PREFIX}/record/{record_id}?notice=moved")
 
     async def forget_form(request: Request, session: Session | None) -> Response:
         record_id = _record_id(request)
@@ -200,6 +216,8 @@ def install(app: Starlette, console: Console) -> None:
         ("/record/{record_id}", page(record), "GET"),
         ("/record/{record_id}/forget", page(forget_form), "GET"),
         ("/record/{record_id}/forget", action(forget), "POST"),
+        ("/record/{record_id}/reinforce", action(reinforce), "POST"),
+        ("/record/{record_id}/store", action(change_store), "POST"),
         ("/journal", page(journal), "GET"),
         ("/evolution", page(evolution), "GET"),
         ("/audit", page(audit), "GET"),

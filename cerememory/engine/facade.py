@@ -215,6 +215,9 @@ class Engine:
     def lifecycle_forget(self, req: m.ForgetRequest) -> m.ForgetResponse:
         return self.lifecycle.forget(req)
 
+    def lifecycle_reinforce(self, req: m.ReinforceRequest) -> m.ReinforceResponse:
+        return self.recall.reinforce(req)
+
     def lifecycle_export(self, req: m.ExportRequest, *, sink: BinaryIO | None = None,
                          progress: ProgressFn | None = None) -> m.ExportResponse:
         """A CMA archive written to `sink`, or returned as `archive_data`."""

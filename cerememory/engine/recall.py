@@ -82,6 +82,19 @@ class Recall:
             caller = context.current()
             self.core.audit.append("recall.reconsolidate", record_ids=[str(i) for i in ids],
                               key_id=caller.key_id, request_id=caller.request_id, transport=caller.transport)
+        self._strengthen(ids)
+
+    def reinforce(self, req: m.ReinforceRequest) -> m.ReinforceResponse:
+        """`lifecycle.reinforce`: what a recall does to what it returns, asked for by name (the
+        operation's own audit entry names the records). All or nothing: an unknown id changes nothing."""
+        ids = list(dict.fromkeys(req.record_ids))
+        missing = [i for i in ids if not self.core.exists(i)]
+        if missing:
+            raise not_found(missing[0])
+        self._strengthen(ids)
+        return m.ReinforceResponse(records_reinforced=len(ids))
+
+    def _strengthen(self, ids: Sequence[uuid.UUID]) -> None:
         now = self.core.clock()
         for i in ids:
             head = self.core.records.heads.get(i)

@@ -553,20 +553,22 @@ class EncodeBatchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[EncodeStoreResponse, _Mapping]]] = ..., associations_inferred: _Optional[int] = ...) -> None: ...
 
 class EncodeUpdateRequest(_message.Message):
-    __slots__ = ("header", "record_id", "content", "emotion", "metadata", "meta")
+    __slots__ = ("header", "record_id", "content", "emotion", "metadata", "meta", "store")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     RECORD_ID_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     EMOTION_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     META_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
     header: CMPHeader
     record_id: str
     content: MemoryContent
     emotion: EmotionVector
     metadata: _struct_pb2.Struct
     meta: MetaMemory
-    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., record_id: _Optional[str] = ..., content: _Optional[_Union[MemoryContent, _Mapping]] = ..., emotion: _Optional[_Union[EmotionVector, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., meta: _Optional[_Union[MetaMemory, _Mapping]] = ...) -> None: ...
+    store: StoreType
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., record_id: _Optional[str] = ..., content: _Optional[_Union[MemoryContent, _Mapping]] = ..., emotion: _Optional[_Union[EmotionVector, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., meta: _Optional[_Union[MetaMemory, _Mapping]] = ..., store: _Optional[_Union[StoreType, str]] = ...) -> None: ...
 
 class EncodeStoreRawRequest(_message.Message):
     __slots__ = ("header", "session_id", "turn_id", "topic_id", "source", "speaker", "visibility", "secrecy_level", "content", "metadata", "meta", "created_at")
@@ -1176,6 +1178,20 @@ class ForgetResponse(_message.Message):
     RECORDS_DELETED_FIELD_NUMBER: _ClassVar[int]
     records_deleted: int
     def __init__(self, records_deleted: _Optional[int] = ...) -> None: ...
+
+class ReinforceRequest(_message.Message):
+    __slots__ = ("header", "record_ids")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    RECORD_IDS_FIELD_NUMBER: _ClassVar[int]
+    header: CMPHeader
+    record_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., record_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ReinforceResponse(_message.Message):
+    __slots__ = ("records_reinforced",)
+    RECORDS_REINFORCED_FIELD_NUMBER: _ClassVar[int]
+    records_reinforced: int
+    def __init__(self, records_reinforced: _Optional[int] = ...) -> None: ...
 
 class ExportRequest(_message.Message):
     __slots__ = ("header", "format", "stores", "include_raw_journal", "encrypt", "encryption_key")

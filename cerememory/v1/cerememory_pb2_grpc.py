@@ -122,6 +122,11 @@ class CerememoryServiceStub:
                 request_serializer=cerememory_dot_v1_dot_cerememory__pb2.ForgetRequest.SerializeToString,
                 response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.ForgetResponse.FromString,
                 _registered_method=True)
+        self.Reinforce = channel.unary_unary(
+                '/cerememory.v1.CerememoryService/Reinforce',
+                request_serializer=cerememory_dot_v1_dot_cerememory__pb2.ReinforceRequest.SerializeToString,
+                response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.ReinforceResponse.FromString,
+                _registered_method=True)
         self.Export = channel.unary_stream(
                 '/cerememory.v1.CerememoryService/Export',
                 request_serializer=cerememory_dot_v1_dot_cerememory__pb2.ExportRequest.SerializeToString,
@@ -279,6 +284,13 @@ class CerememoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Reinforce(self, request, context):
+        """Strengthen records as a recall would: fidelity back, more stability, the decay clock restarts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Export(self, request, context):
         """The archive in 64 KiB chunks; the first chunk carries the ExportResponse (without
         archive_data).
@@ -426,6 +438,11 @@ def add_CerememoryServiceServicer_to_server(servicer, server):
                     servicer.Forget,
                     request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.ForgetRequest.FromString,
                     response_serializer=cerememory_dot_v1_dot_cerememory__pb2.ForgetResponse.SerializeToString,
+            ),
+            'Reinforce': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reinforce,
+                    request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.ReinforceRequest.FromString,
+                    response_serializer=cerememory_dot_v1_dot_cerememory__pb2.ReinforceResponse.SerializeToString,
             ),
             'Export': grpc.unary_stream_rpc_method_handler(
                     servicer.Export,
@@ -934,6 +951,33 @@ class CerememoryService:
             '/cerememory.v1.CerememoryService/Forget',
             cerememory_dot_v1_dot_cerememory__pb2.ForgetRequest.SerializeToString,
             cerememory_dot_v1_dot_cerememory__pb2.ForgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reinforce(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cerememory.v1.CerememoryService/Reinforce',
+            cerememory_dot_v1_dot_cerememory__pb2.ReinforceRequest.SerializeToString,
+            cerememory_dot_v1_dot_cerememory__pb2.ReinforceResponse.FromString,
             options,
             channel_credentials,
             insecure,
