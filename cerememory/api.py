@@ -166,6 +166,16 @@ class Calls:
         }), m.RecallRawQueryResponse)
 
     @staticmethod
+    def sessions(*, agent: str | None = None, workspace: str | None = None, limit: int = 50,
+                 cursor: str | None = None, include_private_scratch: bool = False,
+                 include_sealed: bool = False) -> Call[m.RecallSessionsResponse]:
+        """The journal's sessions, latest activity first, with their agent, workspace and counts."""
+        return Call("recall.sessions", build.drop_none({
+            "agent": agent, "workspace": workspace, "limit": limit, "cursor": cursor,
+            "include_private_scratch": include_private_scratch, "include_sealed": include_sealed,
+        }), m.RecallSessionsResponse)
+
+    @staticmethod
     def list_records(store: str, *, metadata: dict[str, Any] | None = None,
                      fields: Sequence[str] | None = None, cursor: str | None = None,
                      limit: int = 1000, similar_to: str | None = None) -> Call[m.RecallListResponse]:
@@ -309,6 +319,7 @@ class MemoryAPI(ABC):
     dream_tick = _method(Calls.dream_tick)
     recall = _method(Calls.recall)
     raw_recall = _method(Calls.raw_recall)
+    sessions = _method(Calls.sessions)
     list_records = _method(Calls.list_records)
     associate = _method(Calls.associate)
     timeline = _method(Calls.timeline)
@@ -348,6 +359,7 @@ class AsyncMemoryAPI(ABC):
     dream_tick = _async_method(Calls.dream_tick)
     recall = _async_method(Calls.recall)
     raw_recall = _async_method(Calls.raw_recall)
+    sessions = _async_method(Calls.sessions)
     list_records = _async_method(Calls.list_records)
     associate = _async_method(Calls.associate)
     timeline = _async_method(Calls.timeline)

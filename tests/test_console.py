@@ -211,3 +211,28 @@ def test_reinforce_and_change_store_from_the_record_page(http_server, mem):
     audited = {e["op"]: e for e in mem.dispatch("introspect.audit", {})["entries"]}
     assert audited["lifecycle.reinforce"]["transport"] == "console"
     assert str(record_id) in audited["encode.update"]["record_ids"]
+
+
+def test_the_journal_groups_sessions_and_links_dreams_both_ways(http_server, mem):
+    turns = [("s-api", "codex", "/src/api", "user: the deploy script needs a retry on timeouts"),
+             ("s-api", "codex", "/src/api", "assistant: added three retries with backoff to deploy.sh"),
+             ("s-web", "claude-code", "/src/web", "user: <b>bold</b> the login button")]
+    mem.dispatch("encode.batch_raw", {"records": [
+        {"session_id": s, "topic_id": "t", "content": {"blocks": [{"text": text}]},
+         "metadata": {"agent": a, "workspace": w}, "created_at": f"2026-03-01T10:0{n}:00Z"}
+        for n, (s, a, w, text) in enumerate(turns)]})
+    summary = mem.dream_tick(session_id="s-api").groups[0].episodic_summary_id
+    with httpx.Client(base_url=http_server.url) as browser:
+        sessions = browser.get("/ui/journal").text
+        groups = sessions[sessions.index('id="sessions"'):]
+        assert groups.index("claude-code") < groups.index("/src/web") < groups.index("codex") < groups.index("/src/api")
+        assert 'href="/ui/journal?session=s-api"' in groups and "login button" not in groups
+        assert "s-web" not in browser.get("/ui/journal", params={"agent": "codex"}).text
+        one = browser.get("/ui/journal", params={"session": "s-api"}).text
+        table = one[one.index('id="journal"'):]
+        assert table.index("needs a retry") < table.index("added three retries") and "login button" not in table
+        assert f'href="/ui/record/{summary}"' in one and f'href="/ui/journal?derived={summary}"' in one
+        sources = browser.get("/ui/journal", params={"derived": str(summary)}).text
+        assert "needs a retry" in sources and "added three retries" in sources and "login button" not in sources
+        assert f'href="/ui/journal?derived={summary}"' in browser.get(f"/ui/record/{summary}").text
+        assert browser.get("/ui/journal", params={"derived": "nope"}).status_code == 400

@@ -31,7 +31,8 @@ from cerememory.transport.mcp_server import build_mcp_server, mount_streamable_h
 from .conftest import ServeProcess, ServerThread, clean_env, free_port
 
 TOOLS = {"store", "store_raw", "update", "update_raw", "batch_store", "batch_store_raw", "recall", "recall_raw",
-         "timeline", "associate", "forget", "reinforce", "consolidate", "dream_tick", "stats", "inspect", "export"}
+         "timeline", "associate", "sessions", "forget", "reinforce", "consolidate", "dream_tick", "stats", "inspect",
+         "export"}
 MISSING_ID = "01960000-0000-7000-8000-000000000000"
 
 
@@ -178,6 +179,8 @@ def test_stdio_journal_batches_timeline_and_associations(server: str, tmp_path: 
         assert scratch["total_candidates"] == 3
         await call(session, "update_raw", record_id=batch["results"][0]["record_id"], suppressed=True)
         assert (await call(session, "recall_raw", session_id="chat-7"))["total_candidates"] == 1
+        listed = await call(session, "sessions")
+        assert ("chat-7", 1) in [(x["session_id"], x["turns"]) for x in listed["sessions"]]
         assert "VALIDATION_ERROR" in await fail(session, "update_raw", record_id=MISSING_ID)
         assert "VALIDATION_ERROR" in await fail(session, "recall_raw", start="2026-01-01T00:00:00Z")
 

@@ -150,6 +150,11 @@ _OPS = [
         Route(POST, "/v1/recall/raw"), "RecallRawQuery", audited=False,
         mcp=Tool("recall_raw", "Search the raw journal (verbatim turns and tool output) by session, words or "
                                "time.")),
+    _op("recall.sessions", "RecallSessionsRequest", "RecallSessionsResponse",
+        "The raw journal's sessions, latest activity first: agent, workspace, turns and how many were dreamed.",
+        Route(POST, "/v1/recall/sessions"), "RecallSessions", audited=False,
+        mcp=Tool("sessions", "The raw journal's sessions (what `ingest` brought in), latest first: agent, "
+                             "workspace, number of turns, how many were dreamed.")),
     _op("recall.list", "RecallListRequest", "RecallListResponse",
         "Every record of one store, oldest first, filtered by metadata: an inventory, not a recall.",
         Route(POST, "/v1/recall/list"), "RecallList", audited=False),

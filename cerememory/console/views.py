@@ -26,6 +26,7 @@ MATURITY_ORDER = {"deprecated": 0, "candidate": 1, "established": 2, "proven": 3
 BULLET_DEFAULTS: dict[str, Any] = {"maturity": "candidate", "state": "draft", "isNegative": False,
                                    "helpfulCount": 0, "harmfulCount": 0, "category": "", "scope": "global"}
 DAY = 86400.0
+SUMMARY_LIMIT = 20  # dream summaries listed beside a page of journal turns
 MOVABLE_STORES = tuple(s.value for s in ALL_STORES if s is not StoreType.WORKING)
 
 
@@ -38,7 +39,10 @@ def _int(value: str | None, default: int, choices: tuple[int, ...]) -> int:
 
 
 def _record_id(request: Request) -> str:
-    value = request.path_params["record_id"]
+    return _uuid(request.path_params["record_id"])
+
+
+def _uuid(value: str) -> str:
     try:
         return str(uuid.UUID(value))
     except ValueError:
@@ -132,7 +136,8 @@ def install(app: Starlette, console: Console) -> None:
                                                                  "include_associations": True})
         curve, forecast = await _curve(console, session, record_id, rec.last_accessed_at.timestamp())
         return console.render(request, session, "record.html", record=rec, curve=curve, forecast=forecast,
-                              movable=MOVABLE_STORES, notice=request.query_params.get("notice"))
+                              movable=MOVABLE_STORES, notice=request.query_params.get("notice"),
+                              dreamed=_dreamed(rec.metadata))
 
     async def reinforce(request: Request, session: Session, form: dict[str, str]) -> Response:
         record_id = _record_id(request)
@@ -162,18 +167,28 @@ def install(app: Starlette, console: Console) -> None:
         return console.redirect(f"{PREFIX}/?notice=forgotten")
 
     async def journal(request: Request, session: Session | None) -> Response:
+        """Sessions grouped by agent and workspace; or one session's turns in order with the dream
+        summaries made from them; or the turns matching words, or those a memory was made from."""
         q = request.query_params
+        words, session_id, derived = q.get("q", "").strip(), q.get("session", ""), q.get("derived", "")
+        if not (words or session_id or derived):
+            return await _sessions_page(console, request, session)
         body: dict[str, Any] = {"limit": PAGE_SIZE}
-        if q.get("session"):
-            body["session_id"] = q["session"]
-        if q.get("q", "").strip():
-            body["query"] = q["q"].strip()
+        if session_id:
+            body["session_id"] = session_id
+        if words:
+            body["query"] = words
+        if derived:
+            body["derived_memory_id"] = _uuid(derived)
         if q.get("before"):
             body["temporal"] = {"start": "1970-01-01T00:00:00Z", "end": q["before"]}
         found = await console.call(session, "recall.raw_query", body)
-        before = found.records[-1].created_at.isoformat() if len(found.records) == PAGE_SIZE else None
-        return console.render(request, session, "journal.html", found=found, session_id=q.get("session", ""),
-                              q=q.get("q", ""), before=before)
+        earlier = None
+        if len(found.records) == PAGE_SIZE and not words:
+            earlier = (found.records[0].created_at - timedelta(microseconds=1)).isoformat()
+        summaries = await _summaries(console, session, found.records)
+        return console.render(request, session, "journal.html", found=found, session_id=session_id,
+                              q=words, derived=derived, earlier=earlier, summaries=summaries)
 
     async def audit(request: Request, session: Session | None) -> Response:
         q = request.query_params
@@ -251,6 +266,39 @@ async def _curve(console: Console, session: Session | None, record_id: str,
     ahead = [(t, (await at(t)).forecasted_fidelity) for t in _steps(now.timestamp(), horizon, CURVE_POINTS)]
     svg = plots.fidelity_curve(past, ahead, now=now.timestamp(), threshold=threshold, forgotten_at=crossing)
     return svg, first
+
+
+async def _sessions_page(console: Console, request: Request, session: Session | None) -> Response:
+    q = request.query_params
+    body: dict[str, Any] = {"limit": PAGE_SIZE, "cursor": q.get("cursor") or None}
+    for name in ("agent", "workspace"):
+        if q.get(name, "").strip():
+            body[name] = q[name].strip()
+    listed = await console.call(session, "recall.sessions", body)
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for item in listed.sessions:
+        groups.setdefault((item.agent or "", item.workspace or ""), []).append(item)
+    return console.render(request, session, "sessions.html", listed=listed, groups=sorted(groups.items()),
+                          agent=body.get("agent", ""), workspace=body.get("workspace", ""))
+
+
+async def _summaries(console: Console, session: Session | None, records: Any) -> list[Any]:
+    """The dream summaries and facts made from `records`, each once, in the order first met."""
+    ids = list(dict.fromkeys(str(d) for r in records for d in r.derived_memory_ids))[:SUMMARY_LIMIT]
+    found = []
+    for record_id in ids:
+        try:
+            found.append(await console.call(session, "introspect.record", {"record_id": record_id}))
+        except CMPError as exc:  # forgotten since: the backlink outlived it
+            if exc.code is not ErrorCode.RECORD_NOT_FOUND:
+                raise
+    return found
+
+
+def _dreamed(metadata: Any) -> bool:
+    """Whether a dream made the record: its metadata names the journal turns (dream/sources.py)."""
+    origin = metadata.get("_origin") if isinstance(metadata, dict) else None
+    return isinstance(origin, dict) and bool(origin.get("raw_record_ids"))
 
 
 def _feedback(events: Any) -> list[str]:

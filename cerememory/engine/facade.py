@@ -195,6 +195,9 @@ class Engine:
     def recall_raw_query(self, req: m.RecallRawQueryRequest) -> m.RecallRawQueryResponse:
         return self.recall.raw_query(req)
 
+    def recall_sessions(self, req: m.RecallSessionsRequest) -> m.RecallSessionsResponse:
+        return self.recall.sessions(req)
+
     def recall_list(self, req: m.RecallListRequest) -> m.RecallListResponse:
         return self.listing.list_records(req)
 

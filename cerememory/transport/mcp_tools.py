@@ -346,6 +346,15 @@ def associate(
 # ---------------------------------------------------------------- lifecycle
 
 
+def sessions(
+    agent: Annotated[str | None, Field(description="only this agent's sessions (claude-code, codex...)")] = None,
+    workspace: Annotated[str | None, Field(description="only sessions in this directory")] = None,
+    limit: Limit = 50,
+    cursor: Annotated[str | None, Field(description="next_cursor of the previous answer")] = None,
+) -> ToolCall:
+    return ToolCall({"agent": agent, "workspace": workspace, "limit": limit, "cursor": cursor})
+
+
 def forget(
     record_ids: Annotated[list[str], Csv, Field(min_length=1, description="the records to delete")],
     confirm: Annotated[bool, Field(description="must be true: forgetting is permanent")] = False,

@@ -904,6 +904,54 @@ class RecallRawQueryResponse(_message.Message):
     undecodable_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, records: _Optional[_Iterable[_Union[RawJournalRecord, _Mapping]]] = ..., total_candidates: _Optional[int] = ..., undecodable_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class RecallSessionsRequest(_message.Message):
+    __slots__ = ("header", "agent", "workspace", "cursor", "limit", "include_private_scratch", "include_sealed", "secrecy_levels")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PRIVATE_SCRATCH_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_SEALED_FIELD_NUMBER: _ClassVar[int]
+    SECRECY_LEVELS_FIELD_NUMBER: _ClassVar[int]
+    header: CMPHeader
+    agent: str
+    workspace: str
+    cursor: str
+    limit: int
+    include_private_scratch: bool
+    include_sealed: bool
+    secrecy_levels: _containers.RepeatedScalarFieldContainer[SecrecyLevel]
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., agent: _Optional[str] = ..., workspace: _Optional[str] = ..., cursor: _Optional[str] = ..., limit: _Optional[int] = ..., include_private_scratch: _Optional[bool] = ..., include_sealed: _Optional[bool] = ..., secrecy_levels: _Optional[_Iterable[_Union[SecrecyLevel, str]]] = ...) -> None: ...
+
+class JournalSession(_message.Message):
+    __slots__ = ("session_id", "agent", "workspace", "turns", "dreamed", "first_at", "last_at")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    DREAMED_FIELD_NUMBER: _ClassVar[int]
+    FIRST_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_AT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    agent: str
+    workspace: str
+    turns: int
+    dreamed: int
+    first_at: _timestamp_pb2.Timestamp
+    last_at: _timestamp_pb2.Timestamp
+    def __init__(self, session_id: _Optional[str] = ..., agent: _Optional[str] = ..., workspace: _Optional[str] = ..., turns: _Optional[int] = ..., dreamed: _Optional[int] = ..., first_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class RecallSessionsResponse(_message.Message):
+    __slots__ = ("sessions", "next_cursor", "total_sessions")
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[JournalSession]
+    next_cursor: str
+    total_sessions: int
+    def __init__(self, sessions: _Optional[_Iterable[_Union[JournalSession, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., total_sessions: _Optional[int] = ...) -> None: ...
+
 class RecallListRequest(_message.Message):
     __slots__ = ("header", "store", "metadata", "fields", "cursor", "limit", "similar_to")
     HEADER_FIELD_NUMBER: _ClassVar[int]

@@ -97,6 +97,11 @@ class CerememoryServiceStub:
                 request_serializer=cerememory_dot_v1_dot_cerememory__pb2.RecallListRequest.SerializeToString,
                 response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.RecallListResponse.FromString,
                 _registered_method=True)
+        self.RecallSessions = channel.unary_unary(
+                '/cerememory.v1.CerememoryService/RecallSessions',
+                request_serializer=cerememory_dot_v1_dot_cerememory__pb2.RecallSessionsRequest.SerializeToString,
+                response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.RecallSessionsResponse.FromString,
+                _registered_method=True)
         self.Consolidate = channel.unary_unary(
                 '/cerememory.v1.CerememoryService/Consolidate',
                 request_serializer=cerememory_dot_v1_dot_cerememory__pb2.ConsolidateRequest.SerializeToString,
@@ -248,6 +253,12 @@ class CerememoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RecallList(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecallSessions(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -413,6 +424,11 @@ def add_CerememoryServiceServicer_to_server(servicer, server):
                     servicer.RecallList,
                     request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.RecallListRequest.FromString,
                     response_serializer=cerememory_dot_v1_dot_cerememory__pb2.RecallListResponse.SerializeToString,
+            ),
+            'RecallSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecallSessions,
+                    request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.RecallSessionsRequest.FromString,
+                    response_serializer=cerememory_dot_v1_dot_cerememory__pb2.RecallSessionsResponse.SerializeToString,
             ),
             'Consolidate': grpc.unary_unary_rpc_method_handler(
                     servicer.Consolidate,
@@ -816,6 +832,33 @@ class CerememoryService:
             '/cerememory.v1.CerememoryService/RecallList',
             cerememory_dot_v1_dot_cerememory__pb2.RecallListRequest.SerializeToString,
             cerememory_dot_v1_dot_cerememory__pb2.RecallListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecallSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cerememory.v1.CerememoryService/RecallSessions',
+            cerememory_dot_v1_dot_cerememory__pb2.RecallSessionsRequest.SerializeToString,
+            cerememory_dot_v1_dot_cerememory__pb2.RecallSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
