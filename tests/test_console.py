@@ -236,3 +236,18 @@ def test_the_journal_groups_sessions_and_links_dreams_both_ways(http_server, mem
         assert "needs a retry" in sources and "added three retries" in sources and "login button" not in sources
         assert f'href="/ui/journal?derived={summary}"' in browser.get(f"/ui/record/{summary}").text
         assert browser.get("/ui/journal", params={"derived": "nope"}).status_code == 400
+
+
+def test_the_evolution_page_lists_dream_and_consolidation_runs_with_counts(http_server, mem):
+    mem.store_raw("user: the nightly export failed on a full disk", session_id="ops", topic_id="export")
+    mem.store_raw("assistant: moved the export to the larger volume", session_id="ops", topic_id="export")
+    mem.dream_tick()
+    mem.consolidate(dry_run=True)
+    with httpx.Client(base_url=http_server.url) as browser:
+        page = browser.get("/ui/evolution").text
+    dreams = page[page.index('id="dream-runs"'):page.index('id="consolidation-runs"')]
+    row = re.search(r"<tr><td>[^<]+</td><td>(\w+)</td><td>done</td>\s*<td>1</td><td>2</td><td>1</td>", dreams)
+    assert row, dreams
+    consolidations = page[page.index('id="consolidation-runs"'):page.index('id="adjustments"')]
+    assert "dry run" in consolidations and "incremental" in consolidations
+    assert "No dream has run yet" not in page

@@ -26,6 +26,8 @@ MATURITY_ORDER = {"deprecated": 0, "candidate": 1, "established": 2, "proven": 3
 BULLET_DEFAULTS: dict[str, Any] = {"maturity": "candidate", "state": "draft", "isNegative": False,
                                    "helpfulCount": 0, "harmfulCount": 0, "category": "", "scope": "global"}
 DAY = 86400.0
+RUN_OPERATIONS = ("lifecycle.dream_tick", "lifecycle.consolidate")
+RUN_LIMIT = 20  # runs shown per operation on the evolution page
 SUMMARY_LIMIT = 20  # dream summaries listed beside a page of journal turns
 MOVABLE_STORES = tuple(s.value for s in ALL_STORES if s is not StoreType.WORKING)
 
@@ -214,9 +216,13 @@ def install(app: Starlette, console: Console) -> None:
         return console.render(request, session, "playbook.html", rules=rules, next_cursor=listed.next_cursor)
 
     async def evolution(request: Request, session: Session | None) -> Response:
+        """Dreams, consolidation and evolution: what ran (from the audit log, which records every
+        run with its counts, the scheduler's too) and the parameters tuned since."""
         evolved = await console.call(session, "introspect.evolution", {})
         stats = await console.call(session, "introspect.stats", {})
-        return console.render(request, session, "evolution.html", evolution=evolved, stats=stats)
+        runs = {op: await _runs(console, session, op) for op in RUN_OPERATIONS}
+        return console.render(request, session, "evolution.html", evolution=evolved, stats=stats, runs=runs,
+                              run_limit=RUN_LIMIT)
 
     app.add_route("/", root, methods=["GET"], include_in_schema=False)
     app.add_route(PREFIX, root, methods=["GET"], include_in_schema=False)
@@ -293,6 +299,12 @@ async def _summaries(console: Console, session: Session | None, records: Any) ->
             if exc.code is not ErrorCode.RECORD_NOT_FOUND:
                 raise
     return found
+
+
+async def _runs(console: Console, session: Session | None, op: str) -> list[Any]:
+    """The latest runs of `op`, finished or failed (not the intent entries written before a change)."""
+    log = await console.call(session, "introspect.audit", {"op": op, "limit": RUN_LIMIT * 4})
+    return [e for e in log.entries if e.phase != "intent"][:RUN_LIMIT]
 
 
 def _dreamed(metadata: Any) -> bool:
