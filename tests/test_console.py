@@ -3,9 +3,11 @@ memories render as text (the browser tests are in test_console_browser.py)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -162,25 +164,46 @@ def test_revoking_the_key_ends_its_console_sessions(mem, tmp_path):
         server.stop()
 
 
-def test_the_playbook_page_lists_cm_rules_most_mature_first(http_server, mem):
+def test_the_playbook_page_orders_rules_by_maturity_and_score_with_feedback_and_traumas(http_server, mem, tmp_path,
+                                                                                      monkeypatch):
     from cerememory.cm.backend import bullet_request
     from cerememory.cm.bullets import normalise
 
+    recent = datetime.now(UTC).isoformat()
+    helpful = {"type": "helpful", "timestamp": recent}
     rules = [normalise({"id": "b-1", "content": "run the linter before committing", "category": "workflow"}),
              normalise({"id": "b-2", "content": "never force-push to main", "isNegative": True,
                         "maturity": "proven", "feedbackEvents": [
-                            {"type": "helpful", "timestamp": "2026-11-30T10:00:00Z"}]}),
-             normalise({"id": "b-3", "content": "<b>escape</b> me", "maturity": "established"})]
+                            {"type": "helpful", "timestamp": "2026-11-30T10:00:00Z", "sessionPath": "s/1.jsonl"}]}),
+             normalise({"id": "b-3", "content": "<b>escape</b> me", "maturity": "established",
+                        "feedbackEvents": [helpful]}),
+             normalise({"id": "b-4", "content": "pin the toolchain version", "maturity": "established",
+                        "feedbackEvents": [helpful, helpful, {"type": "harmful", "timestamp": recent,
+                                                              "reason": "outdated"}]}),
+             normalise({"id": "b-5", "content": "prefer small commits", "maturity": "established",
+                        "feedbackEvents": [helpful, helpful, helpful]})]
     for rule in rules:
         mem.dispatch("encode.store", bullet_request(rule))
     mem.store("not a rule", store="procedural")
+    home = tmp_path / "cass"
+    home.mkdir()
+    (home / "traumas.jsonl").write_text(json.dumps({
+        "id": "trauma-1", "pattern": "^rm -rf /data", "severity": "FATAL", "status": "active", "scope": "global",
+        "created_at": "2026-11-01T00:00:00Z",
+        "trigger_event": {"human_message": "<i>lost</i> the data volume"}}) + "\n")
+    monkeypatch.setenv("CASS_MEMORY_HOME", str(home))
     with httpx.Client(base_url=http_server.url) as browser:
         page = browser.get("/ui/playbook").text
-    assert "id=\"playbook\"" in page, page[-1500:]
-    table = page[page.index("id=\"playbook\""):]
-    assert table.index("never force-push") < table.index("escape") < table.index("run the linter")
-    assert "anti-pattern" in table and "helpful 2026-11-30" in table and "not a rule" not in table
-    assert "&lt;b&gt;escape&lt;/b&gt;" in table
+    table = page[page.index('id="playbook"'):page.index('id="traumas"')]
+    order = [table.index(t) for t in ("never force-push", "prefer small", "escape", "pin the toolchain",
+                                      "run the linter")]
+    assert order == sorted(order) and "not a rule" not in table
+    assert "anti-pattern" in table and "&lt;b&gt;escape&lt;/b&gt;" in table
+    assert "1 events, last helpful 2026-11-30" in table and "s/1.jsonl" in table
+    assert "harmful" in table and "outdated" in table
+    assert re.findall(r'<td class="score">([-.0-9]+)</td>', table)[1:] == ["3.00", "1.00", "-2.00", "0.00"]
+    traumas = page[page.index('id="traumas"'):]
+    assert "^rm -rf /data" in traumas and "FATAL" in traumas and "&lt;i&gt;lost&lt;/i&gt;" in traumas
 
 
 def test_reinforce_and_change_store_from_the_record_page(http_server, mem):

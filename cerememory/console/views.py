@@ -15,19 +15,17 @@ from ..cmp.operations import OPERATIONS
 from ..model import ALL_STORES, StoreType
 from . import plots
 from .app import PREFIX, Console
+from .playbook import playbook_rules, trauma_registry
 from .sessions import Session
 
 PAGE_SIZE = 50
 SEARCH_LIMITS = (10, 25, 50, 100)
 TIME_FILTERS = {"": None, "1": 1, "7": 7, "30": 30, "365": 365}
 CURVE_POINTS = 24
-MATURITY_ORDER = {"deprecated": 0, "candidate": 1, "established": 2, "proven": 3}
-# what `cm` leaves out of a rule's metadata when it has the default value (cm/bullets.py)
-BULLET_DEFAULTS: dict[str, Any] = {"maturity": "candidate", "state": "draft", "isNegative": False,
-                                   "helpfulCount": 0, "harmfulCount": 0, "category": "", "scope": "global"}
 DAY = 86400.0
 RUN_OPERATIONS = ("lifecycle.dream_tick", "lifecycle.consolidate")
 RUN_LIMIT = 20  # runs shown per operation on the evolution page
+PLAYBOOK_CAP = 5000  # rules read to sort a playbook (recall.list's page limit)
 SUMMARY_LIMIT = 20  # dream summaries listed beside a page of journal turns
 MOVABLE_STORES = tuple(s.value for s in ALL_STORES if s is not StoreType.WORKING)
 
@@ -204,16 +202,24 @@ def install(app: Starlette, console: Console) -> None:
                               operations=sorted(OPERATIONS), verify=body["verify"])
 
     async def playbook(request: Request, session: Session | None) -> Response:
-        """`cm`'s playbook rules: procedural records with `metadata.cm_kind = "bullet"` (docs/cm.md)."""
-        listed = await console.call(session, "recall.list", {
-            "store": "procedural", "metadata": {"cm_kind": "bullet"}, "limit": PAGE_SIZE,
-            "cursor": request.query_params.get("cursor") or None, "fields": ["text", "metadata"]})
-        rules = sorted(({"id": r.id, "text": r.text or "", **BULLET_DEFAULTS, **(r.metadata or {}),
-                         "feedback": _feedback((r.metadata or {}).get("feedbackEvents"))}
-                        for r in listed.records),
-                       key=lambda b: (-MATURITY_ORDER.get(str(b["maturity"]), -1),
-                                      -(int(b["helpfulCount"]) - int(b["harmfulCount"]))))
-        return console.render(request, session, "playbook.html", rules=rules, next_cursor=listed.next_cursor)
+        """`cm`'s playbook rules (procedural records with `metadata.cm_kind = "bullet"`, docs/cm.md),
+        most mature and best scored first, with their feedback; and the trauma registry."""
+        records: list[Any] = []
+        cursor: str | None = None
+        while len(records) < PLAYBOOK_CAP:
+            listed = await console.call(session, "recall.list", {
+                "store": "procedural", "metadata": {"cm_kind": "bullet"}, "limit": PLAYBOOK_CAP,
+                "cursor": cursor, "fields": ["text", "metadata"]})
+            records.extend(listed.records)
+            cursor = listed.next_cursor
+            if cursor is None:
+                break
+        rules = playbook_rules(records)
+        page_no = _int(request.query_params.get("page"), 1, tuple(range(1, len(rules) // PAGE_SIZE + 2)))
+        shown = rules[(page_no - 1) * PAGE_SIZE:page_no * PAGE_SIZE]
+        return console.render(request, session, "playbook.html", rules=shown, total=len(rules), page_no=page_no,
+                              more=page_no * PAGE_SIZE < len(rules), truncated=cursor is not None,
+                              traumas=trauma_registry())
 
     async def evolution(request: Request, session: Session | None) -> Response:
         """Dreams, consolidation and evolution: what ran (from the audit log, which records every
@@ -311,14 +317,6 @@ def _dreamed(metadata: Any) -> bool:
     """Whether a dream made the record: its metadata names the journal turns (dream/sources.py)."""
     origin = metadata.get("_origin") if isinstance(metadata, dict) else None
     return isinstance(origin, dict) and bool(origin.get("raw_record_ids"))
-
-
-def _feedback(events: Any) -> list[str]:
-    """A rule's last three feedback events as `type date`, whatever shape they were stored in."""
-    if not isinstance(events, list):
-        return []
-    return [f"{e.get('type', '')} {str(e.get('timestamp', ''))[:10]}".strip() if isinstance(e, dict) else str(e)
-            for e in events[-3:]]
 
 
 def _steps(start: float, end: float, n: int) -> list[float]:
