@@ -165,15 +165,15 @@ class Recall:
         else:
             # no content cue: the most recent memories (inside the temporal range, if any), or
             # with an emotion cue the memories whose affect matches it best
-            ids = [i for i in self.core.candidate_ids(stores) if in_window(i)]
             if (feeling := cue.emotion) is not None:
+                ids = [i for i in self.core.candidate_ids(stores) if in_window(i)]
                 meta.signals.append("emotion")
                 ranked = heapq.nlargest(max(pool, req.limit * 2), ids,
                                         key=lambda i: (self._affect_match(i, feeling), self.core.created(i)))
                 scores = {i: self._affect_match(i, feeling) for i in ranked}
             else:
                 meta.signals.append("temporal" if cue.temporal else "recency")
-                newest = heapq.nlargest(max(pool, req.limit * 2), ids, key=self.core.created)
+                newest = self._newest(stores, max(pool, req.limit * 2), start, end)
                 scores = {i: 1.0 / (1 + rank) ** 0.5 for rank, i in enumerate(newest)}
         meta.total_records_scanned = len(scores)
         wanted = set(stores)
@@ -250,6 +250,17 @@ class Recall:
             inside = start <= self.core.created(i) < end
             scores[i] = s * (1.0 + weight * inside) / (1.0 + weight)
         return True
+
+    def _newest(self, stores: Sequence[StoreType], k: int, start: float | None,
+                end: float | None) -> list[uuid.UUID]:
+        """The `k` most recently created records of `stores` (inside [start, end] when given):
+        the durable ones from the heads' columns, working memory's beside them."""
+        window = (start, end) if start is not None and end is not None else (None, None)
+        found = self.core.records.columns().newest(stores, k, *window)
+        if StoreType.WORKING in stores:
+            in_window = self._in_window(*window)
+            found += [r.id for r in self.core.working.records() if in_window(r.id)]
+        return heapq.nlargest(k, found, key=self.core.created)
 
     def _in_window(self, start: float | None, end: float | None) -> Callable[[uuid.UUID], bool]:
         """Whether a record was created inside [start, end] (always, without a window)."""

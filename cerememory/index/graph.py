@@ -33,23 +33,31 @@ class AssociationGraph:
     def __init__(self) -> None:
         self.g = nx.MultiDiGraph()
         self._lock = threading.Lock()
+        self._edges: int | None = None  # counting walks every node: kept until the graph changes
 
     def __len__(self) -> int:
-        return self.g.number_of_edges()
+        count = self._edges
+        if count is None:
+            with self._lock:
+                count = self._edges = self.g.number_of_edges()
+        return count
 
     def add(self, edges: Iterable[Edge]) -> None:
         with self._lock:
+            self._edges = None
             for e in edges:
                 self.g.add_edge(e.source, e.target, key=e.type, weight=e.weight,
                                 created_at=e.created_at, last_co_activation=e.last_co_activation)
 
     def remove_nodes(self, ids: Iterable[uuid.UUID]) -> None:
         with self._lock:
+            self._edges = None
             self.g.remove_nodes_from(list(ids))
 
     def remove_out_edges(self, ids: Iterable[uuid.UUID]) -> None:
         """Drop what these records point at, keeping what points at them (an overwrite)."""
         with self._lock:
+            self._edges = None
             for node in ids:
                 if node in self.g:
                     self.g.remove_edges_from(list(self.g.out_edges(node, keys=True)))
