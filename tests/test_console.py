@@ -73,6 +73,9 @@ def test_every_page_renders_with_data(http_server, mem):
         record = browser.get(f"/ui/record/{first}").text
         assert "plan Q3" in record and "the team is too small" in record and 'id="fidelity-curve"' in record
         assert 'class="forecast"' in record and "joy" in record
+        graph = record[record.index('id="neighbourhood"'):record.index("</svg>", record.index('id="neighbourhood"'))]
+        assert graph.count("<circle") == 2 and graph.count('<line class="edge"') == 1
+        assert f'href="/ui/record/{first}"' in graph and "Bob reviewed" in graph
         search = browser.get("/ui/search", params={"q": "roadmap", "mode": "perfect"}).text
         assert 'id="signals">bm25' in search and "BM25" in search and "fused" in search
         assert 'class="trace"' in search and f'href="/ui/record/{first}"' in search  # activation reached it

@@ -26,6 +26,7 @@ DAY = 86400.0
 RUN_OPERATIONS = ("lifecycle.dream_tick", "lifecycle.consolidate")
 RUN_LIMIT = 20  # runs shown per operation on the evolution page
 PLAYBOOK_CAP = 5000  # rules read to sort a playbook (recall.list's page limit)
+GRAPH_NODES = 24  # records drawn around a record on its page
 SUMMARY_LIMIT = 20  # dream summaries listed beside a page of journal turns
 MOVABLE_STORES = tuple(s.value for s in ALL_STORES if s is not StoreType.WORKING)
 
@@ -135,9 +136,15 @@ def install(app: Starlette, console: Console) -> None:
         rec = await console.call(session, "introspect.record", {"record_id": record_id,
                                                                  "include_associations": True})
         curve, forecast = await _curve(console, session, record_id, rec.last_accessed_at.timestamp())
+        graph = None
+        around = await console.call(session, "recall.graph", {"center_id": record_id, "depth": 2,
+                                                               "limit_nodes": GRAPH_NODES})
+        if around.edges:  # links either way, which `associations` (outgoing only) may not show
+            graph = plots.neighbourhood(record_id, [(str(n.id), n.summary or str(n.id)) for n in around.nodes],
+                                        [(str(e.source), str(e.target), e.edge_type.value) for e in around.edges])
         return console.render(request, session, "record.html", record=rec, curve=curve, forecast=forecast,
                               movable=MOVABLE_STORES, notice=request.query_params.get("notice"),
-                              dreamed=_dreamed(rec.metadata))
+                              dreamed=_dreamed(rec.metadata), graph=graph)
 
     async def reinforce(request: Request, session: Session, form: dict[str, str]) -> Response:
         record_id = _record_id(request)
