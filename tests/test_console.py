@@ -202,7 +202,7 @@ def test_the_playbook_page_orders_rules_by_maturity_and_score_with_feedback_and_
                                       "run the linter")]
     assert order == sorted(order) and "not a rule" not in table
     assert "anti-pattern" in table and "&lt;b&gt;escape&lt;/b&gt;" in table
-    assert "1 events, last helpful 2026-11-30" in table and "s/1.jsonl" in table
+    assert "1 event, last helpful 2026-11-30" in table and "s/1.jsonl" in table
     assert "harmful" in table and "outdated" in table
     assert re.findall(r'<td class="score">([-.0-9]+)</td>', table)[1:] == ["3.00", "1.00", "-2.00", "0.00"]
     traumas = page[page.index('id="traumas"'):]
