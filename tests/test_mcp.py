@@ -135,9 +135,13 @@ def test_stdio_proxy_stores_recalls_and_reports_errors(server: str, tmp_path: Pa
         assert "RECORD_NOT_FOUND" in missing and MISSING_ID in missing and "hint:" in missing
         assert "VALIDATION_ERROR" in await fail(session, "update", record_id=stored["record_id"])
 
+        assert (await call(session, "reinforce", record_ids=[stored["record_id"]])) == {"records_reinforced": 1}
+        await call(session, "update", record_id=stored["record_id"], store="procedural")
+        assert "RECORD_NOT_FOUND" in await fail(session, "reinforce", record_ids=[MISSING_ID])
         record = await call(session, "inspect", record_id=stored["record_id"])
         assert record["content"]["blocks"][0]["text"] == "The deploy key rotates every Monday"
         assert "data" not in record["content"]["blocks"][0]
+        assert record["store"] == "procedural" and record["fidelity"]["reinforcement_count"] >= 1
 
         # export checks the path before asking the server
         traversal = await fail(session, "export", output_path="../escape.cma")
