@@ -111,7 +111,8 @@ def main() -> None:
         work = Path(tmp)
         data = args.data_dir or work / "data"
         started = now()
-        if data.exists():
+        reused = data.exists()
+        if reused:
             import cerememory
 
             with cerememory.open(data, semantic="off") as mem:
@@ -134,7 +135,8 @@ def main() -> None:
                     "store listing": "/ui/store/episodic",
                     "store listing, next page": f"/ui/store/episodic?cursor={cursor}",
                     "record (with fidelity curve)": f"/ui/record/{record_id}",
-                    "journal": "/ui/journal",
+                    "journal (sessions by agent and workspace)": "/ui/journal",
+                    "journal, one session": "/ui/journal?session=s7",
                     "journal search": "/ui/journal?q=budget",
                     "evolution": "/ui/evolution",
                     "recent memories (overview panel)": "/ui/recent",
@@ -168,7 +170,8 @@ def main() -> None:
         f"{args.repeats} times over loopback HTTP (client-side time, so an upper bound on the server's). "
         f"Target: p95 ≤ {TARGET_MS:.0f} ms.", "",
         md_table(["page", "p50 ms", "p95 ms", f"≤ {TARGET_MS:.0f} ms"], rows), "",
-        f"Populating took {populate_s:.0f} s. Other processes kept {others:.2f} cores busy meanwhile.", "",
+        ("The data directory was populated by an earlier run (--data-dir)." if reused else
+         f"Populating took {populate_s:.0f} s.") + f" Other processes kept {others:.2f} cores busy meanwhile.", "",
         f"Environment: {env_line(info)}", ""])
     (RESULTS_DIR / "console.md").write_text(report)
     print(report)

@@ -87,12 +87,13 @@ class Calls:
     @staticmethod
     def update(record_id: uuid.UUID | str, *, text: str | None = None, content: Any = None,
                emotion: EmotionLike = None, metadata: Mapping[str, Any] | None = None,
-               meta: Any = None) -> Call[m.Empty]:
-        """Replace the content, emotion, metadata or meta-memory of a record (at least one)."""
+               meta: Any = None, store: str | None = None) -> Call[m.Empty]:
+        """Replace the content, emotion, metadata or meta-memory of a record, or move it to
+        another curated `store` (at least one)."""
         return Call("encode.update", build.drop_none({
             "record_id": record_id,
             "content": _content(text, content) if text or content else None,
-            "emotion": build.emotion(emotion), "metadata": metadata, "meta": meta,
+            "emotion": build.emotion(emotion), "metadata": metadata, "meta": meta, "store": store,
         }), m.Empty)
 
     @staticmethod
@@ -166,6 +167,16 @@ class Calls:
         }), m.RecallRawQueryResponse)
 
     @staticmethod
+    def sessions(*, agent: str | None = None, workspace: str | None = None, limit: int = 50,
+                 cursor: str | None = None, include_private_scratch: bool = False,
+                 include_sealed: bool = False) -> Call[m.RecallSessionsResponse]:
+        """The journal's sessions, latest activity first, with their agent, workspace and counts."""
+        return Call("recall.sessions", build.drop_none({
+            "agent": agent, "workspace": workspace, "limit": limit, "cursor": cursor,
+            "include_private_scratch": include_private_scratch, "include_sealed": include_sealed,
+        }), m.RecallSessionsResponse)
+
+    @staticmethod
     def list_records(store: str, *, metadata: dict[str, Any] | None = None,
                      fields: Sequence[str] | None = None, cursor: str | None = None,
                      limit: int = 1000, similar_to: str | None = None) -> Call[m.RecallListResponse]:
@@ -213,6 +224,11 @@ class Calls:
         return Call("lifecycle.forget", build.drop_none({
             "record_ids": record_ids, "store": store, "temporal_range": build.temporal(start, end),
             "cascade": cascade, "confirm": confirm}), m.ForgetResponse)
+
+    @staticmethod
+    def reinforce(record_ids: Sequence[uuid.UUID | str]) -> Call[m.ReinforceResponse]:
+        """Strengthen records as a recall would, so they fade slower."""
+        return Call("lifecycle.reinforce", {"record_ids": list(record_ids)}, m.ReinforceResponse)
 
     @staticmethod
     def set_mode(mode: str, *, scope: Sequence[str] | None = None) -> Call[m.Empty]:
@@ -304,11 +320,13 @@ class MemoryAPI(ABC):
     dream_tick = _method(Calls.dream_tick)
     recall = _method(Calls.recall)
     raw_recall = _method(Calls.raw_recall)
+    sessions = _method(Calls.sessions)
     list_records = _method(Calls.list_records)
     associate = _method(Calls.associate)
     timeline = _method(Calls.timeline)
     graph = _method(Calls.graph)
     forget = _method(Calls.forget)
+    reinforce = _method(Calls.reinforce)
     set_mode = _method(Calls.set_mode)
     decay_tick = _method(Calls.decay_tick)
     consolidate = _method(Calls.consolidate)
@@ -342,11 +360,13 @@ class AsyncMemoryAPI(ABC):
     dream_tick = _async_method(Calls.dream_tick)
     recall = _async_method(Calls.recall)
     raw_recall = _async_method(Calls.raw_recall)
+    sessions = _async_method(Calls.sessions)
     list_records = _async_method(Calls.list_records)
     associate = _async_method(Calls.associate)
     timeline = _async_method(Calls.timeline)
     graph = _async_method(Calls.graph)
     forget = _async_method(Calls.forget)
+    reinforce = _async_method(Calls.reinforce)
     set_mode = _async_method(Calls.set_mode)
     decay_tick = _async_method(Calls.decay_tick)
     consolidate = _async_method(Calls.consolidate)

@@ -150,6 +150,32 @@ def test_raw_journal(api):
     assert api.raw_recall(session_id="s1", include_private_scratch=True).total_candidates == 2
 
 
+def test_journal_sessions_by_agent_and_workspace(api):
+    turn = {"content": {"blocks": [{"text": "a turn"}]}}
+    api.store_raw_batch([
+        {**turn, "session_id": "s-old", "created_at": "2026-01-01T10:00:00Z",
+         "metadata": {"agent": "codex", "workspace": "/src/api"}},
+        {**turn, "session_id": "s-old", "created_at": "2026-01-01T10:05:00Z",
+         "metadata": {"agent": "codex", "workspace": "/src/api"}},
+        {**turn, "session_id": "s-new", "created_at": "2026-02-01T09:00:00Z",
+         "metadata": {"agent": "claude-code", "workspace": "/src/web"}},
+        {**turn, "session_id": "s-hidden", "visibility": "private_scratch"},
+        {**turn, "session_id": "s-bare", "created_at": "2026-01-15T00:00:00Z"}])
+    listed = api.sessions()
+    assert [(s.session_id, s.agent, s.workspace, s.turns, s.dreamed) for s in listed.sessions] == [
+        ("s-new", "claude-code", "/src/web", 1, 0), ("s-bare", None, None, 1, 0), ("s-old", "codex", "/src/api", 2, 0)]
+    old = listed.sessions[2]
+    first, last = datetime(2026, 1, 1, 10, tzinfo=UTC), datetime(2026, 1, 1, 10, 5, tzinfo=UTC)
+    assert (old.first_at, old.last_at) == (first, last)
+    assert (listed.total_sessions, listed.next_cursor) == (3, None)
+    assert [s.session_id for s in api.sessions(agent="codex").sessions] == ["s-old"]
+    assert [s.session_id for s in api.sessions(workspace="/src/web").sessions] == ["s-new"]
+    first = api.sessions(limit=2)
+    assert [s.session_id for s in first.sessions] == ["s-new", "s-bare"] and first.next_cursor
+    assert [s.session_id for s in api.sessions(limit=2, cursor=first.next_cursor).sessions] == ["s-old"]
+    assert api.sessions(include_private_scratch=True).total_sessions == 4
+
+
 def test_list_records_pages_filters_and_projects(api):
     stored = [api.store(f"rule {i}", store="procedural", metadata={"kind": "rule" if i % 2 else "note", "n": i},
                         emotion="joy").record_id for i in range(7)]

@@ -6,6 +6,7 @@ With CEREMEMORY_SCREENSHOTS=<dir> the tests also save the screenshots docs/conso
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -42,7 +43,13 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     work = tmp_path_factory.mktemp("console")
-    process = ServeProcess.serve(work / "data", work, CEREMEMORY_API_KEYS=KEY)
+    cass = work / "cass"  # cm's global trauma registry, which the playbook page shows
+    cass.mkdir()
+    (cass / "traumas.jsonl").write_text(json.dumps({
+        "id": "trauma-1", "pattern": "^git\\s+push\\s+.*--force", "severity": "CRITICAL", "status": "active",
+        "scope": "global", "created_at": "2026-11-02T09:00:00Z",
+        "trigger_event": {"human_message": "a force-push overwrote the release branch"}}) + "\n")
+    process = ServeProcess.serve(work / "data", work, CEREMEMORY_API_KEYS=KEY, CASS_MEMORY_HOME=str(cass))
     try:
         yield process
     finally:
@@ -66,8 +73,14 @@ def seeded(server: ServeProcess) -> dict[str, str]:
             {"target_id": lunch, "association_type": "semantic", "weight": 0.8}])
         fact = store("The deploy key rotates every Monday", store="semantic")
         hostile = store(HOSTILE)
-        api.post("/v1/encode/raw", json={"session_id": "chat-42", "speaker": "user", "content": {"blocks": [
-            {"modality": "text", "data": list(b"can you rotate the deploy key?")}]}}).raise_for_status()
+        api.post("/v1/encode/raw", json={
+            "session_id": "chat-42", "speaker": "user",
+            "metadata": {"agent": "claude-code", "workspace": "/home/me/app"},
+            "content": {"blocks": [{"modality": "text", "data": list(b"can you rotate the deploy key?")}]}},
+        ).raise_for_status()
+        store("never force-push to main", store="procedural", metadata={
+            "cm_kind": "bullet", "bullet_id": "b-1", "isNegative": True, "maturity": "proven",
+            "feedbackEvents": [{"type": "helpful", "timestamp": "2026-11-30T10:00:00Z"}]})
     return {"lunch": lunch, "review": review, "fact": fact, "hostile": hostile}
 
 
@@ -117,7 +130,7 @@ def test_sign_in_and_sign_out(server, seeded, browser):
     browser.find_element(By.ID, "sign-in").click()
     assert "not one this server accepts" in browser.find_element(By.ID, "error").text
     _sign_in(browser, server.url)
-    assert browser.find_element(By.ID, "total-records").text == "4"
+    assert browser.find_element(By.ID, "total-records").text == "5"
     browser.find_element(By.ID, "sign-out").click()
     _wait(browser).until(ec.url_to_be(f"{server.url}/ui/sign-in"))
     browser.get(f"{server.url}/ui/record/{seeded['lunch']}")
@@ -135,12 +148,23 @@ def test_every_page_renders_with_data(server, seeded, browser):
     _shoot(browser, "overview")
     browser.get(f"{server.url}/ui/store/semantic")
     assert "The deploy key rotates every Monday" in browser.find_element(By.ID, "listing").text
-    browser.get(f"{server.url}/ui/journal?session=chat-42")
+    browser.get(f"{server.url}/ui/journal")
+    groups = browser.find_element(By.ID, "sessions").text
+    assert "claude-code" in groups and "/home/me/app" in groups
+    _shoot(browser, "journal")
+    browser.find_element(By.CSS_SELECTOR, "#sessions a.session").click()
+    _wait(browser).until(ec.url_contains("session=chat-42"))
     assert "can you rotate the deploy key?" in browser.find_element(By.ID, "journal").text
     browser.get(f"{server.url}/ui/evolution")
     assert browser.find_element(By.ID, "adjustments").is_displayed()
+    assert browser.find_element(By.ID, "dream-runs").is_displayed()
     browser.get(f"{server.url}/ui/playbook")
-    assert browser.find_element(By.ID, "playbook").is_displayed()
+    rules = browser.find_element(By.ID, "playbook").text
+    assert "never force-push to main" in rules and "anti-pattern" in rules
+    browser.find_element(By.CSS_SELECTOR, "details.feedback summary").click()  # the history unfolds
+    assert "helpful 2026-11-30" in browser.find_element(By.CSS_SELECTOR, "details.feedback ol").text
+    assert "a force-push overwrote the release branch" in browser.find_element(By.ID, "traumas").text
+    _shoot(browser, "playbook")
     browser.get(f"{server.url}/ui/audit")
     browser.find_element(By.ID, "verify").click()
     browser.find_element(By.ID, "filter").click()
@@ -169,12 +193,21 @@ def test_a_record_shows_its_meta_memory_links_and_forecast_plot(server, seeded, 
     browser.get(f"{server.url}/ui/record/{seeded['review']}")
     browser.find_element(By.CSS_SELECTOR, f"#associations a[href='/ui/record/{seeded['lunch']}']").click()
     _wait(browser).until(ec.url_contains(seeded["lunch"]))
+    # the drawn neighbourhood: its nodes are links too
+    browser.find_element(By.CSS_SELECTOR, f"#neighbourhood a[href='/ui/record/{seeded['review']}'] circle").click()
+    _wait(browser).until(ec.url_contains(seeded["review"]))
+    browser.find_element(By.CSS_SELECTOR, f"#neighbourhood a[href='/ui/record/{seeded['lunch']}'] circle").click()
+    _wait(browser).until(ec.url_contains(seeded["lunch"]))
     assert "plan Q3" in browser.find_element(By.ID, "meta").text
     assert "joy" in browser.find_element(By.ID, "emotion").text
     curve = browser.find_element(By.ID, "fidelity-curve")
     assert curve.is_displayed() and curve.find_elements(By.CSS_SELECTOR, "polyline.forecast")
     assert browser.find_element(By.ID, "forgotten-at").text
     _shoot(browser, "record")
+    browser.find_element(By.ID, "reinforce").click()  # a form post, with its CSRF token, from this site
+    _wait(browser).until(ec.url_contains("notice=reinforced"))
+    assert "Reinforced" in browser.find_element(By.ID, "notice").text
+    assert _csp_violations(browser) == []
 
 
 def test_a_memory_holding_html_and_script_renders_as_text(server, seeded, browser):

@@ -92,6 +92,42 @@ def test_update_errors(mem):
     assert err.value.code is ErrorCode.VALIDATION_ERROR
 
 
+def test_update_moves_a_record_to_another_store_with_its_vector(mem):
+    rid = mem.store("the staging database is read-only on Fridays", embedding=[1.0, 0.0, 0.0]).record_id
+    mem.update(rid, store="procedural")
+    record = mem.inspect(rid)
+    assert (record.store.value, record.version) == ("procedural", 2)
+    assert [h.record.id for h in mem.recall("staging database", stores=["procedural"]).memories] == [rid]
+    assert mem.recall("staging database", stores=["episodic"]).memories == []
+    by_vector = mem.dispatch("recall.query", {"cue": {"embedding": [1.0, 0.0, 0.0]}, "stores": ["procedural"],
+                                              "reconsolidate": False})
+    assert [h["record"]["id"] for h in by_vector["memories"]] == [str(rid)]
+
+
+def test_a_record_cannot_move_to_or_from_working_memory(mem):
+    durable = mem.store("durable").record_id
+    held = mem.store("held in RAM", store="working").record_id
+    for rid, store in ((durable, "working"), (held, "semantic")):
+        with pytest.raises(CMPError) as err:
+            mem.update(rid, store=store)
+        assert err.value.code is ErrorCode.VALIDATION_ERROR and "working memory" in (err.value.hint or "")
+    assert (mem.inspect(durable).store.value, mem.inspect(held).store.value) == ("episodic", "working")
+
+
+def test_reinforce_strengthens_by_name_and_refuses_unknown_ids_whole(mem):
+    rid = mem.store("renew the TLS certificate").record_id
+    before = mem.inspect(rid).fidelity
+    with pytest.raises(CMPError) as err:
+        mem.reinforce([rid, uuid.uuid4()])
+    assert err.value.code is ErrorCode.RECORD_NOT_FOUND
+    assert mem.inspect(rid).fidelity.reinforcement_count == before.reinforcement_count
+    assert mem.reinforce([rid, rid]).records_reinforced == 1
+    after = mem.inspect(rid).fidelity
+    assert after.reinforcement_count == before.reinforcement_count + 1 and after.stability > before.stability
+    entry = mem.dispatch("introspect.audit", {"op": "lifecycle.reinforce"})["entries"][0]
+    assert entry["record_ids"] == [str(rid)]
+
+
 # ---------------------------------------------------------------- recall
 
 

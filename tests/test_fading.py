@@ -37,3 +37,38 @@ def test_fading_refuses_a_bad_horizon(mem):
     with pytest.raises(CMPError) as err:
         mem.dispatch("introspect.fading", {"horizons_days": [0]})
     assert err.value.code is ErrorCode.VALIDATION_ERROR
+
+
+def test_the_head_columns_follow_every_change_of_the_heads(data_dir, clock):
+    """stats, fading and the most recent memories read the heads as cached columns: after each
+    kind of change they must equal columns built afresh."""
+    from cerememory.stores.columns import HeadColumns
+
+    def same_as_fresh(records) -> None:
+        cached, fresh = records.columns(), HeadColumns.of(records.items())
+        assert cached.ids == fresh.ids
+        for name in ("codes", "created_at", "last_accessed_at", "stability", "emotion_intensity", "fidelity_base"):
+            assert (getattr(cached, name) == getattr(fresh, name)).all(), name
+
+    with cerememory.open(data_dir, semantic="off", clock=clock) as mem:
+        records = mem.engine.core.records
+        ids = []
+        for i in range(4):
+            ids.append(mem.store(f"note {i} about the release", emotion="joy" if i else None).record_id)
+            clock.advance(60)
+        same_as_fresh(records)
+        before = records.columns()
+        clock.advance(3 * DAY)
+        mem.recall("note 2 release", limit=1)  # reinforces in place: patched, not rebuilt
+        mem.reinforce([ids[0]])
+        after = records.columns()
+        assert after is not before and after.ids is before.ids
+        same_as_fresh(records)
+        assert records.columns() is after  # nothing changed since
+        mem.update(ids[1], store="semantic")
+        same_as_fresh(records)
+        mem.forget([ids[3]], confirm=True)
+        same_as_fresh(records)
+        assert [h.record.id for h in mem.recall(limit=2, stores=["episodic"]).memories] == [ids[2], ids[0]]
+        stats = mem.stats()
+        assert stats.records_by_store["episodic"] == 2 and stats.records_by_store["semantic"] == 1

@@ -207,6 +207,9 @@ def scenario(api: cerememory.MemoryAPI) -> list[Any]:
     out.append(api.dispatch("introspect.fading", {"horizons_days": [7, 3650], "limit": 3}))
     audit = api.dispatch("introspect.audit", {"op": "lifecycle.forget", "limit": 1, "verify": True})
     out.append([audit["verification"]["ok"], audit["entries"][0]["summary"], audit["entries"][0]["record_ids"]])
+    out.append(api.dispatch("lifecycle.reinforce", {"record_ids": [str(a.record_id)]}))
+    api.update(a.record_id, store="procedural")
+    out.append(api.inspect(a.record_id).store)
     return out
 
 

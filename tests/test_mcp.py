@@ -34,7 +34,8 @@ from .conftest import ServeProcess, ServerThread, clean_env, free_port
 pytestmark = pytest.mark.xdist_group("mcp-serve")  # one worker builds its module fixture once
 
 TOOLS = {"store", "store_raw", "update", "update_raw", "batch_store", "batch_store_raw", "recall", "recall_raw",
-         "timeline", "associate", "forget", "consolidate", "dream_tick", "stats", "inspect", "export"}
+         "timeline", "associate", "sessions", "forget", "reinforce", "consolidate", "dream_tick", "stats", "inspect",
+         "export"}
 MISSING_ID = "01960000-0000-7000-8000-000000000000"
 
 
@@ -137,9 +138,13 @@ def test_stdio_proxy_stores_recalls_and_reports_errors(server: str, tmp_path: Pa
         assert "RECORD_NOT_FOUND" in missing and MISSING_ID in missing and "hint:" in missing
         assert "VALIDATION_ERROR" in await fail(session, "update", record_id=stored["record_id"])
 
+        assert (await call(session, "reinforce", record_ids=[stored["record_id"]])) == {"records_reinforced": 1}
+        await call(session, "update", record_id=stored["record_id"], store="procedural")
+        assert "RECORD_NOT_FOUND" in await fail(session, "reinforce", record_ids=[MISSING_ID])
         record = await call(session, "inspect", record_id=stored["record_id"])
         assert record["content"]["blocks"][0]["text"] == "The deploy key rotates every Monday"
         assert "data" not in record["content"]["blocks"][0]
+        assert record["store"] == "procedural" and record["fidelity"]["reinforcement_count"] >= 1
 
         # export checks the path before asking the server
         traversal = await fail(session, "export", output_path="../escape.cma")
@@ -181,6 +186,8 @@ def test_stdio_journal_batches_timeline_and_associations(server: str, tmp_path: 
         assert scratch["total_candidates"] == 3
         await call(session, "update_raw", record_id=batch["results"][0]["record_id"], suppressed=True)
         assert (await call(session, "recall_raw", session_id="chat-7"))["total_candidates"] == 1
+        listed = await call(session, "sessions")
+        assert ("chat-7", 1) in [(x["session_id"], x["turns"]) for x in listed["sessions"]]
         assert "VALIDATION_ERROR" in await fail(session, "update_raw", record_id=MISSING_ID)
         assert "VALIDATION_ERROR" in await fail(session, "recall_raw", start="2026-01-01T00:00:00Z")
 

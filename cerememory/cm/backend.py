@@ -546,9 +546,6 @@ def bullet_request(bullet: dict[str, Any]) -> dict[str, Any]:
 
 
 def record_to_bullet(record: dict[str, Any]) -> dict[str, Any]:
-    from .bullets import normalise
+    from .bullets import from_record
 
-    meta = dict(record.get("metadata") or {})
-    meta.pop("cm_kind", None)
-    bullet_id = meta.pop("bullet_id", None) or f"b-{record['id'][:8]}"
-    return normalise({"id": bullet_id, "content": record.get("text") or "", **meta})
+    return from_record(record)

@@ -59,6 +59,15 @@ def normalise(raw: dict[str, Any]) -> dict[str, Any]:
     return ordered
 
 
+def from_record(record: dict[str, Any]) -> dict[str, Any]:
+    """The bullet a procedural record keeps (`recall.list` with text and metadata; backend.py
+    `bullet_metadata` writes it)."""
+    meta = dict(record.get("metadata") or {})
+    meta.pop("cm_kind", None)
+    bullet_id = meta.pop("bullet_id", None) or f"b-{str(record['id'])[:8]}"
+    return normalise({"id": bullet_id, "content": record.get("text") or "", **meta})
+
+
 def new_bullet(content: str, category: str = "general", **fields: Any) -> dict[str, Any]:
     """A manual/learned rule: draft, candidate, workflow_rule unless told otherwise."""
     now = now_iso()

@@ -139,6 +139,8 @@ class EncodeUpdateRequest(Request):
     emotion: EmotionVector | None = None
     metadata: RequestJson | None = None
     meta: RequestMeta | None = None
+    store: StoreType | None = Field(
+        default=None, description="move the record to this curated store (not to or from working memory)")
 
 
 class EncodeStoreRawRequest(Request):
@@ -349,6 +351,34 @@ class RecallRawQueryResponse(Model):
     undecodable_ids: list[uuid.UUID] = Field(default_factory=list, description=UNDECODABLE)
 
 
+class RecallSessionsRequest(Request):
+    agent: Id | None = Field(default=None, description="only sessions of this agent (as `ingest` names it)")
+    workspace: str | None = Field(default=None, max_length=4096,
+                                  description="only sessions in this workspace (a directory)")
+    cursor: str | None = Field(default=None, description="next_cursor of the previous page")
+    limit: StrictInt = Field(default=50, ge=1, le=MAX_RECALL_LIMIT)
+    include_private_scratch: StrictBool = False
+    include_sealed: StrictBool = False
+    secrecy_levels: list[SecrecyLevel] | None = None
+
+
+class JournalSession(Model):
+    session_id: str
+    agent: str | None = Field(default=None, description="metadata.agent of its first turn")
+    workspace: str | None = Field(default=None, description="metadata.workspace of its first turn")
+    turns: int
+    dreamed: int = Field(description="turns a dream tick has made memories from")
+    first_at: UtcDatetime
+    last_at: UtcDatetime
+
+
+class RecallSessionsResponse(Model):
+    sessions: list[JournalSession]
+    next_cursor: str | None = None
+    total_sessions: int = Field(default=0, description="sessions with a visible turn, before the agent and "
+                                                       "workspace filters")
+
+
 class ListField(StrEnum):
     """What `recall.list` returns of each record beyond id, store and times."""
 
@@ -551,6 +581,14 @@ class ForgetRequest(Request):
 
 class ForgetResponse(Model):
     records_deleted: int
+
+
+class ReinforceRequest(Request):
+    record_ids: list[uuid.UUID] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class ReinforceResponse(Model):
+    records_reinforced: int = Field(description="records strengthened as a recall would strengthen them")
 
 
 class ExportRequest(Request):

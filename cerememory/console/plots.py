@@ -1,4 +1,5 @@
-"""Server-rendered SVG: the fidelity curve of a record and the fidelity histograms.
+"""Server-rendered SVG: the fidelity curve of a record, the fidelity histograms, an activation
+path and the association graph around a record.
 
 Only numbers and text this module formats go into the markup, and text is escaped anyway;
 the pages embed the result inline (no script, no style attribute: the CSP forbids both).
@@ -6,6 +7,7 @@ the pages embed the result inline (no script, no style attribute: the CSP forbid
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -91,5 +93,50 @@ def activation_path(path: Sequence[object]) -> Markup:
         parts.append(f'<a href="/ui/record/{escape(node)}"><circle class="{css}" cx="{x}" cy="14" r="{radius}">'
                      f'<title>{escape(node)}</title></circle>'
                      f'<text class="label" x="{x}" y="36" text-anchor="middle">…{escape(node[-6:])}</text></a>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def neighbourhood(center: str, nodes: Sequence[tuple[str, str]], edges: Sequence[tuple[str, str, str]]) -> Markup:
+    """The association graph around `center`: its direct neighbours on an inner ring, the ones
+    beyond on an outer ring, each node a link to its record. `nodes` are (id, label), `edges`
+    (source, target, type)."""
+    size, rings = 360, (0.0, 95.0, 160.0)
+    linked: dict[str, set[str]] = {}
+    for source, target, _ in edges:
+        linked.setdefault(source, set()).add(target)
+        linked.setdefault(target, set()).add(source)
+    depth = {center: 0}
+    frontier = [center]
+    while frontier:  # breadth first, both directions: how far each node is from the centre
+        reached = []
+        for node in frontier:
+            for other in sorted(linked.get(node, ())):
+                if other not in depth:
+                    depth[other] = depth[node] + 1
+                    reached.append(other)
+        frontier = reached
+    placed: dict[str, tuple[float, float]] = {}
+    for level in (0, 1, 2):
+        ring = [node for node, _ in nodes if min(depth.get(node, 2), 2) == level]
+        for k, node in enumerate(ring):
+            angle = 2 * math.pi * k / max(len(ring), 1) + level * 0.35
+            placed[node] = (size / 2 + rings[level] * math.cos(angle), size / 2 + rings[level] * math.sin(angle))
+    parts = [f'<svg class="graph" id="neighbourhood" viewBox="0 0 {size} {size}" role="img" '
+             f'aria-label="associations around this record" xmlns="http://www.w3.org/2000/svg">']
+    for source, target, kind in edges:
+        if source in placed and target in placed:
+            (x1, y1), (x2, y2) = placed[source], placed[target]
+            parts.append(f'<line class="edge" x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}">'
+                         f'<title>{escape(kind)}</title></line>')
+    for node, label in nodes:
+        if node not in placed:
+            continue
+        x, y = placed[node]
+        css = "hit" if node == center else "node"
+        parts.append(f'<a href="/ui/record/{escape(node)}"><circle class="{css}" cx="{x:.1f}" cy="{y:.1f}" r="8">'
+                     f'<title>{escape(label)}</title></circle>'
+                     f'<text class="label" x="{x:.1f}" y="{y + 20:.1f}" text-anchor="middle">'
+                     f'{escape(label[:18])}</text></a>')
     parts.append("</svg>")
     return Markup("".join(parts))

@@ -12,20 +12,23 @@ from starlette.responses import RedirectResponse, Response
 
 from ..cmp.errors import CMPError, ErrorCode
 from ..cmp.operations import OPERATIONS
-from ..model import ALL_STORES
+from ..model import ALL_STORES, StoreType
 from . import plots
 from .app import PREFIX, Console
+from .playbook import playbook_rules, trauma_registry
 from .sessions import Session
 
 PAGE_SIZE = 50
 SEARCH_LIMITS = (10, 25, 50, 100)
 TIME_FILTERS = {"": None, "1": 1, "7": 7, "30": 30, "365": 365}
 CURVE_POINTS = 24
-MATURITY_ORDER = {"deprecated": 0, "candidate": 1, "established": 2, "proven": 3}
-# what `cm` leaves out of a rule's metadata when it has the default value (cm/bullets.py)
-BULLET_DEFAULTS: dict[str, Any] = {"maturity": "candidate", "state": "draft", "isNegative": False,
-                                   "helpfulCount": 0, "harmfulCount": 0, "category": "", "scope": "global"}
 DAY = 86400.0
+RUN_OPERATIONS = ("lifecycle.dream_tick", "lifecycle.consolidate")
+RUN_LIMIT = 20  # runs shown per operation on the evolution page
+PLAYBOOK_CAP = 5000  # rules read to sort a playbook (recall.list's page limit)
+GRAPH_NODES = 24  # records drawn around a record on its page
+SUMMARY_LIMIT = 20  # dream summaries listed beside a page of journal turns
+MOVABLE_STORES = tuple(s.value for s in ALL_STORES if s is not StoreType.WORKING)
 
 
 def _int(value: str | None, default: int, choices: tuple[int, ...]) -> int:
@@ -37,7 +40,10 @@ def _int(value: str | None, default: int, choices: tuple[int, ...]) -> int:
 
 
 def _record_id(request: Request) -> str:
-    value = request.path_params["record_id"]
+    return _uuid(request.path_params["record_id"])
+
+
+def _uuid(value: str) -> str:
     try:
         return str(uuid.UUID(value))
     except ValueError:
@@ -130,7 +136,29 @@ def install(app: Starlette, console: Console) -> None:
         rec = await console.call(session, "introspect.record", {"record_id": record_id,
                                                                  "include_associations": True})
         curve, forecast = await _curve(console, session, record_id, rec.last_accessed_at.timestamp())
-        return console.render(request, session, "record.html", record=rec, curve=curve, forecast=forecast)
+        graph = None
+        around = await console.call(session, "recall.graph", {"center_id": record_id, "depth": 2,
+                                                               "limit_nodes": GRAPH_NODES})
+        if around.edges:  # links either way, which `associations` (outgoing only) may not show
+            graph = plots.neighbourhood(record_id, [(str(n.id), n.summary or str(n.id)) for n in around.nodes],
+                                        [(str(e.source), str(e.target), e.edge_type.value) for e in around.edges])
+        return console.render(request, session, "record.html", record=rec, curve=curve, forecast=forecast,
+                              movable=MOVABLE_STORES, notice=request.query_params.get("notice"),
+                              dreamed=_dreamed(rec.metadata), graph=graph)
+
+    async def reinforce(request: Request, session: Session, form: dict[str, str]) -> Response:
+        record_id = _record_id(request)
+        await console.call(session, "lifecycle.reinforce", {"record_ids": [record_id]})
+        return console.redirect(f"{PREFIX}/record/{record_id}?notice=reinforced")
+
+    async def change_store(request: Request, session: Session, form: dict[str, str]) -> Response:
+        record_id = _record_id(request)
+        store = form.get("store", "")
+        if store not in MOVABLE_STORES:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"{store!r} is not a store a record can move to",
+                           hint="choose one of " + ", ".join(MOVABLE_STORES))
+        await console.call(session, "encode.update", {"record_id": record_id, "store": store})
+        return console.redirect(f"{PREFIX}/record/{record_id}?notice=moved")
 
     async def forget_form(request: Request, session: Session | None) -> Response:
         record_id = _record_id(request)
@@ -146,18 +174,28 @@ def install(app: Starlette, console: Console) -> None:
         return console.redirect(f"{PREFIX}/?notice=forgotten")
 
     async def journal(request: Request, session: Session | None) -> Response:
+        """Sessions grouped by agent and workspace; or one session's turns in order with the dream
+        summaries made from them; or the turns matching words, or those a memory was made from."""
         q = request.query_params
+        words, session_id, derived = q.get("q", "").strip(), q.get("session", ""), q.get("derived", "")
+        if not (words or session_id or derived):
+            return await _sessions_page(console, request, session)
         body: dict[str, Any] = {"limit": PAGE_SIZE}
-        if q.get("session"):
-            body["session_id"] = q["session"]
-        if q.get("q", "").strip():
-            body["query"] = q["q"].strip()
+        if session_id:
+            body["session_id"] = session_id
+        if words:
+            body["query"] = words
+        if derived:
+            body["derived_memory_id"] = _uuid(derived)
         if q.get("before"):
             body["temporal"] = {"start": "1970-01-01T00:00:00Z", "end": q["before"]}
         found = await console.call(session, "recall.raw_query", body)
-        before = found.records[-1].created_at.isoformat() if len(found.records) == PAGE_SIZE else None
-        return console.render(request, session, "journal.html", found=found, session_id=q.get("session", ""),
-                              q=q.get("q", ""), before=before)
+        earlier = None
+        if len(found.records) == PAGE_SIZE and not words:
+            earlier = (found.records[0].created_at - timedelta(microseconds=1)).isoformat()
+        summaries = await _summaries(console, session, found.records)
+        return console.render(request, session, "journal.html", found=found, session_id=session_id,
+                              q=words, derived=derived, earlier=earlier, summaries=summaries)
 
     async def audit(request: Request, session: Session | None) -> Response:
         q = request.query_params
@@ -171,21 +209,33 @@ def install(app: Starlette, console: Console) -> None:
                               operations=sorted(OPERATIONS), verify=body["verify"])
 
     async def playbook(request: Request, session: Session | None) -> Response:
-        """`cm`'s playbook rules: procedural records with `metadata.cm_kind = "bullet"` (docs/cm.md)."""
-        listed = await console.call(session, "recall.list", {
-            "store": "procedural", "metadata": {"cm_kind": "bullet"}, "limit": PAGE_SIZE,
-            "cursor": request.query_params.get("cursor") or None, "fields": ["text", "metadata"]})
-        rules = sorted(({"id": r.id, "text": r.text or "", **BULLET_DEFAULTS, **(r.metadata or {}),
-                         "feedback": _feedback((r.metadata or {}).get("feedbackEvents"))}
-                        for r in listed.records),
-                       key=lambda b: (-MATURITY_ORDER.get(str(b["maturity"]), -1),
-                                      -(int(b["helpfulCount"]) - int(b["harmfulCount"]))))
-        return console.render(request, session, "playbook.html", rules=rules, next_cursor=listed.next_cursor)
+        """`cm`'s playbook rules (procedural records with `metadata.cm_kind = "bullet"`, docs/cm.md),
+        most mature and best scored first, with their feedback; and the trauma registry."""
+        records: list[Any] = []
+        cursor: str | None = None
+        while len(records) < PLAYBOOK_CAP:
+            listed = await console.call(session, "recall.list", {
+                "store": "procedural", "metadata": {"cm_kind": "bullet"}, "limit": PLAYBOOK_CAP,
+                "cursor": cursor, "fields": ["text", "metadata"]})
+            records.extend(listed.records)
+            cursor = listed.next_cursor
+            if cursor is None:
+                break
+        rules = playbook_rules(records)
+        page_no = _int(request.query_params.get("page"), 1, tuple(range(1, len(rules) // PAGE_SIZE + 2)))
+        shown = rules[(page_no - 1) * PAGE_SIZE:page_no * PAGE_SIZE]
+        return console.render(request, session, "playbook.html", rules=shown, total=len(rules), page_no=page_no,
+                              more=page_no * PAGE_SIZE < len(rules), truncated=cursor is not None,
+                              traumas=trauma_registry())
 
     async def evolution(request: Request, session: Session | None) -> Response:
+        """Dreams, consolidation and evolution: what ran (from the audit log, which records every
+        run with its counts, the scheduler's too) and the parameters tuned since."""
         evolved = await console.call(session, "introspect.evolution", {})
         stats = await console.call(session, "introspect.stats", {})
-        return console.render(request, session, "evolution.html", evolution=evolved, stats=stats)
+        runs = {op: await _runs(console, session, op) for op in RUN_OPERATIONS}
+        return console.render(request, session, "evolution.html", evolution=evolved, stats=stats, runs=runs,
+                              run_limit=RUN_LIMIT)
 
     app.add_route("/", root, methods=["GET"], include_in_schema=False)
     app.add_route(PREFIX, root, methods=["GET"], include_in_schema=False)
@@ -200,6 +250,8 @@ def install(app: Starlette, console: Console) -> None:
         ("/record/{record_id}", page(record), "GET"),
         ("/record/{record_id}/forget", page(forget_form), "GET"),
         ("/record/{record_id}/forget", action(forget), "POST"),
+        ("/record/{record_id}/reinforce", action(reinforce), "POST"),
+        ("/record/{record_id}/store", action(change_store), "POST"),
         ("/journal", page(journal), "GET"),
         ("/evolution", page(evolution), "GET"),
         ("/audit", page(audit), "GET"),
@@ -235,12 +287,43 @@ async def _curve(console: Console, session: Session | None, record_id: str,
     return svg, first
 
 
-def _feedback(events: Any) -> list[str]:
-    """A rule's last three feedback events as `type date`, whatever shape they were stored in."""
-    if not isinstance(events, list):
-        return []
-    return [f"{e.get('type', '')} {str(e.get('timestamp', ''))[:10]}".strip() if isinstance(e, dict) else str(e)
-            for e in events[-3:]]
+async def _sessions_page(console: Console, request: Request, session: Session | None) -> Response:
+    q = request.query_params
+    body: dict[str, Any] = {"limit": PAGE_SIZE, "cursor": q.get("cursor") or None}
+    for name in ("agent", "workspace"):
+        if q.get(name, "").strip():
+            body[name] = q[name].strip()
+    listed = await console.call(session, "recall.sessions", body)
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for item in listed.sessions:
+        groups.setdefault((item.agent or "", item.workspace or ""), []).append(item)
+    return console.render(request, session, "sessions.html", listed=listed, groups=sorted(groups.items()),
+                          agent=body.get("agent", ""), workspace=body.get("workspace", ""))
+
+
+async def _summaries(console: Console, session: Session | None, records: Any) -> list[Any]:
+    """The dream summaries and facts made from `records`, each once, in the order first met."""
+    ids = list(dict.fromkeys(str(d) for r in records for d in r.derived_memory_ids))[:SUMMARY_LIMIT]
+    found = []
+    for record_id in ids:
+        try:
+            found.append(await console.call(session, "introspect.record", {"record_id": record_id}))
+        except CMPError as exc:  # forgotten since: the backlink outlived it
+            if exc.code is not ErrorCode.RECORD_NOT_FOUND:
+                raise
+    return found
+
+
+async def _runs(console: Console, session: Session | None, op: str) -> list[Any]:
+    """The latest runs of `op`, finished or failed (not the intent entries written before a change)."""
+    log = await console.call(session, "introspect.audit", {"op": op, "limit": RUN_LIMIT * 4})
+    return [e for e in log.entries if e.phase != "intent"][:RUN_LIMIT]
+
+
+def _dreamed(metadata: Any) -> bool:
+    """Whether a dream made the record: its metadata names the journal turns (dream/sources.py)."""
+    origin = metadata.get("_origin") if isinstance(metadata, dict) else None
+    return isinstance(origin, dict) and bool(origin.get("raw_record_ids"))
 
 
 def _steps(start: float, end: float, n: int) -> list[float]:

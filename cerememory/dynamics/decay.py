@@ -102,19 +102,26 @@ def evaluate(heads: Sequence[Any], now: float, params: Mapping[StoreType, DecayP
     """Fidelity and noise of every record head at `now`, vectorised (no Python loop per record
     beyond reading the fields)."""
     n = len(heads)
-    stores = list(StoreType)
-    code_of = {s: i for i, s in enumerate(stores)}
+    code_of = {s: i for i, s in enumerate(StoreType)}
 
     def column(name: str) -> np.ndarray:
         return np.fromiter(map(attrgetter(name), heads), dtype=np.float64, count=n)
 
     codes = np.fromiter((code_of[h.store] for h in heads), dtype=np.int64, count=n)
+    return evaluate_columns(codes, column("last_accessed_at"), column("stability"), column("emotion_intensity"),
+                            column("fidelity_base"), now, params)
+
+
+def evaluate_columns(codes: np.ndarray, last_accessed_at: np.ndarray, stability: np.ndarray,
+                     intensity: np.ndarray, base: np.ndarray, now: float,
+                     params: Mapping[StoreType, DecayParams]) -> Evaluation:
+    """`evaluate` over heads already read into columns (codes are positions in StoreType)."""
+    stores = list(StoreType)
 
     def per_store(name: str) -> np.ndarray:
         return np.array([getattr(params[s], name) for s in stores])[codes]
 
-    elapsed = now - column("last_accessed_at")
-    stability, intensity = column("stability"), column("emotion_intensity")
-    score = fidelity(column("fidelity_base"), elapsed, stability, per_store("exponent"), intensity)
+    elapsed = now - last_accessed_at
+    score = fidelity(base, elapsed, stability, per_store("exponent"), intensity)
     return Evaluation(codes, score, noise(0.0, elapsed, stability, per_store("interference"), score),
                       per_store("prune"), intensity)

@@ -132,13 +132,21 @@ class Encoding:
         return results, inferred
 
     def update(self, req: m.EncodeUpdateRequest) -> None:
-        if req.content is None and req.emotion is None and req.metadata is None and req.meta is None:
+        if req.content is None and req.emotion is None and req.metadata is None and req.meta is None \
+                and req.store is None:
             raise CMPError(ErrorCode.VALIDATION_ERROR, "encode.update: nothing to update",
-                           hint="give at least one of content, emotion, metadata, meta")
+                           hint="give at least one of content, emotion, metadata, meta, store")
         vectors = self.core.vectors_of([(req.record_id, req.content)]) if req.content is not None else None
         with self.writer.lock:
             record = self.core.get(req.record_id)
             update: dict[str, Any] = {"updated_at": self.core.now(), "version": record.version + 1}
+            if req.store is not None and req.store is not record.store:
+                if StoreType.WORKING in (req.store, record.store):
+                    raise CMPError(ErrorCode.VALIDATION_ERROR,
+                                   f"encode.update: a record cannot move from {record.store.value} "
+                                   f"to {req.store.value}",
+                                   hint="working memory lives in RAM only: store a copy with encode.store instead")
+                update["store"] = req.store
             if req.content is not None:
                 update["content"] = req.content
             if req.emotion is not None:

@@ -195,6 +195,9 @@ class Engine:
     def recall_raw_query(self, req: m.RecallRawQueryRequest) -> m.RecallRawQueryResponse:
         return self.recall.raw_query(req)
 
+    def recall_sessions(self, req: m.RecallSessionsRequest) -> m.RecallSessionsResponse:
+        return self.recall.sessions(req)
+
     def recall_list(self, req: m.RecallListRequest) -> m.RecallListResponse:
         return self.listing.list_records(req)
 
@@ -214,6 +217,9 @@ class Engine:
 
     def lifecycle_forget(self, req: m.ForgetRequest) -> m.ForgetResponse:
         return self.lifecycle.forget(req)
+
+    def lifecycle_reinforce(self, req: m.ReinforceRequest) -> m.ReinforceResponse:
+        return self.recall.reinforce(req)
 
     def lifecycle_export(self, req: m.ExportRequest, *, sink: BinaryIO | None = None,
                          progress: ProgressFn | None = None) -> m.ExportResponse:

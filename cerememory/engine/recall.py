@@ -31,6 +31,7 @@ from ..model import (
     EmotionVector,
     MetaEdge,
     RecallMode,
+    SecrecyLevel,
     StoreType,
     from_ts,
     to_ts,
@@ -82,6 +83,19 @@ class Recall:
             caller = context.current()
             self.core.audit.append("recall.reconsolidate", record_ids=[str(i) for i in ids],
                               key_id=caller.key_id, request_id=caller.request_id, transport=caller.transport)
+        self._strengthen(ids)
+
+    def reinforce(self, req: m.ReinforceRequest) -> m.ReinforceResponse:
+        """`lifecycle.reinforce`: what a recall does to what it returns, asked for by name (the
+        operation's own audit entry names the records). All or nothing: an unknown id changes nothing."""
+        ids = list(dict.fromkeys(req.record_ids))
+        missing = [i for i in ids if not self.core.exists(i)]
+        if missing:
+            raise not_found(missing[0])
+        self._strengthen(ids)
+        return m.ReinforceResponse(records_reinforced=len(ids))
+
+    def _strengthen(self, ids: Sequence[uuid.UUID]) -> None:
         now = self.core.clock()
         for i in ids:
             head = self.core.records.heads.get(i)
@@ -151,15 +165,15 @@ class Recall:
         else:
             # no content cue: the most recent memories (inside the temporal range, if any), or
             # with an emotion cue the memories whose affect matches it best
-            ids = [i for i in self.core.candidate_ids(stores) if in_window(i)]
             if (feeling := cue.emotion) is not None:
+                ids = [i for i in self.core.candidate_ids(stores) if in_window(i)]
                 meta.signals.append("emotion")
                 ranked = heapq.nlargest(max(pool, req.limit * 2), ids,
                                         key=lambda i: (self._affect_match(i, feeling), self.core.created(i)))
                 scores = {i: self._affect_match(i, feeling) for i in ranked}
             else:
                 meta.signals.append("temporal" if cue.temporal else "recency")
-                newest = heapq.nlargest(max(pool, req.limit * 2), ids, key=self.core.created)
+                newest = self._newest(stores, max(pool, req.limit * 2), start, end)
                 scores = {i: 1.0 / (1 + rank) ** 0.5 for rank, i in enumerate(newest)}
         meta.total_records_scanned = len(scores)
         wanted = set(stores)
@@ -236,6 +250,17 @@ class Recall:
             inside = start <= self.core.created(i) < end
             scores[i] = s * (1.0 + weight * inside) / (1.0 + weight)
         return True
+
+    def _newest(self, stores: Sequence[StoreType], k: int, start: float | None,
+                end: float | None) -> list[uuid.UUID]:
+        """The `k` most recently created records of `stores` (inside [start, end] when given):
+        the durable ones from the heads' columns, working memory's beside them."""
+        window = (start, end) if start is not None and end is not None else (None, None)
+        found = self.core.records.columns().newest(stores, k, *window)
+        if StoreType.WORKING in stores:
+            in_window = self._in_window(*window)
+            found += [r.id for r in self.core.working.records() if in_window(r.id)]
+        return heapq.nlargest(k, found, key=self.core.created)
 
     def _in_window(self, start: float | None, end: float | None) -> Callable[[uuid.UUID], bool]:
         """Whether a record was created inside [start, end] (always, without a window)."""
@@ -401,12 +426,10 @@ class Recall:
 
     @reporting
     def raw_query(self, req: m.RecallRawQueryRequest) -> m.RecallRawQueryResponse:
-        visibility = allowed_visibility(req.include_private_scratch, req.include_sealed)
-        secrecy = [s.value for s in (req.secrecy_levels or DEFAULT_SECRECY)]
         start = to_ts(req.temporal.start) if req.temporal else None
         end = to_ts(req.temporal.end) if req.temporal else None
-        filters = RawFilters(visibility=visibility, secrecy=secrecy, session_id=req.session_id,
-                             start=start, end=end)
+        filters = _raw_filters(req.include_private_scratch, req.include_sealed, req.secrecy_levels,
+                               session_id=req.session_id, start=start, end=end)
         if req.derived_memory_id is not None:  # forensic recall: one hop from a dream's output
             sources = sources_of(self.core.get(req.derived_memory_id))
             if req.record_ids:
@@ -423,6 +446,52 @@ class Recall:
             records, total = self.core.journal.query(filters, ids=req.record_ids or None, limit=req.limit)
         records.sort(key=lambda r: (r.created_at, r.id))
         return m.RecallRawQueryResponse(records=records, total_candidates=total)
+
+
+    def sessions(self, req: m.RecallSessionsRequest) -> m.RecallSessionsResponse:
+        """The journal's sessions from one aggregate query; agent and workspace are read from
+        each listed session's first turn, so a page reads as many bodies as it lists (more
+        only when it filters by agent or workspace)."""
+        rows = self.core.journal.sessions(_raw_filters(req.include_private_scratch, req.include_sealed,
+                                                       req.secrecy_levels))
+        position = _cursor(req.cursor)
+        found: list[m.JournalSession] = []
+        while position < len(rows) and len(found) < req.limit:
+            chunk = rows[position:position + (req.limit - len(found) if not (req.agent or req.workspace) else 500)]
+            firsts = {r.id: r.metadata for r in self.core.journal.get([row[5] for row in chunk])}
+            for n, row in enumerate(chunk):
+                meta = firsts.get(row[5], {})
+                agent, workspace = _text_or_none(meta.get("agent")), _text_or_none(meta.get("workspace"))
+                if (req.agent and agent != req.agent) or (req.workspace and workspace != req.workspace):
+                    continue
+                found.append(m.JournalSession(session_id=row[0], agent=agent, workspace=workspace, turns=row[1],
+                                              dreamed=row[4], first_at=from_ts(row[2]), last_at=from_ts(row[3])))
+                if len(found) == req.limit:
+                    chunk = chunk[:n + 1]
+                    break
+            position += len(chunk)
+        return m.RecallSessionsResponse(sessions=found, total_sessions=len(rows),
+                                        next_cursor=str(position) if position < len(rows) else None)
+
+
+def _raw_filters(include_private_scratch: bool, include_sealed: bool, secrecy: Sequence[SecrecyLevel] | None, *,
+                 session_id: str | None = None, start: float | None = None, end: float | None = None) -> RawFilters:
+    return RawFilters(visibility=allowed_visibility(include_private_scratch, include_sealed),
+                      secrecy=[s.value for s in (secrecy or DEFAULT_SECRECY)],
+                      session_id=session_id, start=start, end=end)
+
+
+def _cursor(value: str | None) -> int:
+    if not value:
+        return 0
+    if not value.isdigit():
+        raise CMPError(ErrorCode.VALIDATION_ERROR, f"{value[:40]!r} is not a cursor of recall.sessions",
+                       hint="pass the next_cursor of the previous answer, or none for the first page")
+    return int(value)
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def topic_words(text: str) -> str:

@@ -120,7 +120,7 @@ class Writer:
         note_records(ids)  # the audit entry of the running operation lists every deleted record
 
     def update(self, record: MemoryRecord, vectors: Vectors | None) -> None:
-        """Replace one record's content, emotion, metadata or meta; `vectors` when its content
+        """Replace one record's content, emotion, metadata, meta or store; `vectors` when its content
         changed (its old vector goes)."""
         core = self.core
         durable = record.store is not StoreType.WORKING
@@ -140,6 +140,8 @@ class Writer:
         if vectors is not None:
             core.vectors.remove([record.id])
             self._add_vectors_ram(vectors, {record.id: record.store})
+        else:  # a move to another store keeps its vector, filed under the new store
+            core.vectors.set_code(record.id, STORE_CODE[record.store])
         core.text.stage(seq, delete=[str(record.id)], add=[record_text_doc(record)])
         core.text.mark_pending()
 

@@ -37,6 +37,7 @@ class AssociationGraph:
         # does not pay for importing it
         self._g: nx.MultiDiGraph | None = None
         self._lock = threading.Lock()
+        self._edges: int | None = None  # counting walks every node: kept until the graph changes
 
     @property
     def g(self) -> nx.MultiDiGraph:
@@ -47,22 +48,29 @@ class AssociationGraph:
         return self._g
 
     def __len__(self) -> int:
-        return self._g.number_of_edges() if self._g is not None else 0
+        count = self._edges
+        if count is None:
+            with self._lock:
+                count = self._edges = self._g.number_of_edges() if self._g is not None else 0
+        return count
 
     def add(self, edges: Iterable[Edge]) -> None:
         with self._lock:
+            self._edges = None
             for e in edges:
                 self.g.add_edge(e.source, e.target, key=e.type, weight=e.weight,
                                 created_at=e.created_at, last_co_activation=e.last_co_activation)
 
     def remove_nodes(self, ids: Iterable[uuid.UUID]) -> None:
         with self._lock:
+            self._edges = None
             if self._g is not None:
                 self._g.remove_nodes_from(list(ids))
 
     def remove_out_edges(self, ids: Iterable[uuid.UUID]) -> None:
         """Drop what these records point at, keeping what points at them (an overwrite)."""
         with self._lock:
+            self._edges = None
             for node in ids:
                 if self._g is not None and node in self._g:
                     self._g.remove_edges_from(list(self._g.out_edges(node, keys=True)))

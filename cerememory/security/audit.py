@@ -155,7 +155,10 @@ def read_entries(lines: Iterable[bytes], *, limit: int, before_seq: int | None =
     """The newest `limit` entries (newest first) with a `seq` below `before_seq`, of operation
     `op` when given; lines that do not parse are skipped (`verify` says where the chain breaks)."""
     found: list[dict[str, Any]] = []
+    needle = json.dumps(op).encode() if op is not None else b""  # every entry of `op` holds it verbatim
     for raw in lines:
+        if needle not in raw:  # most lines of a filtered read are skipped without parsing them
+            continue
         try:
             entry = json.loads(raw)
         except ValueError:

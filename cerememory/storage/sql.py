@@ -19,6 +19,7 @@ class Dialect:
     in_list: str  # `column` in a list parameter, with {column} and {param}
     in_ids: str  # `column` in a list of UUIDs (passed as `ids`)
     ids: Any  # how a list of UUIDs is passed
+    first_id: str  # the aggregate: the id of a group's earliest record
 
     def any_of(self, column: str) -> str:
         return self.in_list.format(column=column, param=self.param)
@@ -53,6 +54,16 @@ def journal_select(d: Dialect, filters: RawFilters, ids: Sequence[uuid.UUID] | N
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
     return sql, params
+
+
+def journal_sessions(d: Dialect, filters: RawFilters) -> tuple[str, list[Any]]:
+    """Per session with a record passing the filters: (session_id, records, first and last
+    created_at, records a dream processed, the first record's id), latest activity first."""
+    clause, params = journal_where(d, filters, None)
+    return (f"SELECT session_id, count(*), min(created_at), max(created_at), "
+            f"count(*) FILTER (WHERE dream_processed_at IS NOT NULL), {d.first_id} "
+            f"FROM raw_journal WHERE {clause} GROUP BY session_id "
+            f"ORDER BY max(created_at) DESC, session_id"), params
 
 
 def journal_pending(d: Dialect, visibility: Sequence[str], secrecy: Sequence[str],

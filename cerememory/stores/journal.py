@@ -103,6 +103,10 @@ class JournalStore:
         total = self.rows.count(filters, ids=ids) if count else -1
         return self._records(self.rows.select(filters, ids=ids, limit=limit, newest_first=newest_first)), total
 
+    def sessions(self, filters: RawFilters) -> list[Row]:
+        """Each session's counts, first and last instant and first record id, latest activity first."""
+        return self.rows.sessions(filters)
+
     def passing(self, filters: RawFilters, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
         """Which of `ids` pass the filters: ids only, so a ranked search reads whole records
         for the few it returns, not for every hit."""

@@ -19,8 +19,10 @@ from ..model import FidelityState, MemoryRecord, StoreType, from_ts, to_ts
 from ..storage import codec
 from ..storage.base import HEAD_COLUMNS, RecordRows, Tables
 from ..storage.crypto import PLAINTEXT, Sealer
+from .columns import HeadColumns
 from .undecodable import UndecodableLog, UndecodableRecord
 
+TOUCHED_LIMIT = 10_000  # reinforced heads patched into the columns; past it they are rebuilt
 BODY_FIELDS = {"content", "emotion", "metadata", "meta"}
 # A block's embedding is the record's vector: it lives once, in the vectors table (and the RAM
 # index), not again in every body, which it would make ten times larger.
@@ -184,6 +186,12 @@ class RecordStore:
         # bumped whenever a record is written or removed (not by decay or recall, which change
         # only fidelity and access): what was derived from bodies at revision N still holds at N
         self.revision = 0
+        # the heads as columns (see `columns`), and the ids recall changed in place since
+        self._columns: HeadColumns | None = None
+        self._columns_revision = -1
+        self._touched: list[uuid.UUID] = []
+        self._stale = False  # too many touched, or heads re-read from the database: rebuild
+        self._columns_lock = threading.Lock()
 
     def load(self) -> None:
         """Read every head."""
@@ -203,6 +211,8 @@ class RecordStore:
         rows = self.rows.heads_of(ids)
         found = {row[0] for row in rows}
         self._put_rows(rows)
+        with self._queue_lock:
+            self._stale = True
         gone = [i for i in ids if i not in found]
         if gone:
             self.forget_heads(gone)
@@ -216,6 +226,22 @@ class RecordStore:
     def items(self) -> list[tuple[uuid.UUID, Head]]:
         """A snapshot, safe to iterate while writers add or remove records."""
         return list(self.heads.items())
+
+    def columns(self) -> HeadColumns:
+        """Every head as numpy columns: rebuilt when records were written or removed since the
+        last call, else the last columns with the rows recall reinforced since patched in."""
+        with self._columns_lock:
+            with self._queue_lock:
+                touched, stale = self._touched, self._stale
+                self._touched, self._stale = [], False
+            revision = self.revision
+            columns = self._columns
+            if columns is None or stale or self._columns_revision != revision:
+                columns = HeadColumns.of(self.items())
+            elif touched:
+                columns = columns.patched(self.heads, touched)
+            self._columns, self._columns_revision = columns, revision
+            return columns
 
     # ------------------------------------------------------------ writes (caller holds a transaction)
 
@@ -268,9 +294,14 @@ class RecordStore:
         })
 
     def reinforced(self, event: Reinforcement) -> None:
-        """A recall already applied to the head in RAM, queued for `flush_reinforcements`."""
+        """A recall already applied to the head in RAM, queued for `flush_reinforcements` (and
+        for `columns`)."""
         with self._queue_lock:
             self.reinforcements.append(event)
+            if len(self._touched) < TOUCHED_LIMIT:
+                self._touched.append(event.record_id)
+            else:
+                self._stale = True
 
     def _drop_reinforcements(self, ids: Iterable[uuid.UUID]) -> None:
         gone = set(ids)

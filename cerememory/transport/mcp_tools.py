@@ -246,9 +246,10 @@ def update(
     emotion: Emotion = None,
     meta: Meta = None,
     metadata: Metadata = None,
+    store: Annotated[StoreName | None, Field(description="move the record to this curated store")] = None,
 ) -> ToolCall:
     return ToolCall({"record_id": record_id, "content": build.text_content(content) if content else None,
-                     "emotion": build.emotion(emotion), "meta": meta, "metadata": metadata},
+                     "emotion": build.emotion(emotion), "meta": meta, "metadata": metadata, "store": store},
                     present=_updated(record_id))
 
 
@@ -345,12 +346,27 @@ def associate(
 # ---------------------------------------------------------------- lifecycle
 
 
+def sessions(
+    agent: Annotated[str | None, Field(description="only this agent's sessions (claude-code, codex...)")] = None,
+    workspace: Annotated[str | None, Field(description="only sessions in this directory")] = None,
+    limit: Limit = 50,
+    cursor: Annotated[str | None, Field(description="next_cursor of the previous answer")] = None,
+) -> ToolCall:
+    return ToolCall({"agent": agent, "workspace": workspace, "limit": limit, "cursor": cursor})
+
+
 def forget(
     record_ids: Annotated[list[str], Csv, Field(min_length=1, description="the records to delete")],
     confirm: Annotated[bool, Field(description="must be true: forgetting is permanent")] = False,
     cascade: Annotated[bool, Field(description="also delete the records they link to")] = False,
 ) -> ToolCall:
     return ToolCall({"record_ids": record_ids, "cascade": cascade, "confirm": confirm})
+
+
+def reinforce(
+    record_ids: Annotated[list[str], Csv, Field(min_length=1, description="the records to strengthen")],
+) -> ToolCall:
+    return ToolCall({"record_ids": record_ids})
 
 
 def consolidate(

@@ -553,20 +553,22 @@ class EncodeBatchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[EncodeStoreResponse, _Mapping]]] = ..., associations_inferred: _Optional[int] = ...) -> None: ...
 
 class EncodeUpdateRequest(_message.Message):
-    __slots__ = ("header", "record_id", "content", "emotion", "metadata", "meta")
+    __slots__ = ("header", "record_id", "content", "emotion", "metadata", "meta", "store")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     RECORD_ID_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     EMOTION_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     META_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
     header: CMPHeader
     record_id: str
     content: MemoryContent
     emotion: EmotionVector
     metadata: _struct_pb2.Struct
     meta: MetaMemory
-    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., record_id: _Optional[str] = ..., content: _Optional[_Union[MemoryContent, _Mapping]] = ..., emotion: _Optional[_Union[EmotionVector, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., meta: _Optional[_Union[MetaMemory, _Mapping]] = ...) -> None: ...
+    store: StoreType
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., record_id: _Optional[str] = ..., content: _Optional[_Union[MemoryContent, _Mapping]] = ..., emotion: _Optional[_Union[EmotionVector, _Mapping]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., meta: _Optional[_Union[MetaMemory, _Mapping]] = ..., store: _Optional[_Union[StoreType, str]] = ...) -> None: ...
 
 class EncodeStoreRawRequest(_message.Message):
     __slots__ = ("header", "session_id", "turn_id", "topic_id", "source", "speaker", "visibility", "secrecy_level", "content", "metadata", "meta", "created_at")
@@ -902,6 +904,54 @@ class RecallRawQueryResponse(_message.Message):
     undecodable_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, records: _Optional[_Iterable[_Union[RawJournalRecord, _Mapping]]] = ..., total_candidates: _Optional[int] = ..., undecodable_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class RecallSessionsRequest(_message.Message):
+    __slots__ = ("header", "agent", "workspace", "cursor", "limit", "include_private_scratch", "include_sealed", "secrecy_levels")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PRIVATE_SCRATCH_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_SEALED_FIELD_NUMBER: _ClassVar[int]
+    SECRECY_LEVELS_FIELD_NUMBER: _ClassVar[int]
+    header: CMPHeader
+    agent: str
+    workspace: str
+    cursor: str
+    limit: int
+    include_private_scratch: bool
+    include_sealed: bool
+    secrecy_levels: _containers.RepeatedScalarFieldContainer[SecrecyLevel]
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., agent: _Optional[str] = ..., workspace: _Optional[str] = ..., cursor: _Optional[str] = ..., limit: _Optional[int] = ..., include_private_scratch: _Optional[bool] = ..., include_sealed: _Optional[bool] = ..., secrecy_levels: _Optional[_Iterable[_Union[SecrecyLevel, str]]] = ...) -> None: ...
+
+class JournalSession(_message.Message):
+    __slots__ = ("session_id", "agent", "workspace", "turns", "dreamed", "first_at", "last_at")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    DREAMED_FIELD_NUMBER: _ClassVar[int]
+    FIRST_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_AT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    agent: str
+    workspace: str
+    turns: int
+    dreamed: int
+    first_at: _timestamp_pb2.Timestamp
+    last_at: _timestamp_pb2.Timestamp
+    def __init__(self, session_id: _Optional[str] = ..., agent: _Optional[str] = ..., workspace: _Optional[str] = ..., turns: _Optional[int] = ..., dreamed: _Optional[int] = ..., first_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class RecallSessionsResponse(_message.Message):
+    __slots__ = ("sessions", "next_cursor", "total_sessions")
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[JournalSession]
+    next_cursor: str
+    total_sessions: int
+    def __init__(self, sessions: _Optional[_Iterable[_Union[JournalSession, _Mapping]]] = ..., next_cursor: _Optional[str] = ..., total_sessions: _Optional[int] = ...) -> None: ...
+
 class RecallListRequest(_message.Message):
     __slots__ = ("header", "store", "metadata", "fields", "cursor", "limit", "similar_to")
     HEADER_FIELD_NUMBER: _ClassVar[int]
@@ -1176,6 +1226,20 @@ class ForgetResponse(_message.Message):
     RECORDS_DELETED_FIELD_NUMBER: _ClassVar[int]
     records_deleted: int
     def __init__(self, records_deleted: _Optional[int] = ...) -> None: ...
+
+class ReinforceRequest(_message.Message):
+    __slots__ = ("header", "record_ids")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    RECORD_IDS_FIELD_NUMBER: _ClassVar[int]
+    header: CMPHeader
+    record_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., record_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ReinforceResponse(_message.Message):
+    __slots__ = ("records_reinforced",)
+    RECORDS_REINFORCED_FIELD_NUMBER: _ClassVar[int]
+    records_reinforced: int
+    def __init__(self, records_reinforced: _Optional[int] = ...) -> None: ...
 
 class ExportRequest(_message.Message):
     __slots__ = ("header", "format", "stores", "include_raw_journal", "encrypt", "encryption_key")

@@ -97,6 +97,11 @@ class CerememoryServiceStub:
                 request_serializer=cerememory_dot_v1_dot_cerememory__pb2.RecallListRequest.SerializeToString,
                 response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.RecallListResponse.FromString,
                 _registered_method=True)
+        self.RecallSessions = channel.unary_unary(
+                '/cerememory.v1.CerememoryService/RecallSessions',
+                request_serializer=cerememory_dot_v1_dot_cerememory__pb2.RecallSessionsRequest.SerializeToString,
+                response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.RecallSessionsResponse.FromString,
+                _registered_method=True)
         self.Consolidate = channel.unary_unary(
                 '/cerememory.v1.CerememoryService/Consolidate',
                 request_serializer=cerememory_dot_v1_dot_cerememory__pb2.ConsolidateRequest.SerializeToString,
@@ -121,6 +126,11 @@ class CerememoryServiceStub:
                 '/cerememory.v1.CerememoryService/Forget',
                 request_serializer=cerememory_dot_v1_dot_cerememory__pb2.ForgetRequest.SerializeToString,
                 response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.ForgetResponse.FromString,
+                _registered_method=True)
+        self.Reinforce = channel.unary_unary(
+                '/cerememory.v1.CerememoryService/Reinforce',
+                request_serializer=cerememory_dot_v1_dot_cerememory__pb2.ReinforceRequest.SerializeToString,
+                response_deserializer=cerememory_dot_v1_dot_cerememory__pb2.ReinforceResponse.FromString,
                 _registered_method=True)
         self.Export = channel.unary_stream(
                 '/cerememory.v1.CerememoryService/Export',
@@ -248,6 +258,12 @@ class CerememoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecallSessions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Consolidate(self, request, context):
         """lifecycle
         """
@@ -275,6 +291,13 @@ class CerememoryServiceServicer:
 
     def Forget(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Reinforce(self, request, context):
+        """Strengthen records as a recall would: fidelity back, more stability, the decay clock restarts.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -402,6 +425,11 @@ def add_CerememoryServiceServicer_to_server(servicer, server):
                     request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.RecallListRequest.FromString,
                     response_serializer=cerememory_dot_v1_dot_cerememory__pb2.RecallListResponse.SerializeToString,
             ),
+            'RecallSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecallSessions,
+                    request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.RecallSessionsRequest.FromString,
+                    response_serializer=cerememory_dot_v1_dot_cerememory__pb2.RecallSessionsResponse.SerializeToString,
+            ),
             'Consolidate': grpc.unary_unary_rpc_method_handler(
                     servicer.Consolidate,
                     request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.ConsolidateRequest.FromString,
@@ -426,6 +454,11 @@ def add_CerememoryServiceServicer_to_server(servicer, server):
                     servicer.Forget,
                     request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.ForgetRequest.FromString,
                     response_serializer=cerememory_dot_v1_dot_cerememory__pb2.ForgetResponse.SerializeToString,
+            ),
+            'Reinforce': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reinforce,
+                    request_deserializer=cerememory_dot_v1_dot_cerememory__pb2.ReinforceRequest.FromString,
+                    response_serializer=cerememory_dot_v1_dot_cerememory__pb2.ReinforceResponse.SerializeToString,
             ),
             'Export': grpc.unary_stream_rpc_method_handler(
                     servicer.Export,
@@ -810,6 +843,33 @@ class CerememoryService:
             _registered_method=True)
 
     @staticmethod
+    def RecallSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cerememory.v1.CerememoryService/RecallSessions',
+            cerememory_dot_v1_dot_cerememory__pb2.RecallSessionsRequest.SerializeToString,
+            cerememory_dot_v1_dot_cerememory__pb2.RecallSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def Consolidate(request,
             target,
             options=(),
@@ -934,6 +994,33 @@ class CerememoryService:
             '/cerememory.v1.CerememoryService/Forget',
             cerememory_dot_v1_dot_cerememory__pb2.ForgetRequest.SerializeToString,
             cerememory_dot_v1_dot_cerememory__pb2.ForgetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reinforce(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cerememory.v1.CerememoryService/Reinforce',
+            cerememory_dot_v1_dot_cerememory__pb2.ReinforceRequest.SerializeToString,
+            cerememory_dot_v1_dot_cerememory__pb2.ReinforceResponse.FromString,
             options,
             channel_credentials,
             insecure,

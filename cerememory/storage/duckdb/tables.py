@@ -160,7 +160,8 @@ class DuckRecords(_Rows):
 
 
 DUCK = Dialect(param="?", in_list="{column} IN (SELECT unnest({param}))",
-               in_ids="{column} IN (SELECT unnest({param}::UUID[]))", ids=_ids)
+               in_ids="{column} IN (SELECT unnest({param}::UUID[]))", ids=_ids,
+               first_id="arg_min(id, (created_at, id))")
 
 
 class DuckJournal(_Rows):
@@ -178,6 +179,9 @@ class DuckJournal(_Rows):
 
     def pending(self, visibility: Sequence[str], secrecy: Sequence[str], session_id: str | None) -> list[Row]:
         return self._read(*sql.journal_pending(DUCK, visibility, secrecy, session_id))
+
+    def sessions(self, filters: RawFilters) -> list[Row]:
+        return self._read(*sql.journal_sessions(DUCK, filters))
 
     def by_ids(self, ids: Sequence[uuid.UUID]) -> list[Row]:
         return self._read(f"{sql.JOURNAL} WHERE id IN (SELECT unnest(?::UUID[]))", [_ids(ids)]) if ids else []

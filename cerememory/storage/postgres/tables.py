@@ -180,7 +180,8 @@ class PgRecords(_Rows):
         return applied
 
 
-PG = Dialect(param="%s", in_list="{column} = ANY({param})", in_ids="{column} = ANY({param}::uuid[])", ids=list)
+PG = Dialect(param="%s", in_list="{column} = ANY({param})", in_ids="{column} = ANY({param}::uuid[])", ids=list,
+            first_id="(array_agg(id ORDER BY created_at, id))[1]")
 
 
 def _journal_row(row: Row) -> Row:
@@ -205,6 +206,9 @@ class PgJournal(_Rows):
 
     def pending(self, visibility: Sequence[str], secrecy: Sequence[str], session_id: str | None) -> list[Row]:
         return self._rows(*sql.journal_pending(PG, visibility, secrecy, session_id))
+
+    def sessions(self, filters: RawFilters) -> list[Row]:
+        return self._read(*sql.journal_sessions(PG, filters))
 
     def by_ids(self, ids: Sequence[uuid.UUID]) -> list[Row]:
         return self._rows(f"{sql.JOURNAL} WHERE id = ANY(%s::uuid[])", [list(ids)]) if ids else []
