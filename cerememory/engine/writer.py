@@ -30,9 +30,9 @@ from ..dream.grouping import Group
 from ..index.graph import Edge
 from ..model import STORE_CODE, MemoryRecord, RawJournalRecord, RecallMode, StoreType
 from ..storage.base import Tables
-from ..storage.crypto import VECTOR
+from ..storage.crypto import VECTOR, Plaintext
 from ..stores.records import Head, Written
-from .core import EngineCore, Vectors
+from .core import EngineCore, Vectors, by_dimension
 from .docs import raw_text_doc, record_text_doc
 
 log = logging.getLogger("cerememory")
@@ -289,12 +289,15 @@ class Writer:
         return uow.state.bump(RECORDS_SEQ)
 
     def _insert_vectors(self, uow: Tables, vectors: Vectors) -> None:
-        items = list(vectors.items())
-        uow.vectors.insert(
-            {"record_id": [i for i, _ in items], "dim": [int(v.shape[0]) for _, (v, _) in items],
-             "model": [model for _, (_, model) in items],
-             "vec": self.core.sealer.seal_many([i for i, _ in items], [v.tobytes() for _, (v, _) in items],
-                                               VECTOR)})
+        """One columnar insert per dimension: an unencrypted directory hands the float32 matrix
+        itself to storage; an encrypted one seals each row under its record's key."""
+        sealer = self.core.sealer
+        for group in by_dimension(vectors):
+            n, dim = group.matrix.shape
+            vec: np.ndarray | list[bytes] = group.matrix
+            if not isinstance(sealer, Plaintext):
+                vec = sealer.seal_many(group.ids, [row.tobytes() for row in group.matrix], VECTOR)
+            uow.vectors.insert({"record_id": group.ids, "dim": [dim] * n, "model": group.models}, vec)
 
     def _insert_edges(self, uow: Tables, edges: Sequence[Edge]) -> None:
         uow.edges.insert(
@@ -343,11 +346,8 @@ class Writer:
             log.exception("the keys of %d forgotten records could not be erased yet", len(ids))
 
     def _add_vectors_ram(self, vectors: Vectors, stores: Mapping[uuid.UUID, StoreType]) -> None:
-        by_dim: dict[int, list[uuid.UUID]] = {}
-        for record_id, (vec, _) in vectors.items():
-            by_dim.setdefault(vec.shape[0], []).append(record_id)
-        for ids in by_dim.values():
-            self.core.vectors.add(ids, [STORE_CODE[stores[i]] for i in ids], np.stack([vectors[i][0] for i in ids]))
+        for group in by_dimension(vectors):
+            self.core.vectors.add(group.ids, [STORE_CODE[stores[i]] for i in group.ids], group.matrix)
 
     def _evict(self, ids: Sequence[uuid.UUID], seq: int) -> None:
         """Working-memory evictions leave no trace in the indexes."""

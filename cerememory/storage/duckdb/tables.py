@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from ...model import uuid_from_text
@@ -53,7 +54,8 @@ class _Rows:
         if not columns or not next(iter(columns.values())):
             return
         tx = self._writer()
-        batch = pa.table({k: ([str(x) for x in v] if k in _UUID_COLUMNS else list(v)) for k, v in columns.items()})
+        batch = pa.table({k: (v if isinstance(v, pa.Array) else [str(x) for x in v] if k in _UUID_COLUMNS
+                              else list(v)) for k, v in columns.items()})
         select = ", ".join(f"{k}::UUID" if k in _UUID_COLUMNS else k for k in columns)
         verb = "INSERT OR REPLACE" if replace else "INSERT"
         name = f"_batch_{threading.get_ident()}"
@@ -235,8 +237,13 @@ class DuckVectors(_Rows):
                           [_ids(ids)])
         return [(row[0], row[1], row[2]) for row in rows]
 
-    def insert(self, columns: Columns) -> None:
-        self._insert("vectors", columns)
+    def insert(self, columns: Columns, vec: Sequence[bytes] | np.ndarray) -> None:
+        blobs: Sequence[bytes] | pa.Array = vec
+        if isinstance(vec, np.ndarray):  # a float32 matrix: its rows become blobs without a copy per row
+            matrix = np.ascontiguousarray(vec, dtype=np.float32)
+            blobs = pa.FixedSizeBinaryArray.from_buffers(pa.binary(matrix.shape[1] * 4), matrix.shape[0],
+                                                         [None, pa.py_buffer(matrix)])
+        self._insert("vectors", {**columns, "vec": blobs})
 
     def delete(self, ids: Sequence[uuid.UUID]) -> None:
         self._delete("vectors", "record_id", ids)
