@@ -17,7 +17,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import crashpoints
 from ..cmp.context import note_records
+from ..cmp.errors import not_found
 from ..dream import failures
 from ..dream.grouping import Group
 from ..index.graph import Edge
@@ -34,6 +35,7 @@ from ..storage.crypto import VECTOR, Plaintext
 from ..stores.records import Head, Written
 from .core import EngineCore, Vectors, by_dimension
 from .docs import raw_text_doc, record_text_doc
+from .group import GroupCommit, Pending
 
 log = logging.getLogger("cerememory")
 
@@ -59,6 +61,17 @@ class Alongside:
 NOTHING = Alongside()
 
 
+@dataclass(frozen=True)
+class NewRecords:
+    """An encode's records with their edges and vectors, and the association targets that must
+    still exist when they commit."""
+
+    records: Sequence[MemoryRecord]
+    edges: Sequence[Edge]
+    vectors: Vectors
+    targets: Sequence[uuid.UUID] = ()
+
+
 @dataclass
 class Replacement:
     """An import's change: records cleared (overwritten or removed) and written, raw records
@@ -80,6 +93,7 @@ class Writer:
     def __init__(self, core: EngineCore) -> None:
         self.core = core
         self.lock = threading.RLock()
+        self.group: GroupCommit[NewRecords] = GroupCommit(self._commit_group)
         self._flushed_recall_count = core.total_recall_count
 
     @contextmanager
@@ -93,6 +107,42 @@ class Writer:
                 alongside: Alongside = NOTHING, *, step: str = "write") -> None:
         """Write new records with their edges and vectors (from `core.vectors_for`, made before
         the lock), then mirror them."""
+        ids = [*(r.id for r in records), *alongside.touched]
+        self._persist(records, edges, vectors, alongside,
+                      lambda: self.core.intend_audit(step, ids, edges=len(edges)))
+
+    def add(self, write: NewRecords) -> None:
+        """`persist` through the group commit: writes from concurrent callers share one
+        transaction. Returns once this one is committed. The caller must not hold `lock`."""
+        self.group.submit(write)
+
+    def _commit_group(self, take: Callable[[], list[Pending[NewRecords]]]) -> None:
+        with self.lock:
+            group = take()
+            kept = []
+            for pending in group:
+                missing = next((t for t in pending.write.targets if not self.core.exists(t)), None)
+                if missing is None:
+                    kept.append(pending)
+                else:
+                    pending.error = not_found(missing, "association target")
+            if not kept:
+                return
+
+            def intents() -> None:  # one per caller, in the caller's context: its request id, its key
+                for pending in kept:
+                    write = pending.write
+                    pending.context.run(self.core.intend_audit, "write", [r.id for r in write.records],
+                                        edges=len(write.edges))
+
+            vectors: Vectors = {}
+            for pending in kept:
+                vectors.update(pending.write.vectors)
+            self._persist([r for p in kept for r in p.write.records], [e for p in kept for e in p.write.edges],
+                          vectors, NOTHING, intents)
+
+    def _persist(self, records: Sequence[MemoryRecord], edges: Sequence[Edge], vectors: Vectors,
+                 alongside: Alongside, intents: Callable[[], None]) -> None:
         core = self.core
         durable_ids = {r.id for r in records if r.store is not StoreType.WORKING}
         kept_edges = [e for e in edges if e.source in durable_ids or e.source in core.records.heads]
@@ -102,7 +152,7 @@ class Writer:
             self._insert_vectors(uow, {i: v for i, v in vectors.items() if i in durable_ids})
             seq = self._alongside(uow, alongside)
             self._flush_in(uow)
-            core.intend_audit(step, [*(r.id for r in records), *alongside.touched], edges=len(edges))
+            intents()
         self._mirror_added(written, records, [*edges, *alongside.edges], vectors, seq)
         self._mirror_alongside(alongside)
 
