@@ -13,14 +13,15 @@ Writes bench/results/encode_ab.md and encode_ab.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ab_parser, run_tree  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -50,17 +51,11 @@ print(json.dumps({"records_per_s": result["records_per_s"], "last_chunk_rate": r
 
 
 def run(tree: Path, n: int, kind: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(HERE), str(n), kind], env=env,
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_tree(tree, CHILD, str(HERE), str(n), kind)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--before", type=Path, required=True, help="source tree of the earlier version")
-    parser.add_argument("--n", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser = ab_parser(__doc__, rounds=2)
     parser.add_argument("--kinds", default="vec,text")
     args = parser.parse_args()
     after = HERE.parent

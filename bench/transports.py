@@ -137,9 +137,10 @@ def start_server(data_dir: Path, tree: Path | None = None) -> tuple[subprocess.P
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
     env.update(CEREMEMORY_EMBED__SEMANTIC="off", CEREMEMORY_CONFIG=str(data_dir / "none.toml"))
+    # `python -m` puts the working directory first on the path: run in the tree that is served
     proc = subprocess.Popen([sys.executable, "-m", "cerememory", "serve", "--data-dir", str(data_dir),
                              "--port", str(port), "--grpc-port", str(grpc_port), "--log-level", "error"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     import httpx
 
     url = f"http://127.0.0.1:{port}"

@@ -12,14 +12,15 @@ policy). Writes bench/results/vector_threads.md and vector_threads.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ab_parser, run_tree  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -27,6 +28,7 @@ RESULTS = HERE / "results"
 CHILD = r"""
 import json, sys, time, uuid
 import numpy as np
+
 n, pin = int(sys.argv[1]), sys.argv[2] == "pin"
 if pin:
     from threadpoolctl import threadpool_limits
@@ -56,18 +58,11 @@ WAYS = (("before, default threads", "before", "default"), ("before, pinned to 1"
 
 
 def run(tree: Path, n: int, pin: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
-    env["PYTHONPATH"] = str(tree)
-    out = subprocess.run([sys.executable, "-c", CHILD, str(n), pin], env=env, capture_output=True, text=True,
-                         check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_tree(tree, CHILD, str(n), pin, drop=[k for k in os.environ if k.endswith("_NUM_THREADS")])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--before", type=Path, required=True, help="source tree of the earlier version")
-    parser.add_argument("--n", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = ab_parser(__doc__, rounds=3)
     args = parser.parse_args()
     trees = {"before": args.before.resolve(), "after": HERE.parent}
     rows = []
