@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import platform
 import resource
@@ -140,3 +142,23 @@ class LoadMonitor:
         wall = time.perf_counter() - self.t0
         other = (self._busy() - self.busy0) - (self._own() - self.own0)
         return max(other, 0.0) / wall if wall > 0 else 0.0
+
+
+def ab_parser(doc: str | None, rounds: int) -> argparse.ArgumentParser:
+    """The arguments of a before/after comparison: an earlier source tree, N and rounds."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--before", type=Path, required=True, help="source tree of the earlier version")
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    return parser
+
+
+def run_tree(tree: Path, code: str, *args: str, drop: Sequence[str] = ()) -> dict:
+    """Run `code` in a fresh interpreter over the source tree `tree` (PYTHONPATH, and the working
+    directory, which `python -c` puts first on its path); its last stdout line is JSON.
+    Variables named in `drop` are left out of its environment."""
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["PYTHONPATH"] = str(tree)
+    out = subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=tree, capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])

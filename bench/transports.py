@@ -130,13 +130,17 @@ def load(client_or_mem, n: int) -> None:
                                    for _ in range(min(1000, n - start))])
 
 
-def start_server(data_dir: Path) -> tuple[subprocess.Popen, dict]:
+def start_server(data_dir: Path, tree: Path | None = None) -> tuple[subprocess.Popen, dict]:
+    """`cerememory serve` over `data_dir`, from the source tree `tree` (default: this checkout)."""
     port, grpc_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     env.update(CEREMEMORY_EMBED__SEMANTIC="off", CEREMEMORY_CONFIG=str(data_dir / "none.toml"))
+    # `python -m` puts the working directory first on the path: run in the tree that is served
     proc = subprocess.Popen([sys.executable, "-m", "cerememory", "serve", "--data-dir", str(data_dir),
                              "--port", str(port), "--grpc-port", str(grpc_port), "--log-level", "error"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     import httpx
 
     url = f"http://127.0.0.1:{port}"
@@ -153,8 +157,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--before", type=Path, help="compare encode.store with many clients against the server "
+                        "of this earlier source tree, side by side (writes transports_ab.md)")
+    parser.add_argument("--clients", type=int, default=32, help="clients of the --before comparison")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of the --before comparison")
     args = parser.parse_args()
     clean_env()
+    if args.before is not None:
+        return compare(args)
     calls = 100 if args.quick else 400
     levels = [1, 8] if args.quick else [1, 8, 32]
     ops = ["encode.store", "encode.batch", "recall.query"]
@@ -182,6 +192,49 @@ def main() -> int:
             server.terminate()
             server.wait(timeout=60)
     write_report(rows, args, base)
+    return 0
+
+
+def compare(args: argparse.Namespace) -> int:
+    """encode.store from `--clients` client processes against a server of `--before` and one of
+    this checkout, alternating (before, after) per transport and round on the same machine load."""
+    after = Path(__file__).resolve().parent.parent
+    per = max(400 // args.clients, 20)
+    rows: list[dict] = []
+    for round_ in range(args.rounds):
+        for kind in ("http", "grpc"):
+            for label, tree in (("before", args.before.resolve()), ("after", after)):
+                with tempfile.TemporaryDirectory() as tmp:
+                    server, target = start_server(Path(tmp) / "served", tree)
+                    try:
+                        load_before = os.getloadavg()[0]
+                        stats = concurrent(kind, target, "encode.store", args.clients, per)
+                    finally:
+                        server.terminate()
+                        server.wait(timeout=60)
+                rows.append({"round": round_, "transport": kind, "tree": label, "load1": load_before, **stats})
+                print(f"round {round_ + 1} {kind:5} {label:6} p50 {stats['p50_ms']:.1f} ms  "
+                      f"{stats['throughput']:.0f}/s  load {load_before:.1f}", file=sys.stderr)
+    RESULTS_DIR.mkdir(exist_ok=True)
+    (RESULTS_DIR / "transports_ab.json").write_text(json.dumps(rows, indent=2))
+    lines = ["# encode.store with many clients, before and after, side by side", "",
+             f"`bench/transports.py --before <tree> --clients {args.clients} --rounds {args.rounds}` — "
+             f"{env_line(environment())}", "",
+             f"A real `cerememory serve` (HTTP + gRPC) of each source tree over a fresh data directory, "
+             f"{args.clients} client processes, {per} `encode.store` calls each; before and after alternate "
+             "per transport and round so both see the same load. The 1-minute load average of the 2-core "
+             "machine (shared with other work) is given for each run.", "",
+             "| round | transport | before calls/s | after calls/s | after / before | before p50 ms "
+             "| after p50 ms | load |",
+             "|---|---|---|---|---|---|---|---|"]
+    for round_ in range(args.rounds):
+        for kind in ("http", "grpc"):
+            b, a = (next(r for r in rows if r["round"] == round_ and r["transport"] == kind and r["tree"] == t)
+                    for t in ("before", "after"))
+            lines.append(f"| {round_ + 1} | {kind} | {b['throughput']:,.0f} | {a['throughput']:,.0f} | "
+                         f"{a['throughput'] / b['throughput']:.1f}× | {b['p50_ms']:.1f} | {a['p50_ms']:.1f} | "
+                         f"{b['load1']:.1f} / {a['load1']:.1f} |")
+    (RESULTS_DIR / "transports_ab.md").write_text("\n".join(lines) + "\n")
     return 0
 
 

@@ -18,13 +18,14 @@ from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
+    AllowInfNan,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
+    Strict,
     StrictBool,
-    StrictFloat,
     StrictInt,
     field_validator,
     model_serializer,
@@ -146,16 +147,9 @@ Bytes = Annotated[
 ]
 
 
-def finite_vector(value: list[float] | None) -> list[float] | None:
-    if value is None:
-        return None
-    if not value:
-        raise ValueError("embedding must not be empty")
-    import numpy as np  # here, not at module level: HTTP clients import this module and rarely send vectors
-
-    if not np.isfinite(np.asarray(value, dtype=np.float64)).all():
-        raise ValueError("embedding must hold finite numbers (no NaN or Infinity)")
-    return value
+# A vector checked where pydantic-core parses it (finite, at least one number), with no Python
+# call per vector: a batch of a thousand 384-d vectors validates at the speed of the parser.
+Embedding = Annotated[list[Annotated[float, Strict(), AllowInfNan(False)]], Field(min_length=1)]
 
 
 # ---------------------------------------------------------------- enums
@@ -299,7 +293,7 @@ class ContentBlock(Model):
     modality: Modality = Modality.TEXT
     format: str | None = None
     data: Bytes = b""
-    embedding: list[StrictFloat] | None = None
+    embedding: Embedding | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -327,11 +321,6 @@ class ContentBlock(Model):
         if info.mode == "json" and self.modality is Modality.TEXT and isinstance(data, dict):
             data["text"] = self.data.decode("utf-8")
         return data
-
-    @field_validator("embedding")
-    @classmethod
-    def _check_embedding(cls, value: list[float] | None) -> list[float] | None:
-        return finite_vector(value)
 
     @model_validator(mode="after")
     def _check_payload(self) -> ContentBlock:

@@ -1,5 +1,6 @@
-"""`kill -9` of a real `cerememory serve` in the middle of a stream of HTTP writes, in a plain and
-in an encrypted data directory: every write the server acknowledged is there after the restart,
+"""`kill -9` of a real `cerememory serve` in the middle of a stream of concurrent HTTP writes
+(which the server commits in groups), in a plain and in an encrypted data directory: every
+write the server acknowledged is there after the restart, with its vector in the vector index,
 and the full-text indexes agree with the database (each acknowledged write is found by its text).
 
 The kill lands at a fixed point of the stream, once a fixed number of writes were acknowledged;
@@ -58,11 +59,12 @@ def _write_until_refused(url: str, writer: int, acked: Acknowledged) -> None:
             for i in range(10_000):
                 word = f"w{writer}n{i}crash"
                 if i % 3 == 0:
-                    rid = client.store(f"acknowledged note {word}").record_id
+                    rid = client.store(f"acknowledged note {word}", embedding=[1.0, float(writer), float(i)]).record_id
                     acked.add(acked.records, [(rid, word)])
                 elif i % 3 == 1:
                     words = [f"{word}a", f"{word}b"]
-                    batch = client.store_batch([{"content": {"blocks": [{"text": f"batch note {w}"}]}} for w in words])
+                    blocks = [[{"text": f"batch note {w}", "embedding": [0.5, 1.0]}] for w in words]
+                    batch = client.store_batch([{"content": {"blocks": b}} for b in blocks])
                     acked.add(acked.records, [(r.record_id, w) for r, w in zip(batch.results, words, strict=True)])
                 else:
                     rid = client.store_raw(f"user: raw turn {word}", session_id=f"s{writer}").record_id
@@ -102,6 +104,7 @@ def test_kill_9_during_http_writes_loses_no_acknowledged_write(tmp_path: Path, e
     with cerememory.open(data_dir, semantic="off", encryption__passphrase=env.get("CEREMEMORY_PASSPHRASE")) as mem:
         engine = mem.engine
         assert set(acked.records) <= set(engine.core.records.heads)
+        assert all(rid in engine.core.vectors for rid in acked.records)
         assert engine.core.text.num_docs() == len(engine.core.records.heads)
         assert engine.core.raw_text.num_docs() == engine.core.journal.counts()[0]
         for rid, word in acked.records.items():

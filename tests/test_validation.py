@@ -58,9 +58,9 @@ BAD_STORES = [
     ("blank text", lambda: {"content": {"blocks": [text_block("   ")]}}, ErrorCode.VALIDATION_ERROR,
      "content.blocks[0]"),
     ("nan embedding", lambda: {"content": {"blocks": [text_block("x", embedding=[0.1, math.nan])]}},
-     ErrorCode.VALIDATION_ERROR, "content.blocks[0].embedding"),
+     ErrorCode.VALIDATION_ERROR, "content.blocks[0].embedding[1]"),
     ("inf embedding", lambda: {"content": {"blocks": [text_block("x", embedding=[math.inf])]}},
-     ErrorCode.VALIDATION_ERROR, "content.blocks[0].embedding"),
+     ErrorCode.VALIDATION_ERROR, "content.blocks[0].embedding[0]"),
     ("empty embedding", lambda: {"content": {"blocks": [text_block("x", embedding=[])]}},
      ErrorCode.VALIDATION_ERROR, "content.blocks[0].embedding"),
     ("unknown store", lambda: {"content": {"blocks": [text_block("x")]}, "store": "attic"},
@@ -122,7 +122,7 @@ def test_batch_with_one_bad_record_stores_nothing(seeded):
     records[3]["content"]["blocks"][0]["embedding"] = [float("nan")]
     with pytest.raises(CMPError) as err:
         mem.dispatch("encode.batch", {"records": records})
-    assert err.value.details["field"] == "records[3].content.blocks[0].embedding"
+    assert err.value.details["field"] == "records[3].content.blocks[0].embedding[0]"
     assert_untouched(mem, rid)
 
 

@@ -32,3 +32,28 @@ def test_search_matches_brute_force(rows: int) -> None:
             found = index.search(query, 10, allowed)
             assert [i for i, _ in found] == expected
             assert all(a >= b for (_, a), (_, b) in zip(found, found[1:], strict=False))
+
+
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+
+def test_the_index_runs_blas_on_one_thread_per_call() -> None:
+    """The scan parallelises itself; BLAS threads of its own would compete with it for the cores."""
+    VectorIndex()
+    assert _blas_threads() and set(_blas_threads()) == {1}
+
+
+def test_a_blas_thread_count_the_user_set_is_left_alone() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = ("from threadpoolctl import threadpool_info\nfrom cerememory.index.vectors import VectorIndex\n"
+            "def blas(): return [p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas']\n"
+            "before = blas()\nVectorIndex()\nprint(before == blas(), before)")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": ""}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("True"), out.stdout

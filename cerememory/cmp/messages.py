@@ -12,7 +12,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
-    StrictFloat,
     StrictInt,
     field_validator,
     model_validator,
@@ -22,6 +21,7 @@ from ..limits import MAX_ID_CHARS, RequestJson, RequestJsonValue, StoredJson
 from ..model import (
     AssociationType,
     Bytes,
+    Embedding,
     EmotionVector,
     Instant,
     MemoryContent,
@@ -39,7 +39,6 @@ from ..model import (
     StoreType,
     UtcDatetime,
     check_request_meta,
-    finite_vector,
 )
 
 PROTOCOL_VERSION = "1.0"
@@ -198,12 +197,7 @@ class RecallCue(Model):
     temporal: TemporalRange | None = None
     spatial: RequestJsonValue = None
     semantic: RequestJsonValue = None
-    embedding: list[StrictFloat] | None = None
-
-    @field_validator("embedding")
-    @classmethod
-    def _finite(cls, value: list[float] | None) -> list[float] | None:
-        return finite_vector(value)
+    embedding: Embedding | None = None
 
 
 class RecallQueryRequest(Request):

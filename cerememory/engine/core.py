@@ -11,6 +11,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,25 @@ from .options import EngineOptions
 
 CALLER_MODEL = "caller"  # the embedding model of a vector the caller supplied
 Vectors = dict[uuid.UUID, tuple[np.ndarray, str]]  # record id -> (unit vector, embedding model)
+
+
+@dataclass(frozen=True)
+class VectorColumns:
+    """Vectors of one dimension as columns: what goes into a table and the RAM index at once."""
+
+    ids: list[uuid.UUID]
+    models: list[str]
+    matrix: np.ndarray  # float32, one unit row per id
+
+
+def by_dimension(vectors: Vectors) -> list[VectorColumns]:
+    """`vectors` grouped by dimension, each group one contiguous float32 matrix."""
+    groups: dict[int, list[uuid.UUID]] = {}
+    for record_id, (vector, _) in vectors.items():
+        groups.setdefault(vector.shape[0], []).append(record_id)
+    return [VectorColumns(ids, [vectors[i][1] for i in ids],
+                          np.stack([vectors[i][0] for i in ids]).astype(np.float32, copy=False))
+            for ids in groups.values()]
 
 
 class EngineCore:
@@ -245,17 +265,20 @@ class EngineCore:
         Called before taking the write lock: an embedding can take seconds, and no store or
         forget may wait for another request's."""
         out: Vectors = {}
+        given: dict[int, list[tuple[uuid.UUID, list[float]]]] = {}
         to_embed: list[tuple[uuid.UUID, str]] = []
         for record_id, content in items:
-            given = content.first_embedding()
-            if given is not None:
-                out[record_id] = (normalise_rows(given), CALLER_MODEL)
+            vector = content.first_embedding()
+            if vector is not None:
+                given.setdefault(len(vector), []).append((record_id, vector))
             elif self.embedder is not None and (text := embedding_text(content)):
                 to_embed.append((record_id, text))
+        for rows in given.values():  # one matrix per dimension, normalised at once
+            matrix = normalise_rows([vector for _, vector in rows])
+            out.update(zip([i for i, _ in rows], [(row, CALLER_MODEL) for row in matrix], strict=True))
         if to_embed and self.embedder is not None:
-            matrix = self.embed([text for _, text in to_embed])
-            for (record_id, _), row in zip(to_embed, matrix, strict=True):
-                out[record_id] = (row.astype(np.float32), self.embedder.name)
+            matrix = self.embed([text for _, text in to_embed]).astype(np.float32, copy=False)
+            out.update(zip([i for i, _ in to_embed], [(row, self.embedder.name) for row in matrix], strict=True))
         return out
 
     # ------------------------------------------------------------ audit

@@ -22,7 +22,7 @@ from ..model import (
     to_ts,
 )
 from .core import EngineCore
-from .writer import Writer
+from .writer import NewRecords, Writer
 
 SEQUENTIAL_WEIGHT = 0.7
 FRESH_FIDELITY = {k: v.default for k, v in FidelityState.model_fields.items()
@@ -108,22 +108,21 @@ class Encoding:
             )
         now_ts = to_ts(now)
         edges: list[Edge] = []
+        targets = []
         manual_counts = []
         vectors = core.vectors_for(records)
-        with self.writer.lock:
-            for record, req in zip(records, reqs, strict=True):
-                for link in req.associations or []:
-                    if not core.exists(link.target_id):
-                        raise not_found(link.target_id, "association target")
-                    edges.append(Edge(record.id, link.target_id, link.association_type.value, link.weight, now_ts))
-                manual_counts.append(len(req.associations or []))
-            kind = AssociationType.SEQUENTIAL.value
-            pairs = list(zip(records, records[1:], strict=False)) if infer else session_pairs(records, reqs)
-            for a, b in pairs:
-                edges.append(Edge(a.id, b.id, kind, SEQUENTIAL_WEIGHT, now_ts))
-                edges.append(Edge(b.id, a.id, kind, SEQUENTIAL_WEIGHT, now_ts))
-            inferred = 2 * len(pairs)
-            self.writer.persist(records, edges, vectors)
+        for record, req in zip(records, reqs, strict=True):
+            for link in req.associations or []:
+                targets.append(link.target_id)
+                edges.append(Edge(record.id, link.target_id, link.association_type.value, link.weight, now_ts))
+            manual_counts.append(len(req.associations or []))
+        kind = AssociationType.SEQUENTIAL.value
+        pairs = list(zip(records, records[1:], strict=False)) if infer else session_pairs(records, reqs)
+        for a, b in pairs:
+            edges.append(Edge(a.id, b.id, kind, SEQUENTIAL_WEIGHT, now_ts))
+            edges.append(Edge(b.id, a.id, kind, SEQUENTIAL_WEIGHT, now_ts))
+        inferred = 2 * len(pairs)
+        self.writer.add(NewRecords(records, edges, vectors, targets))
         results = [
             m.EncodeStoreResponse(record_id=r.id, store=r.store, initial_fidelity=r.fidelity.score,
                                   associations_created=n)

@@ -17,7 +17,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -25,15 +25,17 @@ import numpy as np
 
 from .. import crashpoints
 from ..cmp.context import note_records
+from ..cmp.errors import not_found
 from ..dream import failures
 from ..dream.grouping import Group
 from ..index.graph import Edge
 from ..model import STORE_CODE, MemoryRecord, RawJournalRecord, RecallMode, StoreType
 from ..storage.base import Tables
-from ..storage.crypto import VECTOR
+from ..storage.crypto import VECTOR, Plaintext
 from ..stores.records import Head, Written
-from .core import EngineCore, Vectors
+from .core import EngineCore, Vectors, by_dimension
 from .docs import raw_text_doc, record_text_doc
+from .group import GroupCommit, Pending
 
 log = logging.getLogger("cerememory")
 
@@ -59,6 +61,17 @@ class Alongside:
 NOTHING = Alongside()
 
 
+@dataclass(frozen=True)
+class NewRecords:
+    """An encode's records with their edges and vectors, and the association targets that must
+    still exist when they commit."""
+
+    records: Sequence[MemoryRecord]
+    edges: Sequence[Edge]
+    vectors: Vectors
+    targets: Sequence[uuid.UUID] = ()
+
+
 @dataclass
 class Replacement:
     """An import's change: records cleared (overwritten or removed) and written, raw records
@@ -80,6 +93,7 @@ class Writer:
     def __init__(self, core: EngineCore) -> None:
         self.core = core
         self.lock = threading.RLock()
+        self.group: GroupCommit[NewRecords] = GroupCommit(self._commit_group)
         self._flushed_recall_count = core.total_recall_count
 
     @contextmanager
@@ -93,6 +107,42 @@ class Writer:
                 alongside: Alongside = NOTHING, *, step: str = "write") -> None:
         """Write new records with their edges and vectors (from `core.vectors_for`, made before
         the lock), then mirror them."""
+        ids = [*(r.id for r in records), *alongside.touched]
+        self._persist(records, edges, vectors, alongside,
+                      lambda: self.core.intend_audit(step, ids, edges=len(edges)))
+
+    def add(self, write: NewRecords) -> None:
+        """`persist` through the group commit: writes from concurrent callers share one
+        transaction. Returns once this one is committed. The caller must not hold `lock`."""
+        self.group.submit(write)
+
+    def _commit_group(self, take: Callable[[], list[Pending[NewRecords]]]) -> None:
+        with self.lock:
+            group = take()
+            kept = []
+            for pending in group:
+                missing = next((t for t in pending.write.targets if not self.core.exists(t)), None)
+                if missing is None:
+                    kept.append(pending)
+                else:
+                    pending.error = not_found(missing, "association target")
+            if not kept:
+                return
+
+            def intents() -> None:  # one per caller, in the caller's context: its request id, its key
+                for pending in kept:
+                    write = pending.write
+                    pending.context.run(self.core.intend_audit, "write", [r.id for r in write.records],
+                                        edges=len(write.edges))
+
+            vectors: Vectors = {}
+            for pending in kept:
+                vectors.update(pending.write.vectors)
+            self._persist([r for p in kept for r in p.write.records], [e for p in kept for e in p.write.edges],
+                          vectors, NOTHING, intents)
+
+    def _persist(self, records: Sequence[MemoryRecord], edges: Sequence[Edge], vectors: Vectors,
+                 alongside: Alongside, intents: Callable[[], None]) -> None:
         core = self.core
         durable_ids = {r.id for r in records if r.store is not StoreType.WORKING}
         kept_edges = [e for e in edges if e.source in durable_ids or e.source in core.records.heads]
@@ -102,7 +152,7 @@ class Writer:
             self._insert_vectors(uow, {i: v for i, v in vectors.items() if i in durable_ids})
             seq = self._alongside(uow, alongside)
             self._flush_in(uow)
-            core.intend_audit(step, [*(r.id for r in records), *alongside.touched], edges=len(edges))
+            intents()
         self._mirror_added(written, records, [*edges, *alongside.edges], vectors, seq)
         self._mirror_alongside(alongside)
 
@@ -291,12 +341,15 @@ class Writer:
         return uow.state.bump(RECORDS_SEQ)
 
     def _insert_vectors(self, uow: Tables, vectors: Vectors) -> None:
-        items = list(vectors.items())
-        uow.vectors.insert(
-            {"record_id": [i for i, _ in items], "dim": [int(v.shape[0]) for _, (v, _) in items],
-             "model": [model for _, (_, model) in items],
-             "vec": self.core.sealer.seal_many([i for i, _ in items], [v.tobytes() for _, (v, _) in items],
-                                               VECTOR)})
+        """One columnar insert per dimension: an unencrypted directory hands the float32 matrix
+        itself to storage; an encrypted one seals each row under its record's key."""
+        sealer = self.core.sealer
+        for group in by_dimension(vectors):
+            n, dim = group.matrix.shape
+            vec: np.ndarray | list[bytes] = group.matrix
+            if not isinstance(sealer, Plaintext):
+                vec = sealer.seal_many(group.ids, [row.tobytes() for row in group.matrix], VECTOR)
+            uow.vectors.insert({"record_id": group.ids, "dim": [dim] * n, "model": group.models}, vec)
 
     def _insert_edges(self, uow: Tables, edges: Sequence[Edge]) -> None:
         uow.edges.insert(
@@ -345,11 +398,8 @@ class Writer:
             log.exception("the keys of %d forgotten records could not be erased yet", len(ids))
 
     def _add_vectors_ram(self, vectors: Vectors, stores: Mapping[uuid.UUID, StoreType]) -> None:
-        by_dim: dict[int, list[uuid.UUID]] = {}
-        for record_id, (vec, _) in vectors.items():
-            by_dim.setdefault(vec.shape[0], []).append(record_id)
-        for ids in by_dim.values():
-            self.core.vectors.add(ids, [STORE_CODE[stores[i]] for i in ids], np.stack([vectors[i][0] for i in ids]))
+        for group in by_dimension(vectors):
+            self.core.vectors.add(group.ids, [STORE_CODE[stores[i]] for i in group.ids], group.matrix)
 
     def _evict(self, ids: Sequence[uuid.UUID], seq: int) -> None:
         """Working-memory evictions leave no trace in the indexes."""

@@ -14,10 +14,13 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from ..cmp.errors import CMPError, ErrorCode
 from ..security.audit import Verification
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Row = tuple[Any, ...]
 Columns = Mapping[str, Sequence[Any]]  # column name -> one value per row, all the same length
@@ -96,7 +99,9 @@ class EdgeRows(Protocol):
 class VectorRows(Protocol):
     def load(self) -> Iterator[tuple[uuid.UUID, int, bytes]]: ...  # (record id, dimension, sealed vector)
     def load_for(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, int, bytes]]: ...
-    def insert(self, columns: Columns) -> None: ...
+    # columns record_id, dim, model; `vec` is sealed bytes per row or, unencrypted, one float32
+    # matrix of shape (rows, dim) whose rows are stored as their raw bytes
+    def insert(self, columns: Columns, vec: Sequence[bytes] | np.ndarray) -> None: ...
     def delete(self, ids: Sequence[uuid.UUID]) -> None: ...
 
 

@@ -10,9 +10,13 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
+import numpy as np
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from ...model import uuid_from_text
 from .. import sql
@@ -24,12 +28,12 @@ _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "se
 _FLAGS = ("suppressed", "visibility", "secrecy_level")
 
 
-
-def _arrow(columns: Mapping[str, list[Any]]) -> Any:
-    """An Arrow table of `columns`; pyarrow loads with the first write, so reads never pay for it."""
+def _pyarrow() -> Any:
+    """pyarrow, loaded with the first write: a command that only reads never pays for it."""
     import pyarrow
 
-    return pyarrow.table(columns)
+    return pyarrow
+
 
 class _Rows:
     """Reads and writes of one table: reads on the transaction when there is one."""
@@ -59,7 +63,9 @@ class _Rows:
         if not columns or not next(iter(columns.values())):
             return
         tx = self._writer()
-        batch = _arrow({k: ([str(x) for x in v] if k in _UUID_COLUMNS else list(v)) for k, v in columns.items()})
+        arrow = _pyarrow()
+        batch = arrow.table({k: (v if isinstance(v, arrow.Array) else [str(x) for x in v] if k in _UUID_COLUMNS
+                              else list(v)) for k, v in columns.items()})
         select = ", ".join(f"{k}::UUID" if k in _UUID_COLUMNS else k for k in columns)
         verb = "INSERT OR REPLACE" if replace else "INSERT"
         name = f"_batch_{threading.get_ident()}"
@@ -72,7 +78,8 @@ class _Rows:
     def _update_from(self, sql: str, columns: Columns) -> list[Row]:
         """An UPDATE ... FROM `_batch` joined on the batch's `id` column (one row per id)."""
         tx = self._writer()
-        tx.register("_batch", _arrow({k: ([i.hex for i in v] if k == "id" else list(v)) for k, v in columns.items()}))
+        batch = _pyarrow().table({k: ([i.hex for i in v] if k == "id" else list(v)) for k, v in columns.items()})
+        tx.register("_batch", batch)
         try:
             return tx.execute(sql).fetchall()
         finally:
@@ -245,8 +252,14 @@ class DuckVectors(_Rows):
                           [_ids(ids)])
         return [(row[0], row[1], row[2]) for row in rows]
 
-    def insert(self, columns: Columns) -> None:
-        self._insert("vectors", columns)
+    def insert(self, columns: Columns, vec: Sequence[bytes] | np.ndarray) -> None:
+        blobs: Sequence[bytes] | pa.Array = vec
+        if isinstance(vec, np.ndarray):
+            arrow = _pyarrow()  # a float32 matrix: its rows become blobs without a copy per row
+            matrix = np.ascontiguousarray(vec, dtype=np.float32)
+            blobs = arrow.FixedSizeBinaryArray.from_buffers(arrow.binary(matrix.shape[1] * 4), matrix.shape[0],
+                                                            [None, arrow.py_buffer(matrix)])
+        self._insert("vectors", {**columns, "vec": blobs})
 
     def delete(self, ids: Sequence[uuid.UUID]) -> None:
         self._delete("vectors", "record_id", ids)

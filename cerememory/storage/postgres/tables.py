@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import psycopg
 
 from .. import sql
@@ -278,8 +279,10 @@ class PgVectors(_Rows):
         rows = self._read("SELECT record_id, dim, vec FROM vectors WHERE record_id = ANY(%s::uuid[])", [list(ids)])
         return [(record_id, dim, bytes(vec)) for record_id, dim, vec in rows]
 
-    def insert(self, columns: Columns) -> None:
-        self._insert("vectors", columns)
+    def insert(self, columns: Columns, vec: Sequence[bytes] | np.ndarray) -> None:
+        if isinstance(vec, np.ndarray):  # bytea travels as one value per row
+            vec = [row.tobytes() for row in np.asarray(vec, dtype=np.float32)]
+        self._insert("vectors", {**columns, "vec": vec})
         self._changed(RECORD, columns.get("record_id", ()))
 
     def delete(self, ids: Sequence[uuid.UUID]) -> None:

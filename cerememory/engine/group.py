@@ -1,0 +1,131 @@
+"""Group commit: concurrent writes share one transaction.
+
+A commit costs about the same for one record as for a hundred (the log write and its sync
+dominate), so with many clients the write rate is set by commits per second. `GroupCommit`
+lets one caller at a time lead: it waits a bounded moment for others to arrive (only when
+writes have been arriving together; a lone writer never waits), then commits everything
+queued in one call of `commit` and answers each caller. Every caller returns only after its
+write was committed, or raises the error that kept it out.
+
+The wait adapts to load: it is a fraction of the last commit's duration, capped by
+`MAX_WAIT`, and ends early once as many writes are queued as the last group held.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+MAX_WAIT = 0.004  # seconds a leader waits at most for more writes to arrive
+WAIT_SHARE = 0.5  # of the last commit's duration
+MAX_GROUP = 256  # writes per transaction at most; more wait for the next group
+
+T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class Pending(Generic[T]):
+    """One caller's write, queued: the caller's context (audit attribution runs in it)."""
+
+    write: T
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
+    done: bool = False
+    error: BaseException | None = None
+
+
+class GroupCommit(Generic[T]):
+    """Serialises commits of `T`s, committing the ones that arrive together as one group.
+
+    `commit(take)` is called by one thread at a time; `take()` returns the group, and is
+    called once `commit` holds its own locks, so writes that arrive while it waits for them
+    join the group. `commit` sets `error` on each write it refused and raises only for a
+    failure of the whole group; each write of a group that raised is then committed again on
+    its own, so one write's fault never fails another's.
+    """
+
+    def __init__(self, commit: Callable[[Callable[[], list[Pending[T]]]], None], *,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self._commit = commit
+        self._clock = clock
+        self._queue: list[Pending[T]] = []
+        self._arrived = threading.Condition()
+        self._leading = threading.Lock()
+        self._last_size = 1
+        self._last_seconds = 0.0
+        self.groups = 0  # groups committed, for tests and metrics
+        self.largest = 0
+
+    def submit(self, write: T) -> None:
+        """Queue `write` and return once it is committed (raising what refused it)."""
+        pending = Pending(write)
+        with self._arrived:
+            self._queue.append(pending)
+            self._arrived.notify_all()
+        with self._leading:
+            if not pending.done:
+                self._lead()
+        if pending.error is not None:
+            raise pending.error
+
+    def pending(self) -> int:
+        """Writes queued and not yet taken by a leader."""
+        with self._arrived:
+            return len(self._queue)
+
+    def _take(self) -> list[Pending[T]]:
+        """The queued writes, up to MAX_GROUP."""
+        with self._arrived:
+            group, self._queue = self._queue[:MAX_GROUP], self._queue[MAX_GROUP:]
+        return group
+
+    def _gather(self) -> None:
+        """Wait for more writes when they have been arriving together, at most MAX_WAIT."""
+        if self._last_size <= 1:
+            return
+        wait = min(MAX_WAIT, WAIT_SHARE * self._last_seconds)
+        deadline = self._clock() + wait
+        with self._arrived:
+            while len(self._queue) < min(self._last_size, MAX_GROUP):
+                left = deadline - self._clock()
+                if left <= 0:
+                    break
+                self._arrived.wait(left)
+
+    def _lead(self) -> None:
+        self._gather()
+        started = self._clock()
+        taken: list[Pending[T]] = []
+
+        def take() -> list[Pending[T]]:
+            if not taken:
+                taken.extend(self._take())
+            return list(taken)
+
+        try:
+            self._commit(take)
+        except BaseException as exc:
+            self._one_by_one(take(), exc)
+        finally:
+            for pending in taken:
+                pending.done = True
+            self._last_size = max(1, len(taken))
+            self._last_seconds = self._clock() - started
+            self.groups += 1
+            self.largest = max(self.largest, len(taken))
+
+    def _one_by_one(self, group: list[Pending[T]], exc: BaseException) -> None:
+        """The group failed as a whole: commit each write alone, so only its own fault fails it."""
+        if len(group) == 1:
+            group[0].error = exc
+            return
+        for pending in group:
+            if pending.error is None:
+                try:
+                    self._commit(functools.partial(list, [pending]))
+                except BaseException as alone:  # noqa: BLE001 - handed to its caller
+                    pending.error = alone
