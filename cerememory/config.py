@@ -13,10 +13,13 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cmp.errors import CMPError, ErrorCode
 from .env_names import env_name
+
+if TYPE_CHECKING:
+    from .storage.backends import StorageSettings
 
 DEFAULT_HOME = Path("~/.cerememory")
 
@@ -385,15 +388,19 @@ class Config:
             export_dir=self["archive.export_dir"],
         )
 
+    def storage_settings(self) -> StorageSettings:
+        from .storage.backends import StorageSettings
+
+        return StorageSettings(backend=self["storage.backend"], postgres_url=self["storage.postgres_url"],
+                               namespace=self["storage.namespace"])
+
     def engine_options(self) -> dict[str, Any]:
         from .dream.settings import DreamSettings
         from .embed import EmbedSettings
         from .llm.settings import LLMSettings
-        from .storage.backends import StorageSettings
 
         return {
-            "storage": StorageSettings(backend=self["storage.backend"], postgres_url=self["storage.postgres_url"],
-                                       namespace=self["storage.namespace"]),
+            "storage": self.storage_settings(),
             "working_capacity": self["memory.working_capacity"],
             "fusion": self["recall.fusion"],
             "rrf_k": self["recall.rrf_k"],

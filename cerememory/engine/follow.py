@@ -109,9 +109,11 @@ class Follower:
 
     def _refresh_records(self, ids: list[uuid.UUID]) -> None:
         core = self.core
+        core.sealer.prefetch(ids)  # keys another server made, in one query
         core.records.refresh(ids, bodies=True)
         present = [i for i in ids if i in core.records.heads]
         gone = [i for i in ids if i not in core.records.heads]
+        core.sealer.evict(gone)  # their keys were erased with them
         for i in gone:
             core.consolidated.pop(i, None)
         core.graph.remove_nodes(gone)
@@ -129,6 +131,7 @@ class Follower:
     def _refresh_raw(self, ids: list[uuid.UUID]) -> None:
         core = self.core
         seq = int(core.read.state.get(JOURNAL_SEQ, "0") or 0)
+        core.sealer.prefetch(ids)
         core.raw_text.stage(seq, delete=[str(i) for i in ids], add=[raw_text_doc(r) for r in core.journal.get(ids)])
         core.raw_text.mark_pending()
 
