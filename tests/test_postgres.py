@@ -121,6 +121,27 @@ def test_a_dropped_connection_fails_one_request_clearly_then_recovers(pair, post
     assert "the second write after" in texts(a, "second write after")
 
 
+def test_a_restarted_server_catches_up_from_the_change_log(tmp_path: Path, postgres_url: str,
+                                                            pg_namespace: str) -> None:
+    """A server that closed cleanly indexes only what others changed while it was away: its
+    full-text indexes are brought current from the change log, not rebuilt."""
+    with open_pg(tmp_path / "a", postgres_url, pg_namespace) as a:
+        kept = a.store("the lighthouse keeper logs the storms").record_id
+        doomed = a.store("the ferry timetable changes in winter").record_id
+        a.store_raw("user: the harbour closes at nine", session_id="s1")
+    with open_pg(tmp_path / "b", postgres_url, pg_namespace) as b:
+        b.store("the harbour master owns a red boat")
+        b.update(kept, text="the lighthouse keeper logs the tides")
+        b.forget([doomed], confirm=True)
+        b.store_raw("user: the pier reopens in spring", session_id="s1")
+    with open_pg(tmp_path / "a", postgres_url, pg_namespace) as a:
+        assert a.engine.indexes.caught_up == ["records", "journal"] and a.engine.repaired == []
+        assert texts(a, "red boat") == ["the harbour master owns a red boat"]
+        assert texts(a, "lighthouse") == ["the lighthouse keeper logs the tides"]
+        assert texts(a, "ferry timetable") == []
+        assert a.raw_recall("pier spring").records and a.raw_recall("harbour nine").records
+
+
 # ---------------------------------------------------------------- schema and settings
 
 
