@@ -53,7 +53,7 @@ def run_init(args: argparse.Namespace, config: Any, out: Any) -> int:
     from .api import open_config
 
     data_dir = config.data_dir.expanduser().resolve()
-    passphrase = config["encryption.passphrase"]
+    passphrase = config.passphrase()
     if args.encrypt:  # asked before anything is created, so a refusal leaves nothing behind
         passphrase = passphrase or prompt_passphrase(PASSPHRASE_ENV, "new passphrase", confirm=True)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -73,7 +73,7 @@ def run_init(args: argparse.Namespace, config: Any, out: Any) -> int:
 def run_rekey(args: argparse.Namespace, config: Any, out: Any) -> int:
     data_dir = config.data_dir.expanduser().resolve()
     with _keys(config, data_dir) as store:
-        old = config["encryption.passphrase"] or prompt_passphrase(PASSPHRASE_ENV, "current passphrase",
+        old = config.passphrase() or prompt_passphrase(PASSPHRASE_ENV, "current passphrase",
                                                                    confirm=False)
         Vault.rekey(store, old, prompt_passphrase(NEW_PASSPHRASE_ENV, "new passphrase", confirm=True))
     _report(out, {"data_dir": str(data_dir), "rekeyed": True}, "passphrase changed; no record was re-encrypted")

@@ -379,7 +379,7 @@ def test_an_encrypted_memory_is_shared_and_forget_erases_its_key(tmp_path: Path,
 def test_two_encrypted_servers_share_api_keys_and_their_revocation(cli, tmp_path: Path, postgres_url: str,
                                                                    pg_namespace: str) -> None:
     """`init --encrypt` and `keys create` against the shared memory; two real servers with the
-    same passphrase: a key made once works on both, a record written on one is read on the
+    same passphrase (one from the environment, one from a file): a key made once works on both, a record written on one is read on the
     other, a revocation reaches both; a server given the wrong passphrase stops with a clear error."""
     env = {"CEREMEMORY_STORAGE__BACKEND": "postgres", "CEREMEMORY_STORAGE__POSTGRES_URL": postgres_url,
            "CEREMEMORY_STORAGE__NAMESPACE": pg_namespace, "CEREMEMORY_PASSPHRASE": PASSPHRASE}
@@ -388,8 +388,10 @@ def test_two_encrypted_servers_share_api_keys_and_their_revocation(cli, tmp_path
     created = cli("keys", "create", "--name", "agent", "--json", env=env)
     assert created.code == 0, created.stderr
     auth = {"Authorization": f"Bearer {created.json()['key']}"}
-    servers = [_serve(tmp_path, name, postgres_url, pg_namespace, CEREMEMORY_PASSPHRASE=PASSPHRASE)
-               for name in ("a", "b")]
+    secret = tmp_path / "passphrase"
+    secret.write_text(PASSPHRASE + "\n")
+    servers = [_serve(tmp_path, "a", postgres_url, pg_namespace, CEREMEMORY_PASSPHRASE=PASSPHRASE),
+               _serve(tmp_path, "b", postgres_url, pg_namespace, CEREMEMORY_PASSPHRASE_FILE=str(secret))]
     try:
         a, b = (s.url for s in servers)
         written = httpx.post(f"{a}/v1/encode", headers=auth, timeout=30, json={"content": {"blocks": [
