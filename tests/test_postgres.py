@@ -379,8 +379,9 @@ def test_an_encrypted_memory_is_shared_and_forget_erases_its_key(tmp_path: Path,
 def test_two_encrypted_servers_share_api_keys_and_their_revocation(cli, tmp_path: Path, postgres_url: str,
                                                                    pg_namespace: str) -> None:
     """`init --encrypt` and `keys create` against the shared memory; two real servers with the
-    same passphrase (one from the environment, one from a file): a key made once works on both, a record written on one is read on the
-    other, a revocation reaches both; a server given the wrong passphrase stops with a clear error."""
+    same passphrase (one from the environment, one from a file): a key made once works on both,
+    a record written on one is read on the other, a revocation reaches both; a server given the
+    wrong passphrase stops with a clear error."""
     env = {"CEREMEMORY_STORAGE__BACKEND": "postgres", "CEREMEMORY_STORAGE__POSTGRES_URL": postgres_url,
            "CEREMEMORY_STORAGE__NAMESPACE": pg_namespace, "CEREMEMORY_PASSPHRASE": PASSPHRASE}
     init = cli("init", "--encrypt", "--json", env=env)
