@@ -368,6 +368,10 @@ def test_an_encrypted_memory_is_shared_and_forget_erases_its_key(tmp_path: Path,
         with pytest.raises(CMPError) as erased:
             vault.open(gone, sealed[gone])  # the raw row, kept from before the forget
         assert erased.value.code is ErrorCode.RECORD_NOT_FOUND
+        Vault.rekey(store, PASSPHRASE, "the next passphrase", FAST_KDF)  # the master key re-wrapped, nothing else
+        rekeyed = Vault.unlock(store, "the next passphrase")
+        assert rekeyed is not None and CANARY.encode() in rekeyed.open(kept, sealed[kept])
+        Vault.rekey(store, "the next passphrase", PASSPHRASE, FAST_KDF)
     before = _table_counts(postgres_url, pg_namespace)
     for passphrase in ("wrong", None):
         with pytest.raises(CMPError) as refused:
