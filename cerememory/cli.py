@@ -813,7 +813,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
     config = _load_config(args, **{"http.host": args.host, "http.port": args.port, "grpc.port": args.grpc_port,
                                    "grpc.tls_cert": args.tls_cert, "grpc.tls_key": args.tls_key,
                                    "log.format": args.log_format, "audit.allow_broken": args.allow_broken_audit})
-    keys = ServerKeys.load(config.data_dir, config["auth.api_keys"])
+    keys = ServerKeys.load(config.data_dir, config["auth.api_keys"], config.storage_settings())
     options = ServeOptions(host=config["http.host"], port=config["http.port"], grpc_port=config["grpc.port"],
                            log_level=args.log_level, decay_interval=config["decay.interval_seconds"],
                            keys=keys, tls_cert=config["grpc.tls_cert"], tls_key=config["grpc.tls_key"],

@@ -7,10 +7,15 @@ import argparse
 import getpass
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from .cmp.errors import CMPError, ErrorCode
-from .storage.crypto import KEYFILE, Vault, is_encrypted
+from .storage.backends import open_key_store
+from .storage.base import KeyStore
+from .storage.crypto import Vault
 from .storage.lock import DataDirLock
 
 PASSPHRASE_ENV = "CEREMEMORY_PASSPHRASE"
@@ -48,30 +53,48 @@ def run_init(args: argparse.Namespace, config: Any, out: Any) -> int:
     from .api import open_config
 
     data_dir = config.data_dir.expanduser().resolve()
-    passphrase = config["encryption.passphrase"]
+    passphrase = config.passphrase()
     if args.encrypt:  # asked before anything is created, so a refusal leaves nothing behind
         passphrase = passphrase or prompt_passphrase(PASSPHRASE_ENV, "new passphrase", confirm=True)
     data_dir.mkdir(parents=True, exist_ok=True)
-    if args.encrypt:
-        with DataDirLock(data_dir):
-            Vault.create(data_dir, passphrase)
+    with _keys(config, data_dir) as store:
+        if args.encrypt:
+            Vault.create(store, passphrase)
+        encrypted, key_file = store.document() is not None, store.document_name
     with open_config(config, passphrase=passphrase) as mem:
         records = mem.stats().total_records
-    encrypted = is_encrypted(data_dir)
     _report(out, {"data_dir": str(data_dir), "encrypted": encrypted, "records": records,
-                  "key_file": str(data_dir / KEYFILE) if encrypted else None},
-            f"{'encrypted ' if encrypted else ''}data directory ready at {data_dir}")
+                  "key_file": key_file if encrypted else None},
+            f"{'encrypted ' if encrypted else ''}{'memory' if _shared(config) else 'data directory'} ready "
+            f"at {store.where}")
     return 0
 
 
 def run_rekey(args: argparse.Namespace, config: Any, out: Any) -> int:
     data_dir = config.data_dir.expanduser().resolve()
-    with DataDirLock(data_dir):
-        old = config["encryption.passphrase"] or prompt_passphrase(PASSPHRASE_ENV, "current passphrase",
+    with _keys(config, data_dir) as store:
+        old = config.passphrase() or prompt_passphrase(PASSPHRASE_ENV, "current passphrase",
                                                                    confirm=False)
-        Vault.rekey(data_dir, old, prompt_passphrase(NEW_PASSPHRASE_ENV, "new passphrase", confirm=True))
+        Vault.rekey(store, old, prompt_passphrase(NEW_PASSPHRASE_ENV, "new passphrase", confirm=True))
     _report(out, {"data_dir": str(data_dir), "rekeyed": True}, "passphrase changed; no record was re-encrypted")
     return 0
+
+
+def _shared(config: Any) -> bool:
+    return bool(config["storage.backend"] == "postgres")
+
+
+@contextmanager
+def _keys(config: Any, data_dir: Path) -> Iterator[KeyStore]:
+    """The memory's key store: a data directory's under its lock (no server may hold it); a shared
+    memory's while its servers run, since they keep the master key they unwrapped."""
+    settings = config.storage_settings()
+    if _shared(config):
+        with open_key_store(settings, data_dir) as store:
+            yield store
+        return
+    with DataDirLock(data_dir), open_key_store(settings, data_dir) as store:
+        yield store
 
 
 def _report(out: Any, result: dict, message: str) -> None:

@@ -13,10 +13,13 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cmp.errors import CMPError, ErrorCode
 from .env_names import env_name
+
+if TYPE_CHECKING:
+    from .storage.backends import StorageSettings
 
 DEFAULT_HOME = Path("~/.cerememory")
 
@@ -95,6 +98,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("encryption.passphrase", None, _optional_str,
             "Passphrase of an encrypted data directory (`cerememory init --encrypt`); prefer the environment.",
             secret=True),
+    Setting("encryption.passphrase_file", None, _optional_str,
+            "File whose first line is the passphrase, when encryption.passphrase is unset (a container or "
+            "orchestrator secret: every server of a shared memory reads the same one)."),
     Setting("storage.backend", "duckdb", _choice("duckdb", "postgres"),
             "System of record: duckdb (embedded, in data_dir) or postgres (shared by several servers; "
             "docs/scale-out.md)."),
@@ -385,15 +391,33 @@ class Config:
             export_dir=self["archive.export_dir"],
         )
 
+    def passphrase(self) -> str | None:
+        """encryption.passphrase, else the first line of encryption.passphrase_file."""
+        given = self["encryption.passphrase"]
+        path = self["encryption.passphrase_file"]
+        if given or not path:
+            return given
+        try:
+            lines = Path(path).expanduser().read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"encryption.passphrase_file: cannot read {path}: {exc}",
+                           hint="point CEREMEMORY_PASSPHRASE_FILE at a readable file whose first line is "
+                                "the passphrase") from None
+        return lines[0] if lines and lines[0] else None
+
+    def storage_settings(self) -> StorageSettings:
+        from .storage.backends import StorageSettings
+
+        return StorageSettings(backend=self["storage.backend"], postgres_url=self["storage.postgres_url"],
+                               namespace=self["storage.namespace"])
+
     def engine_options(self) -> dict[str, Any]:
         from .dream.settings import DreamSettings
         from .embed import EmbedSettings
         from .llm.settings import LLMSettings
-        from .storage.backends import StorageSettings
 
         return {
-            "storage": StorageSettings(backend=self["storage.backend"], postgres_url=self["storage.postgres_url"],
-                                       namespace=self["storage.namespace"]),
+            "storage": self.storage_settings(),
             "working_capacity": self["memory.working_capacity"],
             "fusion": self["recall.fusion"],
             "rrf_k": self["recall.rrf_k"],
@@ -406,7 +430,7 @@ class Config:
             "allow_broken_audit": self["audit.allow_broken"],
             "audit_fsync_interval": self["audit.fsync_interval"],
             "decay": self.decay_params(),
-            "passphrase": self["encryption.passphrase"],
+            "passphrase": self.passphrase(),
             "sanitize_patterns": self["sanitize.extra_patterns"],
             "evolution_frozen": self["evolution.frozen"],
             "evolution_interval": self["evolution.interval_seconds"],

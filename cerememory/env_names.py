@@ -6,7 +6,7 @@ from __future__ import annotations
 
 # settings whose environment variable is shorter than the derived name
 SHORT_NAMES = {"data_dir": "CEREMEMORY_DATA_DIR", "encryption.passphrase": "CEREMEMORY_PASSPHRASE",
-               "auth.api_keys": "CEREMEMORY_API_KEYS"}
+               "encryption.passphrase_file": "CEREMEMORY_PASSPHRASE_FILE", "auth.api_keys": "CEREMEMORY_API_KEYS"}
 
 
 def env_name(setting: str) -> str:

@@ -19,6 +19,9 @@ import pytest
 
 import cerememory
 from cerememory import CMPError, ErrorCode
+from cerememory.storage.archive_crypto import KdfParams
+from cerememory.storage.backends import StorageSettings, open_key_store
+from cerememory.storage.crypto import Vault
 
 from .conftest import ServeProcess
 
@@ -118,6 +121,27 @@ def test_a_dropped_connection_fails_one_request_clearly_then_recovers(pair, post
     assert "the second write after" in texts(a, "second write after")
 
 
+def test_a_restarted_server_catches_up_from_the_change_log(tmp_path: Path, postgres_url: str,
+                                                            pg_namespace: str) -> None:
+    """A server that closed cleanly indexes only what others changed while it was away: its
+    full-text indexes are brought current from the change log, not rebuilt."""
+    with open_pg(tmp_path / "a", postgres_url, pg_namespace) as a:
+        kept = a.store("the lighthouse keeper logs the storms").record_id
+        doomed = a.store("the ferry timetable changes in winter").record_id
+        a.store_raw("user: the harbour closes at nine", session_id="s1")
+    with open_pg(tmp_path / "b", postgres_url, pg_namespace) as b:
+        b.store("the harbour master owns a red boat")
+        b.update(kept, text="the lighthouse keeper logs the tides")
+        b.forget([doomed], confirm=True)
+        b.store_raw("user: the pier reopens in spring", session_id="s1")
+    with open_pg(tmp_path / "a", postgres_url, pg_namespace) as a:
+        assert a.engine.indexes.caught_up == ["records", "journal"] and a.engine.repaired == []
+        assert texts(a, "red boat") == ["the harbour master owns a red boat"]
+        assert texts(a, "lighthouse") == ["the lighthouse keeper logs the tides"]
+        assert texts(a, "ferry timetable") == []
+        assert a.raw_recall("pier spring").records and a.raw_recall("harbour nine").records
+
+
 # ---------------------------------------------------------------- schema and settings
 
 
@@ -126,9 +150,9 @@ def test_migrate_schema_checks_then_applies(cli, postgres_url: str, pg_namespace
            "CEREMEMORY_STORAGE__NAMESPACE": pg_namespace}
     check = cli("migrate-schema", "--check", "--json", env=env)
     assert check.code == 1, check.stderr
-    assert [m["version"] for m in check.json()["pending"]] == [1, 2]
+    assert [m["version"] for m in check.json()["pending"]] == [1, 2, 3]
     applied = cli("migrate-schema", "--json", env=env)
-    assert applied.code == 0 and [m["version"] for m in applied.json()["applied"]] == [1, 2]
+    assert applied.code == 0 and [m["version"] for m in applied.json()["applied"]] == [1, 2, 3]
     again = cli("migrate-schema", "--check", "--json", env=env)
     assert again.code == 0 and again.json()["pending"] == []
 
@@ -182,12 +206,12 @@ def test_namespaces_are_isolated(tmp_path: Path, postgres_url: str, pg_namespace
 # ---------------------------------------------------------------- real servers
 
 
-def _serve(tmp_path: Path, name: str, url: str, namespace: str) -> ServeProcess:
+def _serve(tmp_path: Path, name: str, url: str, namespace: str, **env: str) -> ServeProcess:
     workdir = tmp_path / name
     workdir.mkdir()
     return ServeProcess.serve(workdir / "data", workdir, "--log-level", "info", "--log-format", "json",
                               CEREMEMORY_STORAGE__BACKEND="postgres", CEREMEMORY_STORAGE__POSTGRES_URL=url,
-                              CEREMEMORY_STORAGE__NAMESPACE=namespace)
+                              CEREMEMORY_STORAGE__NAMESPACE=namespace, **env)
 
 
 def _store(url: str, text: str) -> str:
@@ -295,3 +319,101 @@ def test_two_servers_write_one_audit_chain_that_audit_verify_checks(pair, cli, p
                      "'encode', 'forget'), 'UTF8') WHERE seq = 2")
     broken = cli("audit-verify", "--json", env=env)
     assert broken.code == 6 and broken.json()["first_bad_line"] == 2
+
+
+# ---------------------------------------------------------------- encryption at rest
+
+PASSPHRASE = "one passphrase for every server"
+FAST_KDF = KdfParams(time_cost=1, memory_cost_kib=8 * 1024)
+CANARY = "zebracanary"
+
+
+def _table_counts(url: str, namespace: str) -> dict[str, int]:
+    with psycopg.connect(url) as conn:
+        return {table: int(conn.execute(f"SELECT count(*) FROM {namespace}.{table}").fetchone()[0])  # type: ignore[index]
+                for table in ("records", "raw_journal", "record_keys", "audit", "changes", "master_key")}
+
+
+def test_an_encrypted_memory_is_shared_and_forget_erases_its_key(tmp_path: Path, postgres_url: str,
+                                                                  pg_namespace: str) -> None:
+    """Two servers with the same passphrase read each other's encrypted records; the database
+    holds no plaintext; a forgotten record's key row is gone, so its ciphertext opens for no one;
+    a wrong passphrase is refused before anything is written."""
+    settings = StorageSettings(backend="postgres", postgres_url=postgres_url, namespace=pg_namespace)
+    with open_key_store(settings, tmp_path) as store:
+        Vault.create(store, PASSPHRASE, FAST_KDF)
+    with open_pg(tmp_path / "a", postgres_url, pg_namespace, passphrase=PASSPHRASE) as a, \
+            open_pg(tmp_path / "b", postgres_url, pg_namespace, passphrase=PASSPHRASE) as b:
+        kept = a.store(f"the {CANARY} grazes at noon", metadata={"note": CANARY}).record_id
+        gone = a.store(f"the {CANARY} hides at dusk").record_id
+        a.store_raw(f"user: the {CANARY} ships on tuesday", session_id="s1")
+        eventually(lambda: texts(b, "grazes noon"), "B finds A's encrypted record through its own index")
+        assert b.inspect(kept).metadata["note"] == CANARY
+        eventually(lambda: b.raw_recall("ships tuesday").records, "B reads A's encrypted journal record")
+        with psycopg.connect(postgres_url) as conn:
+            bodies = [bytes(row[0]) for row in conn.execute(
+                f"SELECT body FROM {pg_namespace}.records UNION ALL SELECT body FROM {pg_namespace}.raw_journal "
+                f"UNION ALL SELECT vec FROM {pg_namespace}.vectors")]
+            sealed = {row[0]: bytes(row[1]) for row in conn.execute(f"SELECT id, body FROM {pg_namespace}.records")}
+        assert bodies and not any(CANARY.encode() in body for body in bodies)
+        b.forget([gone], confirm=True)
+        eventually(lambda: not texts(a, "hides dusk"), "A no longer recalls what B forgot")
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute(f"SELECT count(*) FROM {pg_namespace}.record_keys WHERE id = %s", [gone]).fetchone()
+    assert rows == (0,)
+    with open_key_store(settings, tmp_path) as store:
+        vault = Vault.unlock(store, PASSPHRASE)
+        assert vault is not None
+        assert CANARY.encode() in vault.open(kept, sealed[kept])
+        with pytest.raises(CMPError) as erased:
+            vault.open(gone, sealed[gone])  # the raw row, kept from before the forget
+        assert erased.value.code is ErrorCode.RECORD_NOT_FOUND
+        Vault.rekey(store, PASSPHRASE, "the next passphrase", FAST_KDF)  # the master key re-wrapped, nothing else
+        rekeyed = Vault.unlock(store, "the next passphrase")
+        assert rekeyed is not None and CANARY.encode() in rekeyed.open(kept, sealed[kept])
+        Vault.rekey(store, "the next passphrase", PASSPHRASE, FAST_KDF)
+    before = _table_counts(postgres_url, pg_namespace)
+    for passphrase in ("wrong", None):
+        with pytest.raises(CMPError) as refused:
+            open_pg(tmp_path / "c", postgres_url, pg_namespace, passphrase=passphrase)
+        assert refused.value.code is ErrorCode.UNAUTHORIZED and refused.value.hint
+    assert _table_counts(postgres_url, pg_namespace) == before
+
+
+def test_two_encrypted_servers_share_api_keys_and_their_revocation(cli, tmp_path: Path, postgres_url: str,
+                                                                   pg_namespace: str) -> None:
+    """`init --encrypt` and `keys create` against the shared memory; two real servers with the
+    same passphrase (one from the environment, one from a file): a key made once works on both,
+    a record written on one is read on the other, a revocation reaches both; a server given the
+    wrong passphrase stops with a clear error."""
+    env = {"CEREMEMORY_STORAGE__BACKEND": "postgres", "CEREMEMORY_STORAGE__POSTGRES_URL": postgres_url,
+           "CEREMEMORY_STORAGE__NAMESPACE": pg_namespace, "CEREMEMORY_PASSPHRASE": PASSPHRASE}
+    init = cli("init", "--encrypt", "--json", env=env)
+    assert init.code == 0 and init.json()["encrypted"], init.stderr
+    created = cli("keys", "create", "--name", "agent", "--json", env=env)
+    assert created.code == 0, created.stderr
+    auth = {"Authorization": f"Bearer {created.json()['key']}"}
+    secret = tmp_path / "passphrase"
+    secret.write_text(PASSPHRASE + "\n")
+    servers = [_serve(tmp_path, "a", postgres_url, pg_namespace, CEREMEMORY_PASSPHRASE=PASSPHRASE),
+               _serve(tmp_path, "b", postgres_url, pg_namespace, CEREMEMORY_PASSPHRASE_FILE=str(secret))]
+    try:
+        a, b = (s.url for s in servers)
+        written = httpx.post(f"{a}/v1/encode", headers=auth, timeout=30, json={"content": {"blocks": [
+            {"modality": "text", "format": "text/plain", "text": f"the {CANARY} sleeps standing"}]}})
+        assert written.status_code == 200, written.text
+        record = f"/v1/introspect/record/{written.json()['record_id']}"
+        read = eventually(lambda: (r := httpx.get(b + record, headers=auth, timeout=30)).status_code == 200 and r,
+                          "B reads A's encrypted record with the key made once")
+        assert CANARY in read.text
+        assert httpx.get(b + record, timeout=30).status_code == 401
+        revoked = cli("keys", "revoke", "agent", "--json", env=env)
+        assert revoked.code == 0, revoked.stderr
+        for url in (a, b):
+            eventually(lambda url=url: httpx.get(url + record, headers=auth, timeout=30).status_code == 401,
+                       f"{url} refuses the revoked key")
+    finally:
+        for server in servers:
+            server.stop()
+    wrong = cli("serve", "--port", "1", env={**env, "CEREMEMORY_PASSPHRASE": "wrong"})
+    assert wrong.code == 7 and "UNAUTHORIZED" in wrong.stderr and "CEREMEMORY_PASSPHRASE" in wrong.stderr

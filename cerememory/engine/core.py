@@ -80,18 +80,15 @@ class EngineCore:
         except (EmbeddingUnavailable, ValueError) as exc:
             raise CMPError(ErrorCode.VALIDATION_ERROR, f"embedding backend unavailable: {exc}",
                            hint=getattr(exc, "hint", None) or "set embed.semantic = auto or off") from exc
-        vault = Vault.unlock(data_dir, options.passphrase)
-        if vault is not None and options.storage.backend != "duckdb":
-            raise CMPError(ErrorCode.VALIDATION_ERROR, "encryption at rest is not available on the postgres backend",
-                           hint="keep an encrypted memory on the embedded backend (storage.backend = duckdb)")
-        self.sealer: Sealer = PLAINTEXT if vault is None else vault
         self.backend = open_backend(options.storage, data_dir)
         self.read = read = self.backend.read  # outside a transaction; `Writer` alone opens one
-        try:
+        try:  # the keys before anything is written: a wrong passphrase leaves the memory as it was
+            vault = Vault.unlock(self.backend.key_store(), options.passphrase)
             self.audit = self._open_audit(data_dir, options) if options.audit else None
         except BaseException:
             self.backend.close()
             raise
+        self.sealer: Sealer = PLAINTEXT if vault is None else vault
         # the change log position this state was read at: later changes by others are applied on top
         self.changes_seen = self.backend.changes.last() if self.backend.changes is not None else 0
         self.undecodable = UndecodableLog()

@@ -144,7 +144,16 @@ class Engine:
             self.follower.join()
         core = self.core
         with self.writer.lock:  # an operation still running in another thread finishes first
-            steps = [self.writer.flush, core.text.close, core.raw_text.close, core.backend.close]
+            # every change up to this position is in RAM, hence staged: the next open starts there
+            position = core.changes_seen if core.backend.changes is not None else None
+
+            def close_text() -> None:
+                core.text.close(position)
+
+            def close_raw_text() -> None:
+                core.raw_text.close(position)
+
+            steps = [self.writer.flush, close_text, close_raw_text, core.backend.close]
             if core.audit is not None:
                 steps.append(core.audit.close)
             for step in steps:

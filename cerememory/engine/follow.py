@@ -18,11 +18,10 @@ from collections.abc import Callable, Sequence
 
 from ..cmp.errors import CMPError
 from ..index.graph import Edge
-from ..model import StoreType
 from ..storage.base import Change, ChangeFeed
 from .core import EngineCore
-from .docs import raw_text_doc, record_text_doc
-from .writer import JOURNAL_SEQ, RECORDS_SEQ, Writer
+from .indexes import stage_raw, stage_records
+from .writer import Writer
 
 log = logging.getLogger("cerememory")
 
@@ -109,9 +108,11 @@ class Follower:
 
     def _refresh_records(self, ids: list[uuid.UUID]) -> None:
         core = self.core
+        core.sealer.prefetch(ids)  # keys another server made, in one query
         core.records.refresh(ids, bodies=True)
         present = [i for i in ids if i in core.records.heads]
         gone = [i for i in ids if i not in core.records.heads]
+        core.sealer.evict(gone)  # their keys were erased with them
         for i in gone:
             core.consolidated.pop(i, None)
         core.graph.remove_nodes(gone)
@@ -120,17 +121,10 @@ class Follower:
         core.graph.add(Edge(*row) for row in core.read.edges.load_from(present) if row[1] in heads)
         core.vectors.remove(ids)
         core.load_vectors([row for row in core.read.vectors.load_for(present) if row[0] in heads])
-        seq = int(core.read.state.get(RECORDS_SEQ, "0") or 0)
-        records = core.fetch(present)
-        core.text.stage(seq, delete=[str(i) for i in ids],
-                        add=[record_text_doc(r) for r in records.values() if r.store is not StoreType.WORKING])
-        core.text.mark_pending()
+        stage_records(core, ids)
 
     def _refresh_raw(self, ids: list[uuid.UUID]) -> None:
-        core = self.core
-        seq = int(core.read.state.get(JOURNAL_SEQ, "0") or 0)
-        core.raw_text.stage(seq, delete=[str(i) for i in ids], add=[raw_text_doc(r) for r in core.journal.get(ids)])
-        core.raw_text.mark_pending()
+        stage_raw(self.core, ids)
 
     def _refresh_state(self, keys: list[str]) -> None:
         if any(k.startswith("recall_mode") for k in keys):

@@ -1,13 +1,16 @@
 """The full-text indexes are derived from the database: rebuilt when missing, damaged or behind
-(the stamp each index keeps is the sequence number of the last change it holds)."""
+(the stamp each index keeps is the sequence number of the last change it holds). Over a shared
+database, an index a clean close left current to a change-log position catches up instead: the
+records changed since are indexed again, and only if the log no longer reaches back that far,
+or the counts then disagree, is the index rebuilt."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..cmp import messages as m
-from ..index.fulltext import TextDoc
+from ..index.fulltext import TextDoc, TextIndex
 from ..model import StoreType
 from ..progress import ProgressFn
 from ..stores.undecodable import UndecodableRecord
@@ -15,29 +18,74 @@ from .core import EngineCore
 from .docs import raw_text_doc, record_text_doc
 from .writer import JOURNAL_SEQ, RECORDS_SEQ, Writer
 
+LOG_BATCH = 10_000  # change-log entries read at a time
+
+
+def stage_records(core: EngineCore, ids: list[uuid.UUID]) -> None:
+    """Stage the current text of curated records `ids`: the ones that still exist again, the
+    others deleted (another server changed or forgot them)."""
+    seq = int(core.read.state.get(RECORDS_SEQ, "0") or 0)
+    records = core.fetch([i for i in ids if i in core.records.heads])
+    core.text.stage(seq, delete=[str(i) for i in ids],
+                    add=[record_text_doc(r) for r in records.values() if r.store is not StoreType.WORKING])
+    core.text.mark_pending()
+
+
+def stage_raw(core: EngineCore, ids: list[uuid.UUID]) -> None:
+    """Stage the current text of journal records `ids` (deleted when they are gone)."""
+    seq = int(core.read.state.get(JOURNAL_SEQ, "0") or 0)
+    core.sealer.prefetch(ids)
+    core.raw_text.stage(seq, delete=[str(i) for i in ids], add=[raw_text_doc(r) for r in core.journal.get(ids)])
+    core.raw_text.mark_pending()
+
 
 class TextIndexes:
     def __init__(self, core: EngineCore, writer: Writer) -> None:
         self.core = core
         self.writer = writer
         self.repaired: list[str] = []  # the indexes rebuilt when the data directory was opened
+        self.caught_up: list[str] = []  # the indexes brought current from the change log instead
 
     def repair(self, progress: ProgressFn | None) -> None:
         """Rebuild a full-text index that is missing, damaged or behind the database."""
         core = self.core
         core.text.purge_group(StoreType.WORKING.value)  # working memory did not survive
         journal_total, _ = core.journal.counts()
-        checks = [("records", core.text, RECORDS_SEQ, len(core.records.heads), self.rebuild_records),
-                  ("journal", core.raw_text, JOURNAL_SEQ, journal_total, self.rebuild_journal)]
-        for name, index, key, expected, rebuild in checks:
+        checks = [("records", core.text, RECORDS_SEQ, len(core.records.heads), self.rebuild_records, stage_records),
+                  ("journal", core.raw_text, JOURNAL_SEQ, journal_total, self.rebuild_journal, stage_raw)]
+        for name, index, key, expected, rebuild, restage in checks:
             seq = self._seq(key)
             if index.stamp() == seq and index.num_docs() == expected:
                 continue
             if expected == 0 and index.num_docs() == 0:
                 index.write_stamp(seq)  # a new data directory: nothing to rebuild
                 continue
+            if self._catch_up(index, "record" if index is core.text else "raw", restage, seq) \
+                    and index.num_docs() == expected:
+                self.caught_up.append(name)
+                continue
             rebuild(progress)
             self.repaired.append(name)
+
+    def _catch_up(self, index: TextIndex, kind: str, restage: Callable[[EngineCore, list[uuid.UUID]], None],
+                  seq: int) -> bool:
+        """Index again what the change log says changed since the index's position; False when
+        there is no position or the log was pruned past it."""
+        feed, position = self.core.backend.changes, index.changes_position()
+        if feed is None or position is None:
+            return False
+        changed: dict[str, None] = {}
+        while True:
+            changes, complete = feed.since(position, LOG_BATCH)
+            if not complete:
+                return False
+            changed.update(dict.fromkeys(c.key for c in changes if c.kind == kind))
+            if len(changes) < LOG_BATCH:
+                break
+            position = changes[-1].seq
+        restage(self.core, [uuid.UUID(k) for k in changed])  # stages at the database's sequence number
+        index.commit_through(seq)
+        return True
 
     def reindex(self, req: m.ReindexRequest, progress: ProgressFn | None = None) -> m.ReindexResponse:
         wanted = req.target

@@ -11,7 +11,9 @@ ranking is too; what search loses is the ability to match anything but whole ana
 which a plain-words query never asks for anyway.
 
 The index is derived data. A stamp file records the database mutation counter the index was
-last committed at; an index whose stamp disagrees with the database is rebuilt on open.
+last committed at; an index whose stamp disagrees with the database is rebuilt on open. When
+the database is shared, a clean close also records the change-log position the index holds
+everything up to, so the next open can apply only what changed since (engine/indexes.py).
 
 A full disk kills tantivy's writer and loses what it held uncommitted, so everything staged
 since the last commit is also kept here: after a failure a new writer is made (once the disk has
@@ -135,15 +137,23 @@ class TextIndex:
 
     # ------------------------------------------------------------ staleness
 
-    def stamp(self) -> int | None:
+    def _stamped(self, field: str) -> int | None:
         try:
-            return int(json.loads(self.stamp_path.read_text())["seq"])
+            return int(json.loads(self.stamp_path.read_text())[field])
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def write_stamp(self, seq: int) -> None:
+    def stamp(self) -> int | None:
+        return self._stamped("seq")
+
+    def changes_position(self) -> int | None:
+        """The change-log position a clean close left the index current to (None after a
+        crash, or when the database is not shared): any later commit drops it."""
+        return self._stamped("changes")
+
+    def write_stamp(self, seq: int, changes: int | None = None) -> None:
         tmp = self.stamp_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"seq": seq}))
+        tmp.write_text(json.dumps({"seq": seq} if changes is None else {"seq": seq, "changes": changes}))
         tmp.replace(self.stamp_path)
 
     def _open_index(self) -> tantivy.Index:
@@ -290,12 +300,15 @@ class TextIndex:
         hits = searcher.search(query, limit).hits
         return [(searcher.doc(addr)["id"][0], float(score)) for score, addr in hits]
 
-    def close(self) -> None:
+    def close(self, changes: int | None = None) -> None:
+        """Commit what is staged; `changes`: the change-log position everything staged reflects."""
         self._closing = True
         self._pending.set()
         self._committer.join(timeout=10)
         try:
             self.commit_through(self._staged)
+            if changes is not None:
+                self.write_stamp(self._visible, changes)
         finally:
             # dropping the writer releases tantivy's directory lock
             self.writer = None

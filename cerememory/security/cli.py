@@ -42,6 +42,11 @@ def _audit(config: Any) -> AuditLog | None:
 
     if not config["audit.enabled"]:
         return None
+    from ..storage.backends import open_audit_chain
+
+    chain = open_audit_chain(config.storage_settings())
+    if chain is not None:  # a shared memory's one chain, in its database
+        return AuditLog(chain)
     config.data_dir.mkdir(parents=True, exist_ok=True)
     return AuditLog(config.data_dir / AUDIT_FILE)
 
@@ -80,7 +85,7 @@ def _open_server_note(data_dir: Any) -> str | None:
 def run_keys(args: argparse.Namespace, config: Any, out: Any) -> int:
     from .keys import KeyStore
 
-    store = KeyStore(config.data_dir)
+    store = KeyStore.of(config.data_dir, config.storage_settings())
     if args.keys_command == "create":
         entry, secret = store.create(args.name)
         _log_key_event(config, "keys.create", entry)
@@ -109,7 +114,7 @@ def run_keys(args: argparse.Namespace, config: Any, out: Any) -> int:
         return 0
     from rich.table import Table
 
-    table = Table(title=f"{sum(1 for k in keys if not k['revoked_at'])} active keys in {store.path}")
+    table = Table(title=f"{sum(1 for k in keys if not k['revoked_at'])} active keys in {store.where}")
     for column in ("id", "name", "prefix", "created", "revoked"):
         table.add_column(column)
     for k in keys:

@@ -1,13 +1,15 @@
-"""API keys kept in the data directory (`cerememory keys create|list|revoke`).
+"""API keys kept with the memory (`cerememory keys create|list|revoke`).
 
-The file `api_keys.json` (mode 0600, replaced atomically) holds for each key its id, name,
+The file `api_keys.json` in the data directory (mode 0600, replaced atomically), or the table
+`api_keys` of a memory shared over PostgreSQL, holds for each key its id, name,
 creation and revocation times, a short display prefix and the SHA-256 digest of the key, never
 the key. SHA-256 rather than a password hash such as Argon2: a key is 32 random bytes, so there
 is nothing to brute-force, and the digest must be checked on every request, where Argon2's
 deliberate cost (tens of milliseconds) would be paid per call.
 
-A serving process re-reads the file when it changes, so a revoked key stops working at once and
-a new key works without a restart (as long as the server started with keys).
+A serving process re-reads the file when it changes (the table at most once a second), so a
+revoked key stops working at once and a new key works without a restart (as long as the
+server started with keys).
 """
 
 from __future__ import annotations
@@ -18,17 +20,21 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cmp.errors import CMPError, ErrorCode
 from ..storage.files import write_atomic
 from ..storage.full import is_disk_full, storage_full
 from .auth import KeyRing, bearer_token, digest, identify_in
+
+if TYPE_CHECKING:
+    from ..storage.backends import StorageSettings
+    from ..storage.base import ApiKeyRows
 
 KEYS_FILE = "api_keys.json"
 KEY_PREFIX = "cmk_"
@@ -61,27 +67,25 @@ def _bad(message: str, hint: str | None = None, **details: Any) -> CMPError:
     return CMPError(ErrorCode.VALIDATION_ERROR, message, hint=hint, details=details or None)
 
 
-class KeyStore:
-    """The data directory's key file: create, list, revoke, and the active digests."""
+class KeyFile:
+    """The data directory's `api_keys.json`: its rows, read-modify-write under a file lock."""
 
     def __init__(self, data_dir: str | Path) -> None:
         self.data_dir = Path(data_dir).expanduser()
         self.path = self.data_dir / KEYS_FILE
+        self.where = str(self.path)
 
-    # ------------------------------------------------------------ file access
-
-    def load(self) -> list[StoredKey]:
+    def load(self) -> list[dict[str, Any]]:
         if not self.path.exists():
             return []
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            return [StoredKey(**entry) for entry in data["keys"]]
+            return list(json.loads(self.path.read_text(encoding="utf-8"))["keys"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CMPError(ErrorCode.INTERNAL_ERROR, f"cannot read the key file {self.path}: {exc}",
                            hint="restore it from a backup, or move it away and create new keys") from None
 
-    def _save(self, keys: list[StoredKey]) -> None:
-        body = json.dumps({"version": 1, "keys": [asdict(k) for k in keys]}, indent=2) + "\n"
+    def save(self, rows: list[dict[str, Any]]) -> None:
+        body = json.dumps({"version": 1, "keys": rows}, indent=2) + "\n"
         try:
             write_atomic(self.path, body)
         except OSError as exc:
@@ -90,8 +94,8 @@ class KeyStore:
             raise
 
     @contextmanager
-    def _locked(self) -> Iterator[list[StoredKey]]:
-        """Read-modify-write under an exclusive lock, so two CLI calls never lose a key."""
+    def locked(self) -> Iterator[list[dict[str, Any]]]:
+        """The rows under an exclusive lock, so two CLI calls never lose a key."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.data_dir / f".{KEYS_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -99,6 +103,55 @@ class KeyStore:
             yield self.load()
         finally:
             os.close(fd)  # releases the lock
+
+    def stamp(self) -> Hashable | None:
+        """Changes whenever the file does; None when there is no file."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def close(self) -> None:
+        return None
+
+
+class KeyStore:
+    """The memory's API keys: create, list, revoke, and the active digests. They live in the
+    data directory (`KeyFile`), or, for a memory shared over PostgreSQL, in its schema, so a key
+    created against one server works on every server and a revocation reaches them all."""
+
+    def __init__(self, data_dir: str | Path, rows: ApiKeyRows | None = None) -> None:
+        self.rows: ApiKeyRows = rows if rows is not None else KeyFile(data_dir)
+        self.where = self.rows.where
+
+    @classmethod
+    def of(cls, data_dir: str | Path, storage: StorageSettings | None = None) -> KeyStore:
+        """The key store of the memory these settings name."""
+        if storage is not None and storage.backend == "postgres":
+            from ..storage.backends import open_api_keys
+
+            return cls(data_dir, open_api_keys(storage))
+        return cls(data_dir)
+
+    def load(self) -> list[StoredKey]:
+        try:
+            return [StoredKey(**row) for row in self.rows.load()]
+        except TypeError as exc:
+            raise CMPError(ErrorCode.INTERNAL_ERROR, f"cannot read the keys in {self.where}: {exc}",
+                           hint="restore them from a backup, or move them away and create new keys") from None
+
+    def _save(self, keys: list[StoredKey]) -> None:
+        self.rows.save([asdict(k) for k in keys])
+
+    @contextmanager
+    def _locked(self) -> Iterator[list[StoredKey]]:
+        """Read-modify-write, one writer at a time."""
+        with self.rows.locked() as rows:
+            yield [StoredKey(**row) for row in rows]
+
+    def close(self) -> None:
+        self.rows.close()
 
     # ------------------------------------------------------------ operations
 
@@ -145,29 +198,30 @@ class ServerKeys:
         self.ring = ring
         self.store = store
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: Hashable | None = None
         self._stored: list[tuple[str, bytes]] = []
         self._refresh()
 
     @classmethod
-    def load(cls, data_dir: str | Path, setting: str | None) -> ServerKeys | None:
-        """None when neither the setting nor the data dir has a key (the server runs open)."""
-        keys = cls(KeyRing.from_setting(setting), KeyStore(data_dir))
-        return keys if len(keys) else None
+    def load(cls, data_dir: str | Path, setting: str | None,
+             storage: StorageSettings | None = None) -> ServerKeys | None:
+        """None when neither the setting nor the memory has a key (the server runs open)."""
+        store = KeyStore.of(data_dir, storage)
+        keys = cls(KeyRing.from_setting(setting), store)
+        if len(keys):
+            return keys
+        store.close()
+        return None
 
     def _refresh(self) -> None:
         if self.store is None:
             return
-        try:
-            st = os.stat(self.store.path)
-            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except FileNotFoundError:
-            stamp = (0, 0, 0)
+        stamp = self.store.rows.stamp()
         if stamp == self._stamp:
             return
         with self._lock:
             if stamp != self._stamp:
-                self._stored = self.store.active_entries() if stamp != (0, 0, 0) else []
+                self._stored = self.store.active_entries() if stamp is not None else []
                 self._stamp = stamp
 
     def entries(self) -> list[tuple[str, bytes]]:

@@ -11,7 +11,7 @@ transactions. Every statement, dialect and driver lives in the backend's own pac
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
@@ -183,6 +183,41 @@ class AuditChain(Protocol):
     def close(self) -> None: ...
 
 
+class KeyStore(Protocol):
+    """Where an encrypted memory keeps its keys (storage/crypto.py): the master key wrapped by
+    the passphrase (a small document), and one wrapped data key per record. `shared` when other
+    processes add and remove keys too, so a key this process lacks is looked up."""
+
+    where: str  # the memory, for messages
+    document_name: str  # where the wrapped master key lives, for messages
+    keys_name: str  # where the wrapped data keys live, for messages
+    shared: bool
+
+    def document(self) -> bytes | None: ...  # None: the memory is not encrypted
+    def blank(self) -> bool: ...  # nothing stored yet, so encryption can still be chosen
+    def create(self, document: bytes) -> None: ...  # the first master key (refused when there is one)
+    def replace(self, document: bytes) -> None: ...  # the master key wrapped anew (rekey)
+    def load(self) -> list[tuple[uuid.UUID, bytes]]: ...  # every (record id, wrapped data key)
+    def fetch(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, bytes]]: ...
+    def add(self, entries: Sequence[tuple[uuid.UUID, bytes]]) -> None: ...  # durable before the rows using them
+    def remove(self, ids: Sequence[uuid.UUID]) -> None: ...
+    # keys of records that no longer exist (`live`: the ids this process holds; a shared store
+    # asks the database instead); returns the ids whose keys it removed
+    def remove_orphans(self, live: set[uuid.UUID]) -> list[uuid.UUID]: ...
+
+
+class ApiKeyRows(Protocol):
+    """Where the memory's API keys live (security/keys.py): one dict per key, as stored."""
+
+    where: str  # for messages
+
+    def load(self) -> list[dict[str, Any]]: ...
+    def locked(self) -> AbstractContextManager[list[dict[str, Any]]]: ...  # the rows, one writer at a time
+    def save(self, rows: list[dict[str, Any]]) -> None: ...  # inside `locked`: the rows become these
+    def stamp(self) -> Hashable | None: ...  # changes when the rows may have; None: there are none
+    def close(self) -> None: ...
+
+
 class Backend(Protocol):
     @property
     def read(self) -> Tables: ...
@@ -192,4 +227,5 @@ class Backend(Protocol):
     def transaction(self) -> AbstractContextManager[Tables]: ...
     def leads(self) -> bool: ...  # whether this process runs the background work (decay, dreams)
     def audit_chain(self) -> AuditChain | None: ...  # None: the audit log is a file in the data directory
+    def key_store(self) -> KeyStore: ...  # where an encrypted memory's keys live
     def close(self) -> None: ...

@@ -1,20 +1,21 @@
 """Encryption at rest, with forgetting as a cryptographic erase.
 
 Key hierarchy:
-- the passphrase, through Argon2id with a random salt (both recorded in ``keys.json``), gives
-  the key-encryption key (KEK);
-- the KEK wraps one random master key, also in ``keys.json``; changing the passphrase
-  (``cerememory rekey``) re-wraps only the master key, never the records;
-- the master key wraps one random data key per record, kept in ``keystore.bin`` beside the
-  database, never inside it; each record's body and vector are sealed with ChaCha20-Poly1305
-  under its own data key, with the record id and the purpose as associated data, so a sealed
-  blob cannot be moved to another record or field;
+- the passphrase, through Argon2id with a random salt (both recorded beside the wrapped master
+  key), gives the key-encryption key (KEK);
+- the KEK wraps one random master key; changing the passphrase (``cerememory rekey``) re-wraps
+  only the master key, never the records;
+- the master key wraps one random data key per record; each record's body and vector are
+  sealed with ChaCha20-Poly1305 under its own data key, with the record id and the purpose as
+  associated data, so a sealed blob cannot be moved to another record or field;
 - a key derived from the master key turns full-text tokens into keyed hashes, so the text
   index holds no plaintext either.
 
-Forgetting a record deletes its data key by rewriting the keystore without it. Old DuckDB
-pages and backups of the database then hold ciphertext nobody can open; only a copy of the
-keystore taken before the forget (with the passphrase) could.
+Where the wrapped keys live is the backend's (`storage.base.KeyStore`): files beside an
+embedded database (storage/keyfiles.py), tables of a shared PostgreSQL schema, where every
+server derives the same master key from the same passphrase (storage/postgres/keys.py).
+Forgetting a record removes its wrapped data key; the ciphertext left in old pages and in
+backups then opens with no key, except a copy of the keys taken before the forget.
 """
 
 from __future__ import annotations
@@ -36,16 +37,12 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from ..cmp.errors import CMPError, ErrorCode
 from .archive_crypto import CEILING, DEFAULT_KDF, KdfParams, derive_key, over_limit, valid_cost
-from .files import write_atomic
-from .lock import LOCK_NAME
+from .base import KeyStore
+from .keyfiles import KEY_BYTES, KEYFILE, KEYSTORE, NONCE_BYTES, KeyFiles, is_encrypted
 
-KEYFILE = "keys.json"
-KEYSTORE = "keystore.bin"
+__all__ = ["BODY", "KEYFILE", "KEYSTORE", "PLAINTEXT", "VECTOR", "Plaintext", "Sealer", "Vault", "is_encrypted"]
+
 FORMAT = 1
-KEY_BYTES = 32
-NONCE_BYTES = 12
-_MAGIC = b"CMKEYS1\n"
-_ENTRY = 16 + NONCE_BYTES + KEY_BYTES + 16  # record id, nonce, wrapped key, tag
 _SEALED_VERSION = b"\x01"
 BODY, VECTOR = b"body", b"vector"
 TOKEN_CACHE = 1 << 18
@@ -56,20 +53,20 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _wrong_passphrase() -> CMPError:
-    return CMPError(ErrorCode.UNAUTHORIZED, "wrong passphrase for this encrypted data directory",
+def _store(where: Path | KeyStore) -> KeyStore:
+    return KeyFiles(where) if isinstance(where, Path) else where
+
+
+def _wrong_passphrase(store: KeyStore) -> CMPError:
+    return CMPError(ErrorCode.UNAUTHORIZED, f"wrong passphrase for the encrypted memory at {store.where}",
                     hint="set CEREMEMORY_PASSPHRASE to the passphrase given to `cerememory init --encrypt`")
 
 
-def is_encrypted(data_dir: Path) -> bool:
-    return (data_dir / KEYFILE).exists()
-
-
 class Vault:
-    """The unlocked keys of one data directory. Thread-safe."""
+    """The unlocked keys of one memory. Thread-safe."""
 
-    def __init__(self, data_dir: Path, master: bytes, keys: dict[uuid.UUID, bytes]) -> None:
-        self.data_dir = data_dir
+    def __init__(self, store: KeyStore, master: bytes, keys: dict[uuid.UUID, bytes]) -> None:
+        self.store = store
         self._master = ChaCha20Poly1305(master)
         self._index_key = hmac.new(master, b"cerememory full-text tokens", hashlib.sha256).digest()
         self._keys = keys
@@ -81,143 +78,176 @@ class Vault:
     # ------------------------------------------------------------ life cycle
 
     @classmethod
-    def create(cls, data_dir: Path, passphrase: str, params: KdfParams = DEFAULT_KDF) -> Vault:
-        """Set up encryption for a new, empty data directory."""
+    def create(cls, where: Path | KeyStore, passphrase: str, params: KdfParams = DEFAULT_KDF) -> Vault:
+        """Set up encryption for a new, empty memory (a data directory, or a database schema)."""
+        store = _store(where)
         if not passphrase:
             raise CMPError(ErrorCode.VALIDATION_ERROR, "an empty passphrase cannot protect anything",
                            hint="set CEREMEMORY_PASSPHRASE or answer the prompt")
-        if is_encrypted(data_dir):
-            raise CMPError(ErrorCode.VALIDATION_ERROR, f"{data_dir} is already encrypted",
+        if store.document() is not None:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"{store.where} is already encrypted",
                            hint="use `cerememory rekey` to change its passphrase")
-        data_dir.mkdir(parents=True, exist_ok=True)
-        if any(p.name != LOCK_NAME for p in data_dir.iterdir()):
-            raise CMPError(ErrorCode.VALIDATION_ERROR, f"{data_dir} already holds unencrypted data",
-                           hint="encrypt a new directory and move the data with export and import")
+        if not store.blank():
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"{store.where} already holds unencrypted data",
+                           hint="encrypt a new memory and move the data with export and import")
         master = os.urandom(KEY_BYTES)
-        cls._write_keyfile(data_dir, passphrase, master, params)
-        write_atomic(data_dir / KEYSTORE, _MAGIC)
-        return cls(data_dir, master, {})
+        store.create(cls._wrap_master(passphrase, master, params))
+        return cls(store, master, {})
 
     @staticmethod
-    def _write_keyfile(data_dir: Path, passphrase: str, master: bytes, params: KdfParams) -> None:
+    def _wrap_master(passphrase: str, master: bytes, params: KdfParams) -> bytes:
         salt, nonce = os.urandom(16), os.urandom(NONCE_BYTES)
         kek = derive_key(passphrase, salt, params)
         wrapped = ChaCha20Poly1305(kek).encrypt(nonce, master, b"cerememory master key")
         document = {"format": FORMAT, "kdf": {"algorithm": "argon2id", "salt": _b64(salt), **asdict(params)},
                     "cipher": "chacha20-poly1305", "master_key": {"nonce": _b64(nonce), "wrapped": _b64(wrapped)}}
-        write_atomic(data_dir / KEYFILE, json.dumps(document, indent=2).encode())
+        return json.dumps(document, indent=2).encode()
 
     @classmethod
-    def unlock(cls, data_dir: Path, passphrase: str | None) -> Vault | None:
-        """The vault of an encrypted directory (None when it is not encrypted)."""
-        if not is_encrypted(data_dir):
+    def unlock(cls, where: Path | KeyStore, passphrase: str | None) -> Vault | None:
+        """The vault of an encrypted memory (None when it is not encrypted)."""
+        store = _store(where)
+        try:
+            document = store.document()
+        except OSError as exc:
+            raise CMPError(ErrorCode.INTERNAL_ERROR, f"cannot read {store.document_name}: {exc}",
+                           hint="check the file's permissions") from None
+        if document is None:
             return None
         if not passphrase:
-            raise CMPError(ErrorCode.UNAUTHORIZED, f"{data_dir} is encrypted and no passphrase was given",
+            raise CMPError(ErrorCode.UNAUTHORIZED, f"{store.where} is encrypted and no passphrase was given",
                            hint="set CEREMEMORY_PASSPHRASE (or pass passphrase= to cerememory.open)")
-        master = cls._unwrap_master(data_dir, passphrase)
-        return cls(data_dir, master, cls._read_keystore(data_dir, master))
+        master = cls._unwrap_master(store, document, passphrase)
+        cipher, keys = ChaCha20Poly1305(master), {}
+        for record_id, wrapped in store.load():
+            keys[record_id] = cls._unwrap_key(cipher, store, record_id, wrapped)
+        return cls(store, master, keys)
 
     @staticmethod
-    def _unwrap_master(data_dir: Path, passphrase: str) -> bytes:
+    def _unwrap_key(cipher: ChaCha20Poly1305, store: KeyStore, record_id: uuid.UUID, wrapped: bytes) -> bytes:
         try:
-            document = json.loads((data_dir / KEYFILE).read_text())
+            return cipher.decrypt(wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], record_id.bytes)
+        except InvalidTag:
+            raise CMPError(ErrorCode.INTERNAL_ERROR, f"the key of {record_id} in {store.keys_name} is damaged",
+                           hint=f"restore {store.keys_name} from a backup") from None
+
+    @staticmethod
+    def _unwrap_master(store: KeyStore, raw: bytes, passphrase: str) -> bytes:
+        try:
+            document = json.loads(raw)
             kdf = document["kdf"]
             params = KdfParams(time_cost=int(kdf["time_cost"]), memory_cost_kib=int(kdf["memory_cost_kib"]),
                                parallelism=int(kdf["parallelism"]))
             salt = base64.b64decode(kdf["salt"])
             nonce = base64.b64decode(document["master_key"]["nonce"])
             wrapped = base64.b64decode(document["master_key"]["wrapped"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise CMPError(ErrorCode.INTERNAL_ERROR, f"the key file {data_dir / KEYFILE} is damaged: {exc}",
-                           hint="restore keys.json from a backup; without it the data cannot be read") from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CMPError(ErrorCode.INTERNAL_ERROR, f"the key file {store.document_name} is damaged: {exc}",
+                           hint=f"restore {store.document_name} from a backup; without it the data cannot be read"
+                           ) from None
         if not valid_cost(params) or over_limit(params, CEILING) is not None:  # never derive an absurd cost
-            raise CMPError(ErrorCode.INTERNAL_ERROR, f"the key file {data_dir / KEYFILE} is damaged: its Argon2id "
-                           f"cost {params} is out of range", hint="restore keys.json from a backup")
+            raise CMPError(ErrorCode.INTERNAL_ERROR, f"the key file {store.document_name} is damaged: its Argon2id "
+                           f"cost {params} is out of range", hint=f"restore {store.document_name} from a backup")
         try:
             return ChaCha20Poly1305(derive_key(passphrase, salt, params)).decrypt(
                 nonce, wrapped, b"cerememory master key")
         except InvalidTag:
-            raise _wrong_passphrase() from None
-
-    @staticmethod
-    def _read_keystore(data_dir: Path, master: bytes) -> dict[uuid.UUID, bytes]:
-        raw = (data_dir / KEYSTORE).read_bytes() if (data_dir / KEYSTORE).exists() else _MAGIC
-        if not raw.startswith(_MAGIC):
-            raise CMPError(ErrorCode.INTERNAL_ERROR, "the keystore is damaged (bad header)",
-                           hint="restore keystore.bin from a backup")
-        cipher, keys = ChaCha20Poly1305(master), {}
-        body = raw[len(_MAGIC):]
-        whole = len(body) - len(body) % _ENTRY  # a torn final append is ignored: its record never committed
-        for offset in range(0, whole, _ENTRY):
-            entry = body[offset:offset + _ENTRY]
-            record_id = uuid.UUID(bytes=entry[:16])
-            try:
-                keys[record_id] = cipher.decrypt(entry[16:16 + NONCE_BYTES], entry[16 + NONCE_BYTES:], entry[:16])
-            except InvalidTag:
-                raise CMPError(ErrorCode.INTERNAL_ERROR, f"the keystore entry of {record_id} is damaged",
-                               hint="restore keystore.bin from a backup") from None
-        return keys
+            raise _wrong_passphrase(store) from None
 
     @classmethod
-    def rekey(cls, data_dir: Path, old_passphrase: str, new_passphrase: str,
+    def rekey(cls, where: Path | KeyStore, old_passphrase: str, new_passphrase: str,
               params: KdfParams = DEFAULT_KDF) -> None:
         """A new passphrase (and salt) for the same master key: no record is touched."""
-        if not is_encrypted(data_dir):
-            raise CMPError(ErrorCode.VALIDATION_ERROR, f"{data_dir} is not encrypted",
-                           hint="encryption is chosen when a data directory is created: `cerememory init --encrypt`")
+        store = _store(where)
+        document = store.document()
+        if document is None:
+            raise CMPError(ErrorCode.VALIDATION_ERROR, f"{store.where} is not encrypted",
+                           hint="encryption is chosen when a memory is created: `cerememory init --encrypt`")
         if not new_passphrase:
             raise CMPError(ErrorCode.VALIDATION_ERROR, "the new passphrase is empty",
                            hint="set CEREMEMORY_NEW_PASSPHRASE or answer the prompt")
-        master = cls._unwrap_master(data_dir, old_passphrase)
-        cls._write_keyfile(data_dir, new_passphrase, master, params)
+        master = cls._unwrap_master(store, document, old_passphrase)
+        store.replace(cls._wrap_master(new_passphrase, master, params))
 
     # ------------------------------------------------------------ data keys
 
+    def _wrap(self, record_id: uuid.UUID, key: bytes) -> bytes:
+        nonce = os.urandom(NONCE_BYTES)
+        return nonce + self._master.encrypt(nonce, key, record_id.bytes)
+
+    def _take(self, entries: Iterable[tuple[uuid.UUID, bytes]]) -> None:
+        """Keys other processes made (a shared store), unwrapped into this vault. Caller holds the lock."""
+        for record_id, wrapped in entries:
+            self._keys[record_id] = self._unwrap_key(self._master, self.store, record_id, wrapped)
+            self._ciphers.pop(record_id, None)
+
     def ensure_keys(self, ids: Iterable[uuid.UUID]) -> None:
-        """Give every id without a data key a fresh one, appended to the keystore durably before
-        the records that use it are written."""
+        """Give every id without a data key a fresh one, stored durably before the records that
+        use it are written. In a shared store, keys another server made are taken as they are,
+        and every key of `ids` is written with the records (once: a key already there stays), so
+        a transaction that rolled back never leaves a record whose key is only in this process."""
         with self._lock:
-            fresh = {i: os.urandom(KEY_BYTES) for i in dict.fromkeys(ids) if i not in self._keys}
-            if not fresh:
-                return
-            out = bytearray()
-            for record_id, key in fresh.items():
-                nonce = os.urandom(NONCE_BYTES)
-                out += record_id.bytes + nonce + self._master.encrypt(nonce, key, record_id.bytes)
-            with open(self.data_dir / KEYSTORE, "ab") as f:
-                f.write(out)
-                f.flush()
-                os.fsync(f.fileno())
+            wanted = list(dict.fromkeys(ids))
+            missing = [i for i in wanted if i not in self._keys]
+            if missing and self.store.shared:
+                self._take(self.store.fetch(missing))
+                missing = [i for i in missing if i not in self._keys]
+            fresh = {i: os.urandom(KEY_BYTES) for i in missing}
             self._keys.update(fresh)
+            stored = wanted if self.store.shared else list(fresh)
+            if stored:
+                try:
+                    self.store.add([(i, self._wrap(i, self._keys[i])) for i in stored])
+                except BaseException:
+                    for record_id in fresh:
+                        del self._keys[record_id]
+                    raise
+
+    def prefetch(self, ids: Iterable[uuid.UUID]) -> None:
+        """Read the keys of `ids` that other processes made, in one query (a shared store)."""
+        if self.store.shared:
+            with self._lock:
+                missing = [i for i in dict.fromkeys(ids) if i not in self._keys]
+                if missing:
+                    self._take(self.store.fetch(missing))
+
+    def evict(self, ids: Iterable[uuid.UUID]) -> None:
+        """Drop keys from memory only: another process forgot their records and erased them."""
+        with self._lock:
+            for record_id in ids:
+                self._keys.pop(record_id, None)
+                self._ciphers.pop(record_id, None)
 
     def destroy(self, ids: Iterable[uuid.UUID]) -> int:
-        """Erase the data keys of `ids`: the keystore is rewritten without them."""
+        """Erase the data keys of `ids` from memory and from the store."""
         with self._lock:
             gone = [i for i in dict.fromkeys(ids) if i in self._keys]
-            if not gone:
-                return 0
+            if gone and not self.store.shared:  # a file is rewritten whole: no append may interleave
+                self.store.remove(gone)
             for record_id in gone:
                 del self._keys[record_id]
                 self._ciphers.pop(record_id, None)
-            out = bytearray(_MAGIC)
-            for record_id, key in self._keys.items():
-                nonce = os.urandom(NONCE_BYTES)
-                out += record_id.bytes + nonce + self._master.encrypt(nonce, key, record_id.bytes)
-            write_atomic(self.data_dir / KEYSTORE, bytes(out))
-            return len(gone)
+        if gone and self.store.shared:  # outside the lock: it waits its turn among the writers
+            self.store.remove(gone)
+        return len(gone)
 
     def erase_orphans(self, live: set[uuid.UUID]) -> int:
         """Erase keys of records that no longer exist: a crash between a forget's commit and its
-        keystore rewrite (or a write that never committed) leaves such keys behind."""
+        key erase (or, in a data directory, a write that never committed) leaves such keys behind."""
         with self._lock:
-            orphans = [i for i in self._keys if i not in live]
-        return self.destroy(orphans)
+            orphans = self.store.remove_orphans(live)
+            for record_id in orphans:
+                self._keys.pop(record_id, None)
+                self._ciphers.pop(record_id, None)
+            return len(orphans)
 
     def _cipher(self, record_id: uuid.UUID) -> ChaCha20Poly1305:
         cipher = self._ciphers.get(record_id)
         if cipher is None:
             key = self._keys.get(record_id)
+            if key is None and self.store.shared:
+                self.prefetch([record_id])
+                key = self._keys.get(record_id)
             if key is None:
                 raise CMPError(ErrorCode.RECORD_NOT_FOUND, f"record {record_id} has no data key (it was forgotten)",
                                details={"record_id": str(record_id)})
@@ -278,6 +308,14 @@ class Plaintext:
     @staticmethod
     def destroy(ids: Iterable[uuid.UUID]) -> int:
         return 0
+
+    @staticmethod
+    def prefetch(ids: Iterable[uuid.UUID]) -> None:
+        return None
+
+    @staticmethod
+    def evict(ids: Iterable[uuid.UUID]) -> None:
+        return None
 
     @staticmethod
     def erase_orphans(live: set[uuid.UUID]) -> int:

@@ -1,14 +1,16 @@
 """SQL both backends write alike, with what differs between their dialects named once: how a
-parameter is written and how a column is tested against a list (an array parameter)."""
+parameter is written and how a column is tested against a list (an array parameter). The raw
+journal's repository is written here once (`SqlJournal`), over the read and write primitives
+each backend's repositories already have."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .base import JOURNAL_COLUMNS, RawFilters
+from .base import JOURNAL_COLUMNS, Columns, RawFilters, Row
 
 JOURNAL = f"SELECT {', '.join(JOURNAL_COLUMNS)} FROM raw_journal"
 
@@ -83,3 +85,94 @@ FAILURE_COLUMNS = "first_raw_id, fingerprint, raw_record_count, code, reason, ve
 PRUNE_FAILURES = ("DELETE FROM dream_failures WHERE first_raw_id NOT IN "
                   "(SELECT id FROM raw_journal WHERE dream_processed_at IS NULL AND NOT suppressed)")
 EDGES = "SELECT source_id, target_id, association_type, weight, created_at, last_co_activation FROM associations"
+
+RAW = "raw"  # the change-log kind of a journal record
+FLAGS = ("suppressed", "visibility", "secrecy_level", "updated_at")  # what `set_flags` may change
+
+
+def _journal_row(row: Row) -> Row:
+    return (*row[:-1], bytes(row[-1]))  # the body: bytes, whatever the driver hands back
+
+
+class SqlJournal:
+    """`storage.base.JournalRows` for a SQL backend. A backend's repository class mixes it in
+    after its own base, which supplies the primitives below and names its `dialect`."""
+
+    dialect: Dialect
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        raise NotImplementedError
+
+    def _write(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        raise NotImplementedError
+
+    def _stream(self, sql: str, params: Sequence[Any], batch: int) -> Iterator[list[Row]]:
+        raise NotImplementedError
+
+    def _insert(self, table: str, columns: Columns, *, replace: bool = True) -> None:
+        raise NotImplementedError
+
+    def _delete(self, table: str, column: str, ids: Sequence[uuid.UUID]) -> list[Row]:
+        raise NotImplementedError  # returns the deleted rows' `column`
+
+    def _changed(self, kind: str, keys: Sequence[Any], *, mine: bool = True) -> None:
+        """Log a change for other processes sharing the database (none by default)."""
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return [_journal_row(row) for row in self._read(sql, params)]
+
+    def select(self, filters: RawFilters, *, ids: Sequence[uuid.UUID] | None, limit: int | None,
+               newest_first: bool) -> list[Row]:
+        return self._rows(*journal_select(self.dialect, filters, ids, limit, newest_first))
+
+    def count(self, filters: RawFilters, *, ids: Sequence[uuid.UUID] | None) -> int:
+        clause, params = journal_where(self.dialect, filters, ids)
+        return int(self._read(f"SELECT count(*) FROM raw_journal WHERE {clause}", params)[0][0])
+
+    def passing(self, filters: RawFilters, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+        clause, params = journal_where(self.dialect, filters, ids)
+        return {row[0] for row in self._read(f"SELECT id FROM raw_journal WHERE {clause}", params)}
+
+    def pending(self, visibility: Sequence[str], secrecy: Sequence[str], session_id: str | None) -> list[Row]:
+        return self._rows(*journal_pending(self.dialect, visibility, secrecy, session_id))
+
+    def sessions(self, filters: RawFilters) -> list[Row]:
+        return self._read(*journal_sessions(self.dialect, filters))
+
+    def by_ids(self, ids: Sequence[uuid.UUID]) -> list[Row]:
+        return self._rows(f"{JOURNAL} WHERE {self.dialect.any_id('id')}", [self.dialect.ids(ids)]) if ids else []
+
+    def updated_at(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, float]:
+        if not ids:
+            return {}
+        rows = self._read(f"SELECT id, updated_at FROM raw_journal WHERE {self.dialect.any_id('id')}",
+                          [self.dialect.ids(ids)])
+        return {row[0]: row[1] for row in rows}
+
+    def ids(self) -> list[uuid.UUID]:
+        return [row[0] for row in self._read("SELECT id FROM raw_journal")]
+
+    def counts(self) -> tuple[int, int]:
+        row = self._read(JOURNAL_COUNTS)[0]
+        return int(row[0]), int(row[1])
+
+    def scan(self, batch: int) -> Iterator[list[Row]]:
+        for chunk in self._stream(f"{JOURNAL} ORDER BY id", [], batch):
+            yield [_journal_row(row) for row in chunk]
+
+    def insert(self, columns: Columns, *, replace: bool) -> None:
+        self._insert("raw_journal", columns, replace=replace)
+        self._changed(RAW, columns["id"])
+
+    def delete(self, ids: Sequence[uuid.UUID]) -> None:
+        self._changed(RAW, [row[0] for row in self._delete("raw_journal", "id", ids)])
+
+    def set_flags(self, record_id: uuid.UUID, changes: Mapping[str, Any]) -> int:
+        unknown = set(changes) - set(FLAGS)
+        if unknown:
+            raise ValueError(f"not a journal flag: {sorted(unknown)}")
+        names, p = list(changes), self.dialect.param
+        rows = self._write(f"UPDATE raw_journal SET {', '.join(f'{n} = {p}' for n in names)} WHERE id = {p} "
+                           "RETURNING id", [*(changes[n] for n in names), self.dialect.ids([record_id])[0]])
+        self._changed(RAW, [row[0] for row in rows])
+        return len(rows)

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..keyfiles import KeyFiles
 from .database import Database
 from .tables import DuckTables
 
@@ -16,6 +17,7 @@ class DuckDBBackend:
     """`storage.base.Backend` over `<data_dir>/cerememory.duckdb`."""
 
     def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
         self.database = Database(data_dir / DB_NAME)
         self.read = DuckTables(self.database)
         self.changes = None  # the data directory's lock lets one process write it
@@ -25,6 +27,9 @@ class DuckDBBackend:
 
     def audit_chain(self) -> None:
         return None  # the audit log is a file in the data directory
+
+    def key_store(self) -> KeyFiles:
+        return KeyFiles(self.data_dir)  # beside the database, never inside it
 
     @contextmanager
     def transaction(self) -> Iterator[DuckTables]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -20,12 +20,11 @@ if TYPE_CHECKING:
 
 from ...model import uuid_from_text
 from .. import sql
-from ..base import HEAD_COLUMNS, Columns, RawFilters, Row
+from ..base import HEAD_COLUMNS, Columns, Row
 from ..sql import Dialect
 from .database import Database
 
 _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "semantic_id", "first_raw_id"}
-_FLAGS = ("suppressed", "visibility", "secrecy_level")
 
 
 def _pyarrow() -> Any:
@@ -85,9 +84,11 @@ class _Rows:
         finally:
             tx.unregister("_batch")
 
-    def _delete(self, table: str, column: str, ids: Sequence[uuid.UUID]) -> None:
-        if ids:
-            self._write(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?::UUID[]))", [[str(i) for i in ids]])
+    def _delete(self, table: str, column: str, ids: Sequence[uuid.UUID]) -> list[Row]:
+        if not ids:
+            return []
+        return self._write(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?::UUID[])) RETURNING {column}",
+                           [[str(i) for i in ids]])
 
 
 def _ids(ids: Sequence[uuid.UUID]) -> list[str]:
@@ -171,58 +172,8 @@ DUCK = Dialect(param="?", in_list="{column} IN (SELECT unnest({param}))",
                first_id="arg_min(id, (created_at, id))")
 
 
-class DuckJournal(_Rows):
-    def select(self, filters: RawFilters, *, ids: Sequence[uuid.UUID] | None, limit: int | None,
-               newest_first: bool) -> list[Row]:
-        return self._read(*sql.journal_select(DUCK, filters, ids, limit, newest_first))
-
-    def count(self, filters: RawFilters, *, ids: Sequence[uuid.UUID] | None) -> int:
-        clause, params = sql.journal_where(DUCK, filters, ids)
-        return int(self._read(f"SELECT count(*) FROM raw_journal WHERE {clause}", params)[0][0])
-
-    def passing(self, filters: RawFilters, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
-        clause, params = sql.journal_where(DUCK, filters, ids)
-        return {row[0] for row in self._read(f"SELECT id FROM raw_journal WHERE {clause}", params)}
-
-    def pending(self, visibility: Sequence[str], secrecy: Sequence[str], session_id: str | None) -> list[Row]:
-        return self._read(*sql.journal_pending(DUCK, visibility, secrecy, session_id))
-
-    def sessions(self, filters: RawFilters) -> list[Row]:
-        return self._read(*sql.journal_sessions(DUCK, filters))
-
-    def by_ids(self, ids: Sequence[uuid.UUID]) -> list[Row]:
-        return self._read(f"{sql.JOURNAL} WHERE id IN (SELECT unnest(?::UUID[]))", [_ids(ids)]) if ids else []
-
-    def updated_at(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, float]:
-        if not ids:
-            return {}
-        rows = self._read("SELECT id, updated_at FROM raw_journal WHERE id IN (SELECT unnest(?::UUID[]))", [_ids(ids)])
-        return {row[0]: row[1] for row in rows}
-
-    def ids(self) -> list[uuid.UUID]:
-        return [row[0] for row in self._read("SELECT id FROM raw_journal")]
-
-    def counts(self) -> tuple[int, int]:
-        row = self._read(sql.JOURNAL_COUNTS)[0]
-        return int(row[0]), int(row[1])
-
-    def scan(self, batch: int) -> Iterator[list[Row]]:
-        return self._stream(f"{sql.JOURNAL} ORDER BY id", [], batch)
-
-    def insert(self, columns: Columns, *, replace: bool) -> None:
-        self._insert("raw_journal", columns, replace=replace)
-
-    def delete(self, ids: Sequence[uuid.UUID]) -> None:
-        self._delete("raw_journal", "id", ids)
-
-    def set_flags(self, record_id: uuid.UUID, changes: Mapping[str, Any]) -> int:
-        unknown = set(changes) - {*_FLAGS, "updated_at"}
-        if unknown:
-            raise ValueError(f"not a journal flag: {sorted(unknown)}")
-        names = list(changes)
-        rows = self._write(f"UPDATE raw_journal SET {', '.join(f'{n} = ?' for n in names)} WHERE id = ?",
-                           [*(changes[n] for n in names), str(record_id)])
-        return int(rows[0][0]) if rows else 0
+class DuckJournal(_Rows, sql.SqlJournal):
+    dialect = DUCK
 
 
 class DuckEdges(_Rows):

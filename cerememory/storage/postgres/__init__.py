@@ -15,6 +15,7 @@ from ...security.audit import Verification
 from .audit import TableChain
 from .database import Database
 from .feed import ChangeFeed, Leadership
+from .keys import KeyTables
 from .tables import PgTables
 
 
@@ -36,6 +37,9 @@ class PostgresBackend:
     def audit_chain(self) -> TableChain:
         return TableChain(self.database)
 
+    def key_store(self) -> KeyTables:
+        return KeyTables(self.database)
+
     def leads(self) -> bool:
         return self.leadership.held()
 
@@ -50,5 +54,15 @@ def audit_of(url: str, namespace: str) -> Verification:
     database = Database(url, namespace, migrate=False)
     try:
         return TableChain(database).verify()
+    finally:
+        database.close()
+
+
+@contextmanager
+def open_key_tables(url: str, namespace: str) -> Iterator[KeyTables]:
+    """The key tables of a shared memory, its schema created first when it is new."""
+    database = Database(url, namespace)
+    try:
+        yield KeyTables(database)
     finally:
         database.close()

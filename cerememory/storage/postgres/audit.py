@@ -18,8 +18,9 @@ from .database import Database
 class TableChain:
     """`security.audit.Chain` over the `audit` table of one schema."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, owns: bool = False) -> None:
         self.db = db
+        self.owns = owns  # whether closing the chain closes the database's connections
         self.where = f"{db.where} (schema {db.schema}, table audit)"
         self._key = zlib.crc32(f"cerememory-audit:{db.schema}".encode())
         self._head = (0, GENESIS)
@@ -51,4 +52,6 @@ class TableChain:
         """Every append is committed before it returns."""
 
     def close(self) -> None:
-        """The connection belongs to the database's connections, closed with them."""
+        """A server's chain shares the backend's connections, closed with them."""
+        if self.owns:
+            self.db.close()

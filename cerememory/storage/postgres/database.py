@@ -133,6 +133,28 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         );
         """,
     ),
+    (
+        3,
+        "encryption keys and API keys, shared by every server",
+        """
+        CREATE TABLE master_key (
+            only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+            document bytea NOT NULL
+        );
+        CREATE TABLE record_keys (
+            id uuid PRIMARY KEY,
+            wrapped bytea NOT NULL
+        );
+        CREATE TABLE api_keys (
+            id text PRIMARY KEY,
+            name text,
+            created_at text NOT NULL,
+            sha256 text NOT NULL,
+            prefix text NOT NULL,
+            revoked_at text
+        );
+        """,
+    ),
 ]
 PRIMARY_KEYS = {"records": ("id",), "raw_journal": ("id",),
                 "associations": ("source_id", "target_id", "association_type"),
@@ -164,6 +186,7 @@ class Database:
         self.write_lock_key = zlib.crc32(f"cerememory-write:{self.schema}".encode())
         self._slots: dict[str, psycopg.Connection] = {}  # the writer's and the audit log's connections
         self._slot_locks: dict[str, threading.RLock] = {}
+        self._local = threading.local()  # the write transaction the thread is in
         self.column_types: dict[str, dict[str, str]] = {}
         if migrate:
             self.migrate()
@@ -221,6 +244,21 @@ class Database:
         change log's sequence numbers become visible in order and a reader that has seen number
         N has seen everything before it; updates apply to the current row, so none is lost."""
         with self.locked("writer", self.write_lock_key) as conn:
+            self._local.tx = conn
+            try:
+                yield conn
+            finally:
+                self._local.tx = None
+
+    @contextmanager
+    def joined(self) -> Iterator[psycopg.Connection]:
+        """The write transaction this thread is in, or a transaction of its own: what a part
+        outside the repositories (the key store) writes commits with the rows beside it."""
+        current = getattr(self._local, "tx", None)
+        if current is not None:
+            yield current
+            return
+        with self.transaction() as conn:
             yield conn
 
     @contextmanager

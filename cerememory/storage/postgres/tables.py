@@ -10,21 +10,20 @@ recall the same record at once never lose one another's recalls.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import psycopg
 
 from .. import sql
-from ..base import HEAD_COLUMNS, Columns, RawFilters, Row
+from ..base import HEAD_COLUMNS, Columns, Row
 from ..sql import Dialect
 from .database import PRIMARY_KEYS, Database
 
 # kinds of change in the log: a record written or removed, only its decay state, a journal
 # record, a consolidation ledger row, a state key
-RECORD, HEAD, RAW, LEDGER, STATE = "record", "head", "raw", "ledger", "state"
-_FLAGS = ("suppressed", "visibility", "secrecy_level")
+RECORD, HEAD, LEDGER, STATE = "record", "head", "ledger", "state"
 
 
 def channel(schema: str) -> str:
@@ -60,6 +59,9 @@ class _Rows:
         if self.tx is not None:
             return self.tx.execute(sql, list(params)).fetchall()
         return self.db.query(sql, list(params))
+
+    def _stream(self, sql: str, params: Sequence[Any], batch: int) -> Iterator[list[Row]]:
+        return self.db.stream(sql, list(params), batch)
 
     def _writer(self) -> psycopg.Connection:
         if self.tx is None:
@@ -185,68 +187,8 @@ PG = Dialect(param="%s", in_list="{column} = ANY({param})", in_ids="{column} = A
             first_id="(array_agg(id ORDER BY created_at, id))[1]")
 
 
-def _journal_row(row: Row) -> Row:
-    return (*row[:-1], bytes(row[-1]))
-
-
-class PgJournal(_Rows):
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return [_journal_row(row) for row in self._read(sql, params)]
-
-    def select(self, filters: RawFilters, *, ids: Sequence[uuid.UUID] | None, limit: int | None,
-               newest_first: bool) -> list[Row]:
-        return self._rows(*sql.journal_select(PG, filters, ids, limit, newest_first))
-
-    def count(self, filters: RawFilters, *, ids: Sequence[uuid.UUID] | None) -> int:
-        clause, params = sql.journal_where(PG, filters, ids)
-        return int(self._read(f"SELECT count(*) FROM raw_journal WHERE {clause}", params)[0][0])
-
-    def passing(self, filters: RawFilters, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
-        clause, params = sql.journal_where(PG, filters, ids)
-        return {row[0] for row in self._read(f"SELECT id FROM raw_journal WHERE {clause}", params)}
-
-    def pending(self, visibility: Sequence[str], secrecy: Sequence[str], session_id: str | None) -> list[Row]:
-        return self._rows(*sql.journal_pending(PG, visibility, secrecy, session_id))
-
-    def sessions(self, filters: RawFilters) -> list[Row]:
-        return self._read(*sql.journal_sessions(PG, filters))
-
-    def by_ids(self, ids: Sequence[uuid.UUID]) -> list[Row]:
-        return self._rows(f"{sql.JOURNAL} WHERE id = ANY(%s::uuid[])", [list(ids)]) if ids else []
-
-    def updated_at(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, float]:
-        if not ids:
-            return {}
-        rows = self._read("SELECT id, updated_at FROM raw_journal WHERE id = ANY(%s::uuid[])", [list(ids)])
-        return {row[0]: row[1] for row in rows}
-
-    def ids(self) -> list[uuid.UUID]:
-        return [row[0] for row in self._read("SELECT id FROM raw_journal")]
-
-    def counts(self) -> tuple[int, int]:
-        row = self._read(sql.JOURNAL_COUNTS)[0]
-        return int(row[0]), int(row[1])
-
-    def scan(self, batch: int) -> Iterator[list[Row]]:
-        for chunk in self.db.stream(f"{sql.JOURNAL} ORDER BY id", [], batch):
-            yield [_journal_row(row) for row in chunk]
-
-    def insert(self, columns: Columns, *, replace: bool) -> None:
-        self._insert("raw_journal", columns, replace=replace)
-        self._changed(RAW, columns["id"])
-
-    def delete(self, ids: Sequence[uuid.UUID]) -> None:
-        self._changed(RAW, [row[0] for row in self._delete("raw_journal", "id", ids)])
-
-    def set_flags(self, record_id: uuid.UUID, changes: Mapping[str, Any]) -> int:
-        unknown = set(changes) - {*_FLAGS, "updated_at"}
-        if unknown:
-            raise ValueError(f"not a journal flag: {sorted(unknown)}")
-        names = list(changes)
-        rows = self._write(f"UPDATE raw_journal SET {', '.join(f'{n} = %s' for n in names)} WHERE id = %s RETURNING id",
-                           [*(changes[n] for n in names), record_id])
-        self._changed(RAW, [row[0] for row in rows])
-        return len(rows)
+class PgJournal(_Rows, sql.SqlJournal):
+    dialect = PG
 
 
 class PgEdges(_Rows):
