@@ -93,6 +93,8 @@ def test_every_sdk_name_is_exported() -> None:
         assert getattr(cerememory, name) is getattr(types if name in types.__all__ else errors, name)
     assert errors.CerememoryError is cerememory.CMPError
     assert isinstance(cerememory.CMPError("RECORD_NOT_FOUND", "gone"), errors.RecordNotFoundError)
+    raised = errors.RecordNotFoundError("gone")  # the SDK's form: the class names the code
+    assert raised.code == "RECORD_NOT_FOUND" and raised.message == "gone" and raised.status_code == 404
 
 
 def test_return_values_read_both_ways(mem: cerememory.Memory) -> None:

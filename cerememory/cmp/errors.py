@@ -134,7 +134,8 @@ class CMPError(Exception):
 
     `hint` says what to do about it and travels in `details.hint`. Constructed with a code that
     has a class of its own below (`RecordNotFoundError`, ...), it is an instance of that class, so
-    `except cerememory.RecordNotFoundError` works as with the reference SDK.
+    `except cerememory.RecordNotFoundError` works as with the reference SDK; such a class may also
+    be raised with the message alone, as there (`RecordNotFoundError("gone")`).
     """
 
     def __new__(cls, code: ErrorCode | str, *args: Any, **kwargs: Any) -> CMPError:
@@ -146,13 +147,15 @@ class CMPError(Exception):
     def __init__(
         self,
         code: ErrorCode | str,
-        message: str,
+        message: str | None = None,
         *,
         hint: str | None = None,
         details: dict[str, Any] | None = None,
         retry_after: int | None = None,
         request_id: str | None = None,
     ) -> None:
+        if message is None:  # the reference SDK's form: the class names the code
+            code, message = _CODE_OF.get(type(self), ErrorCode.INTERNAL_ERROR), str(code)
         super().__init__(message)
         self.code = ErrorCode(code)
         self.message = message
@@ -292,6 +295,7 @@ _BY_CODE: dict[ErrorCode, type[CMPError]] = {
     ErrorCode.EXPORT_FAILED: ExportFailedError,
     ErrorCode.SERVER_UNREACHABLE: ServerUnreachableError,
 }
+_CODE_OF: dict[type[CMPError], ErrorCode] = {cls: code for code, cls in _BY_CODE.items()}
 
 
 def not_found(record_id: object, what: str = "record") -> CMPError:
