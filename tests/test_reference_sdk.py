@@ -40,7 +40,7 @@ BOOT = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv = sys.argv
 @pytest.fixture(scope="session")
 def reference_sdk(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The SDK installed once (kept in the pytest cache across runs) with `pip install --target`."""
-    cache = request.config.cache
+    cache = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
     root = Path(cache.mkdir("reference-sdk")) if cache is not None else tmp_path_factory.mktemp("reference-sdk")
     target = root / SDK.replace("==", "-")
     if (target / "cerememory" / "client.py").is_file():
