@@ -8,6 +8,7 @@ line per method and exits 1 when any of them failed.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import traceback
@@ -138,8 +139,31 @@ def main(url: str) -> int:
         assert deleted == 2, deleted
         check("lifecycle_forget", lambda: client.lifecycle_forget(cm.ForgetRequest(
             record_ids=[batch.results[0].record_id], confirm=True)))
+    asyncio.run(drive_async(url))
     print("FAILED: " + ", ".join(FAILED) if FAILED else "all methods ok")
     return 1 if FAILED else 0
+
+
+async def drive_async(url: str) -> None:
+    """The async client's convenience methods and a typed one (the rest share the sync paths)."""
+    async with cm.AsyncClient(url, timeout=60) as client:
+        async def scenario() -> None:
+            assert (await client.health()).status and (await client.readiness()).status
+            rid = await client.store("async: the VPN config lives in the ops wiki", store="semantic")
+            assert isinstance(rid, UUID)
+            hits = await client.recall("VPN config ops wiki", limit=3)
+            assert isinstance(hits, list) and rid in [h.record.id for h in hits], hits
+            assert (await client.get_record(rid)).id == rid
+            raw = await client.store_raw("user: where is the VPN config?", session_id="a1")
+            assert raw in [r.id for r in await client.recall_raw(session_id="a1")]
+            assert (await client.dream_tick(session_id="a1", dry_run=True)).groups_processed >= 0
+            assert (await client.stats()).total_records >= 1
+            query = await client.recall_query(cm.RecallQueryRequest(cue=cm.RecallCue(text="VPN"), limit=3))
+            assert query.memories
+            assert await client.forget(rid) == 1
+
+        await asyncio.wait_for(scenario(), 120)
+        print("ok   async client", flush=True)
 
 
 if __name__ == "__main__":
