@@ -416,8 +416,9 @@ def activation_depths(data_dir: Path, texts: list[str], queries: list[str]) -> d
         calls = {d: (lambda i, d=d: mem.recall(queries[i], limit=LIMIT, activation_depth=d,
                                                 reconsolidate=False)) for d in ACTIVATION_DEPTHS}
         lat = interleaved(calls, len(queries), seed=len(texts))
-        reached = sum(len((mem.recall(q, limit=LIMIT, activation_depth=4, reconsolidate=False)
-                           .activation_trace or {}).get("gains", {})) for q in queries[:50]) / 50
+        traces = [mem.recall(q, limit=LIMIT, activation_depth=4, reconsolidate=False).activation_trace
+                  for q in queries[:50]]
+        reached = sum(len(t.gains) for t in traces if t is not None) / 50
     shutil.rmtree(data_dir, ignore_errors=True)
     for v in lat.values():
         v.pop("_samples", None)

@@ -25,6 +25,35 @@ _LAZY = {
     "MetaMemory": ".model", "RawJournalRecord": ".model", "StoreType": ".model",
     "AsyncClient": ".transport.client", "Client": ".transport.client",
 }
+# The reference Python SDK's model and exception names (`cerememory.types`, `cerememory.errors`; its
+# ConnectionError and TimeoutError only there, as in the SDK), so code written for it imports them
+# from here unchanged; tests/test_reference_sdk.py keeps the lists whole.
+SDK_TYPES = (
+    "ActivationNode", "ActivationTrace", "Association", "AssociationType", "CMPHeader", "ConflictResolution",
+    "ConsolidateRequest", "ConsolidateResponse", "ConsolidationStrategy", "ContentBlock", "DecayForecast",
+    "DecayForecastRequest", "DecayForecastResponse", "DecayTickRequest", "DecayTickResponse",
+    "DreamTickRequest", "DreamTickResponse", "EmotionVector", "EncodeBatchRequest", "EncodeBatchResponse",
+    "EncodeBatchStoreRawRequest", "EncodeBatchStoreRawResponse", "EncodeContext", "EncodeStoreRawRequest",
+    "EncodeStoreRawResponse", "EncodeStoreRequest", "EncodeStoreResponse", "EncodeUpdateRequest",
+    "EvolutionMetrics", "ExportArchiveResponse", "ExportRequest", "ExportResponse", "FidelityState",
+    "ForgetRequest", "ForgetResponse", "GraphEdge", "GraphNode", "HealthResponse", "ImportRequest",
+    "ImportResponse", "ImportStrategy", "ManualAssociation", "MemoryContent", "MemoryRecord", "Modality",
+    "ParameterAdjustment", "QueryMetadata", "RawJournalRecord", "RawSource", "RawSpeaker", "RawVisibility",
+    "ReadinessResponse", "RecallAssociateRequest", "RecallAssociateResponse", "RecallCue",
+    "RecallGraphRequest", "RecallGraphResponse", "RecallMode", "RecallQueryRequest", "RecallQueryResponse",
+    "RecallRawQueryRequest", "RecallRawQueryResponse", "RecallTimelineRequest", "RecallTimelineResponse",
+    "RecalledMemory", "SecrecyLevel", "SetModeRequest", "StatsResponse", "StoreType", "TemporalRange",
+    "TimeGranularity", "TimelineBucket",
+)
+SDK_ERRORS = (
+    "CerememoryError", "ConsolidationInProgressError", "ContentTooLargeError",
+    "DecayEngineBusyError", "ExportFailedError", "ForgetUnconfirmedError", "ImportConflictError",
+    "InternalError", "ModalityUnsupportedError", "RateLimitedError", "RecordNotFoundError",
+    "ServerUnreachableError", "StoreInvalidError", "UnauthorizedError", "ValidationError",
+    "VersionMismatchError", "WorkingMemoryFullError",
+)
+_LAZY.update({name: ".types" for name in SDK_TYPES if name not in _LAZY})
+_LAZY.update({name: ".errors" for name in SDK_ERRORS})
 __all__ = [*_LAZY, "__version__"]
 
 if TYPE_CHECKING:

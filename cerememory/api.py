@@ -25,6 +25,7 @@ from .cmp import build
 from .cmp import messages as m
 from .cmp.dispatch import Dispatcher, internal_error
 from .cmp.errors import CMPError, ErrorCode
+from .compat import Count, Listed, RecordId, wire
 from .model import EmotionVector, MemoryRecord
 from .progress import ProgressFn
 from .storage.lock import owning_server as owning_server  # re-exported: part of the public API
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 R = TypeVar("R", bound=BaseModel)
+T = TypeVar("T")
 P = ParamSpec("P")
 EmotionLike = str | EmotionVector | Mapping[str, float] | None
 
@@ -177,6 +179,14 @@ class Calls:
         }), m.RecallSessionsResponse)
 
     @staticmethod
+    def recall_raw(*, query: str | None = None, session_id: str | None = None, limit: int = 10,
+                   include_private_scratch: bool = False, include_sealed: bool = False,
+                   secrecy_levels: Sequence[str] | None = None) -> Call[m.RecallRawQueryResponse]:
+        """`raw_recall` with the reference SDK's keywords (its method answers the list of records)."""
+        return Calls.raw_recall(query, session_id=session_id, limit=limit, include_sealed=include_sealed,
+                                include_private_scratch=include_private_scratch, secrecy_levels=secrecy_levels)
+
+    @staticmethod
     def list_records(store: str, *, metadata: dict[str, Any] | None = None,
                      fields: Sequence[str] | None = None, cursor: str | None = None,
                      limit: int = 1000, similar_to: str | None = None) -> Call[m.RecallListResponse]:
@@ -216,14 +226,18 @@ class Calls:
     # ------------------------------------------------------------ lifecycle and introspection
 
     @staticmethod
-    def forget(record_ids: Sequence[uuid.UUID | str] | None = None, *,
-               store: str | None = None, start: datetime | None = None,
-               end: datetime | None = None, cascade: bool = False,
-               confirm: bool = False) -> Call[m.ForgetResponse]:
-        """Delete permanently; `confirm=True` is required."""
+    def forget(*record_ids: uuid.UUID | str | Sequence[uuid.UUID | str], store: str | None = None,
+               start: datetime | None = None, end: datetime | None = None, cascade: bool = False,
+               confirm: bool | None = None) -> Call[m.ForgetResponse]:
+        """Delete permanently. `forget([a, b], confirm=True)`; ids named one by one, as the
+        reference SDK does (`forget(a, b)`), confirm themselves; a store or time range never does."""
+        ids = [i for arg in record_ids for i in ([arg] if isinstance(arg, uuid.UUID | str) else arg)]
+        if confirm is None:
+            confirm = bool(record_ids) and all(isinstance(arg, uuid.UUID | str) for arg in record_ids)
         return Call("lifecycle.forget", build.drop_none({
-            "record_ids": record_ids, "store": store, "temporal_range": build.temporal(start, end),
-            "cascade": cascade, "confirm": confirm}), m.ForgetResponse)
+            "record_ids": ids if record_ids else None, "store": store,
+            "temporal_range": build.temporal(start, end), "cascade": cascade, "confirm": confirm}),
+            m.ForgetResponse)
 
     @staticmethod
     def reinforce(record_ids: Sequence[uuid.UUID | str]) -> Call[m.ReinforceResponse]:
@@ -275,6 +289,44 @@ class Calls:
         return Call("introspect.record", {"record_id": record_id}, MemoryRecord)
 
 
+def _protocol(op: str, response: type[R]) -> Callable[[BaseModel | Mapping[str, Any]], Call[R]]:
+    """A typed method of the reference SDK: one full request model (or mapping) in, the response out."""
+    def call(request: BaseModel | Mapping[str, Any]) -> Call[R]:
+        return Call(op, wire(request), response)
+
+    call.__doc__ = f"`{op}` with a full request model (or a mapping of its fields)."
+    return call
+
+
+def _protocol_on(op: str, response: type[R]) -> Callable[[uuid.UUID | str, BaseModel | Mapping[str, Any]], Call[R]]:
+    """The same for the operations whose record id the reference SDK passes beside the request."""
+    def call(record_id: uuid.UUID | str, request: BaseModel | Mapping[str, Any]) -> Call[R]:
+        return Call(op, {**wire(request), "record_id": str(record_id)}, response)
+
+    call.__doc__ = f"`{op}` on a record, with a full request model (or a mapping of its fields)."
+    return call
+
+
+def _record_id(response: m.EncodeStoreResponse | m.EncodeStoreRawResponse) -> RecordId:
+    return RecordId(response)
+
+
+def _memories(response: m.RecallQueryResponse) -> Listed:
+    return Listed(response, response.memories)
+
+
+def _records(response: m.RecallRawQueryResponse) -> Listed:
+    return Listed(response, response.records)
+
+
+def _deleted(response: m.ForgetResponse) -> Count:
+    return Count(response, response.records_deleted)
+
+
+def _nothing(response: m.Empty) -> None:
+    return None
+
+
 def _typed(result: BaseModel | dict[str, Any], response: type[R]) -> R:
     return result if isinstance(result, response) else response.model_validate(result)
 
@@ -300,6 +352,24 @@ def _async_method(build: Callable[P, Call[R]]) -> Callable[Concatenate[AsyncMemo
     return method
 
 
+def _shaped(build: Callable[P, Call[R]], shape: Callable[[R], T]) -> Callable[Concatenate[MemoryAPI, P], T]:
+    """A method whose answer is `shape(response)` (a record id, a list, a count)."""
+    @functools.wraps(build)
+    def method(self: MemoryAPI, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return shape(self._invoke(build(*args, **kwargs)))
+
+    return method
+
+
+def _async_shaped(build: Callable[P, Call[R]],
+                  shape: Callable[[R], T]) -> Callable[Concatenate[AsyncMemoryAPI, P], Coroutine[Any, Any, T]]:
+    @functools.wraps(build)
+    async def method(self: AsyncMemoryAPI, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return shape(await self._invoke(build(*args, **kwargs)))
+
+    return method
+
+
 class MemoryAPI(ABC):
     """Typed methods for every CMP operation of the core; an implementation provides `dispatch`
     (JSON in, JSON out) and may answer `_invoke` without the JSON round trip."""
@@ -311,21 +381,22 @@ class MemoryAPI(ABC):
     def _invoke(self, call: Call[R]) -> R:
         return _typed(self.dispatch(call.op, call.request), call.response)
 
-    store = _method(Calls.store)
+    store = _shaped(Calls.store, _record_id)
     store_batch = _method(Calls.store_batch)
     update = _method(Calls.update)
-    store_raw = _method(Calls.store_raw)
+    store_raw = _shaped(Calls.store_raw, _record_id)
     store_raw_batch = _method(Calls.store_raw_batch)
     update_raw = _method(Calls.update_raw)
     dream_tick = _method(Calls.dream_tick)
-    recall = _method(Calls.recall)
+    recall = _shaped(Calls.recall, _memories)
     raw_recall = _method(Calls.raw_recall)
     sessions = _method(Calls.sessions)
+    recall_raw = _shaped(Calls.recall_raw, _records)
     list_records = _method(Calls.list_records)
     associate = _method(Calls.associate)
     timeline = _method(Calls.timeline)
     graph = _method(Calls.graph)
-    forget = _method(Calls.forget)
+    forget = _shaped(Calls.forget, _deleted)
     reinforce = _method(Calls.reinforce)
     set_mode = _method(Calls.set_mode)
     decay_tick = _method(Calls.decay_tick)
@@ -334,6 +405,30 @@ class MemoryAPI(ABC):
     forecast = _method(Calls.forecast)
     stats = _method(Calls.stats)
     inspect = _method(Calls.inspect)
+    get_record = _method(Calls.inspect)
+
+    # the reference SDK's typed methods: a full request model in, the CMP response out
+    encode_store = _method(_protocol("encode.store", m.EncodeStoreResponse))
+    encode_batch = _method(_protocol("encode.batch", m.EncodeBatchResponse))
+    encode_store_raw = _method(_protocol("encode.store_raw", m.EncodeStoreRawResponse))
+    encode_batch_store_raw = _method(_protocol("encode.batch_raw", m.EncodeBatchRawResponse))
+    encode_update = _shaped(_protocol_on("encode.update", m.Empty), _nothing)
+    recall_query = _method(_protocol("recall.query", m.RecallQueryResponse))
+    recall_raw_query = _method(_protocol("recall.raw_query", m.RecallRawQueryResponse))
+    recall_associate = _method(_protocol_on("recall.associate", m.RecallAssociateResponse))
+    recall_timeline = _method(_protocol("recall.timeline", m.RecallTimelineResponse))
+    recall_graph = _method(_protocol("recall.graph", m.RecallGraphResponse))
+    lifecycle_consolidate = _method(_protocol("lifecycle.consolidate", m.ConsolidateResponse))
+    lifecycle_decay_tick = _method(_protocol("lifecycle.decay_tick", m.DecayTickResponse))
+    lifecycle_dream_tick = _method(_protocol("lifecycle.dream_tick", m.DreamTickResponse))
+    lifecycle_set_mode = _shaped(_protocol("lifecycle.set_mode", m.Empty), _nothing)
+    lifecycle_forget = _method(_protocol("lifecycle.forget", m.ForgetResponse))
+    lifecycle_export = _method(_protocol("lifecycle.export", m.ExportResponse))
+    lifecycle_import = _method(_protocol("lifecycle.import", m.ImportResponse))
+    introspect_stats = _method(Calls.stats)
+    introspect_record = _method(Calls.inspect)
+    introspect_decay_forecast = _method(_protocol("introspect.decay_forecast", m.DecayForecastResponse))
+    introspect_evolution = _method(Calls.evolution)
 
     def reindex(self, progress: ProgressFn | None = None, *, target: str = "all") -> dict[str, int]:
         """Rebuild the full-text indexes from the database (`lifecycle.reindex`); the document
@@ -351,21 +446,22 @@ class AsyncMemoryAPI(ABC):
     async def _invoke(self, call: Call[R]) -> R:
         return _typed(await self.dispatch(call.op, call.request), call.response)
 
-    store = _async_method(Calls.store)
+    store = _async_shaped(Calls.store, _record_id)
     store_batch = _async_method(Calls.store_batch)
     update = _async_method(Calls.update)
-    store_raw = _async_method(Calls.store_raw)
+    store_raw = _async_shaped(Calls.store_raw, _record_id)
     store_raw_batch = _async_method(Calls.store_raw_batch)
     update_raw = _async_method(Calls.update_raw)
     dream_tick = _async_method(Calls.dream_tick)
-    recall = _async_method(Calls.recall)
+    recall = _async_shaped(Calls.recall, _memories)
     raw_recall = _async_method(Calls.raw_recall)
     sessions = _async_method(Calls.sessions)
+    recall_raw = _async_shaped(Calls.recall_raw, _records)
     list_records = _async_method(Calls.list_records)
     associate = _async_method(Calls.associate)
     timeline = _async_method(Calls.timeline)
     graph = _async_method(Calls.graph)
-    forget = _async_method(Calls.forget)
+    forget = _async_shaped(Calls.forget, _deleted)
     reinforce = _async_method(Calls.reinforce)
     set_mode = _async_method(Calls.set_mode)
     decay_tick = _async_method(Calls.decay_tick)
@@ -374,6 +470,30 @@ class AsyncMemoryAPI(ABC):
     forecast = _async_method(Calls.forecast)
     stats = _async_method(Calls.stats)
     inspect = _async_method(Calls.inspect)
+    get_record = _async_method(Calls.inspect)
+
+    # the reference SDK's typed methods: a full request model in, the CMP response out
+    encode_store = _async_method(_protocol("encode.store", m.EncodeStoreResponse))
+    encode_batch = _async_method(_protocol("encode.batch", m.EncodeBatchResponse))
+    encode_store_raw = _async_method(_protocol("encode.store_raw", m.EncodeStoreRawResponse))
+    encode_batch_store_raw = _async_method(_protocol("encode.batch_raw", m.EncodeBatchRawResponse))
+    encode_update = _async_shaped(_protocol_on("encode.update", m.Empty), _nothing)
+    recall_query = _async_method(_protocol("recall.query", m.RecallQueryResponse))
+    recall_raw_query = _async_method(_protocol("recall.raw_query", m.RecallRawQueryResponse))
+    recall_associate = _async_method(_protocol_on("recall.associate", m.RecallAssociateResponse))
+    recall_timeline = _async_method(_protocol("recall.timeline", m.RecallTimelineResponse))
+    recall_graph = _async_method(_protocol("recall.graph", m.RecallGraphResponse))
+    lifecycle_consolidate = _async_method(_protocol("lifecycle.consolidate", m.ConsolidateResponse))
+    lifecycle_decay_tick = _async_method(_protocol("lifecycle.decay_tick", m.DecayTickResponse))
+    lifecycle_dream_tick = _async_method(_protocol("lifecycle.dream_tick", m.DreamTickResponse))
+    lifecycle_set_mode = _async_shaped(_protocol("lifecycle.set_mode", m.Empty), _nothing)
+    lifecycle_forget = _async_method(_protocol("lifecycle.forget", m.ForgetResponse))
+    lifecycle_export = _async_method(_protocol("lifecycle.export", m.ExportResponse))
+    lifecycle_import = _async_method(_protocol("lifecycle.import", m.ImportResponse))
+    introspect_stats = _async_method(Calls.stats)
+    introspect_record = _async_method(Calls.inspect)
+    introspect_decay_forecast = _async_method(_protocol("introspect.decay_forecast", m.DecayForecastResponse))
+    introspect_evolution = _async_method(Calls.evolution)
 
     async def reindex(self, *, target: str = "all") -> dict[str, int]:
         """Rebuild the server's full-text indexes; the document count of each rebuilt index."""

@@ -462,7 +462,16 @@ class Association(Model):
     association_type: AssociationType
     weight: Score
     created_at: UtcDatetime = Field(default_factory=utcnow)
-    last_co_activation: UtcDatetime | None = None
+    last_co_activation: UtcDatetime | None = Field(
+        None, description="when both ends were last recalled together; until then, when the link was made")
+
+    @model_validator(mode="after")
+    def _never_co_activated(self) -> Association:
+        """A link never co-activated reads as made-and-activated at once (always a timestamp, as
+        the reference SDK's model requires)."""
+        if self.last_co_activation is None:
+            self.last_co_activation = self.created_at
+        return self
 
 
 # ---------------------------------------------------------------- meta-memory plane

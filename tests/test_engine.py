@@ -214,7 +214,11 @@ def test_spreading_activation_brings_associated_memories(mem):
     assert hit.score_breakdown.activation > 0
     assert hit.activation_path[-1] == linked and len(hit.activation_path) >= 2
     assert "activation" in response.query_metadata.signals
-    assert response.activation_trace["paths"][str(linked)] == [str(i) for i in hit.activation_path]
+    trace = response.activation_trace
+    assert trace.source_id == hit.activation_path[0]
+    node = next(a for a in trace.activations if a.record_id == linked)
+    assert node.hop == len(hit.activation_path) - 1 and node.activation_level == trace.gains[str(linked)]
+    assert node.edge_type is not None
 
 
 def test_reconsolidation_counts_accesses(mem):

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pydantic import ValidationError
+    from pydantic import ValidationError as PydanticValidationError
 
 
 class ErrorCode(StrEnum):
@@ -132,19 +132,30 @@ GRPC_STATUS: dict[ErrorCode, str] = {
 class CMPError(Exception):
     """The one error type of the protocol; raised by the engine, rendered by every transport.
 
-    `hint` says what to do about it and travels in `details.hint`.
+    `hint` says what to do about it and travels in `details.hint`. Constructed with a code that
+    has a class of its own below (`RecordNotFoundError`, ...), it is an instance of that class, so
+    `except cerememory.RecordNotFoundError` works as with the reference SDK; such a class may also
+    be raised with the message alone, as there (`RecordNotFoundError("gone")`).
     """
+
+    def __new__(cls, code: ErrorCode | str, *args: Any, **kwargs: Any) -> CMPError:
+        if cls is CMPError:
+            cls = _BY_CODE.get(ErrorCode(code), CMPError)
+        error: CMPError = super().__new__(cls, code, *args, **kwargs)
+        return error
 
     def __init__(
         self,
         code: ErrorCode | str,
-        message: str,
+        message: str | None = None,
         *,
         hint: str | None = None,
         details: dict[str, Any] | None = None,
         retry_after: int | None = None,
         request_id: str | None = None,
     ) -> None:
+        if message is None:  # the reference SDK's form: the class names the code
+            code, message = _CODE_OF.get(type(self), ErrorCode.INTERNAL_ERROR), str(code)
         super().__init__(message)
         self.code = ErrorCode(code)
         self.message = message
@@ -160,6 +171,11 @@ class CMPError(Exception):
 
     @property
     def http_status(self) -> int:
+        return HTTP_STATUS[self.code]
+
+    @property
+    def status_code(self) -> int:
+        """The HTTP status of the code (the reference SDK's name for it)."""
         return HTTP_STATUS[self.code]
 
     @property
@@ -194,6 +210,94 @@ class CMPError(Exception):
         return f"CMPError({self.code.value}, {self.message!r})"
 
 
+# One subclass per code a client may want to catch on its own, named as the reference Python SDK
+# names them (DECAY_ENGINE_BUSY does not exist here: its class is never raised).
+
+
+class ValidationError(CMPError):
+    """VALIDATION_ERROR."""
+
+
+class StoreInvalidError(CMPError):
+    """STORE_INVALID."""
+
+
+class ModalityUnsupportedError(CMPError):
+    """MODALITY_UNSUPPORTED."""
+
+
+class ForgetUnconfirmedError(CMPError):
+    """FORGET_UNCONFIRMED."""
+
+
+class VersionMismatchError(CMPError):
+    """VERSION_MISMATCH."""
+
+
+class UnauthorizedError(CMPError):
+    """UNAUTHORIZED."""
+
+
+class RecordNotFoundError(CMPError):
+    """RECORD_NOT_FOUND."""
+
+
+class ConsolidationInProgressError(CMPError):
+    """CONSOLIDATION_IN_PROGRESS."""
+
+
+class ImportConflictError(CMPError):
+    """IMPORT_CONFLICT."""
+
+
+class ContentTooLargeError(CMPError):
+    """CONTENT_TOO_LARGE."""
+
+
+class WorkingMemoryFullError(CMPError):
+    """WORKING_MEMORY_FULL."""
+
+
+class RateLimitedError(CMPError):
+    """RATE_LIMITED."""
+
+
+class InternalError(CMPError):
+    """INTERNAL_ERROR."""
+
+
+class ExportFailedError(CMPError):
+    """EXPORT_FAILED."""
+
+
+class DecayEngineBusyError(CMPError):
+    """The reference SDK's DECAY_ENGINE_BUSY; decay here never blocks, so it is never raised."""
+
+
+class ServerUnreachableError(CMPError):
+    """SERVER_UNREACHABLE (the reference SDK's ConnectionError and TimeoutError)."""
+
+
+_BY_CODE: dict[ErrorCode, type[CMPError]] = {
+    ErrorCode.VALIDATION_ERROR: ValidationError,
+    ErrorCode.STORE_INVALID: StoreInvalidError,
+    ErrorCode.MODALITY_UNSUPPORTED: ModalityUnsupportedError,
+    ErrorCode.FORGET_UNCONFIRMED: ForgetUnconfirmedError,
+    ErrorCode.VERSION_MISMATCH: VersionMismatchError,
+    ErrorCode.UNAUTHORIZED: UnauthorizedError,
+    ErrorCode.RECORD_NOT_FOUND: RecordNotFoundError,
+    ErrorCode.CONSOLIDATION_IN_PROGRESS: ConsolidationInProgressError,
+    ErrorCode.IMPORT_CONFLICT: ImportConflictError,
+    ErrorCode.CONTENT_TOO_LARGE: ContentTooLargeError,
+    ErrorCode.WORKING_MEMORY_FULL: WorkingMemoryFullError,
+    ErrorCode.RATE_LIMITED: RateLimitedError,
+    ErrorCode.INTERNAL_ERROR: InternalError,
+    ErrorCode.EXPORT_FAILED: ExportFailedError,
+    ErrorCode.SERVER_UNREACHABLE: ServerUnreachableError,
+}
+_CODE_OF: dict[type[CMPError], ErrorCode] = {cls: code for code, cls in _BY_CODE.items()}
+
+
 def not_found(record_id: object, what: str = "record") -> CMPError:
     return CMPError(
         ErrorCode.RECORD_NOT_FOUND,
@@ -219,7 +323,7 @@ def _location(loc: tuple[Any, ...]) -> str:
     return out or "request"
 
 
-def from_validation_error(exc: ValidationError, *, op: str | None = None) -> CMPError:
+def from_validation_error(exc: PydanticValidationError, *, op: str | None = None) -> CMPError:
     """Turn pydantic's report into one CMP error that names the first offending field."""
     errors = exc.errors(include_url=False)
     first = errors[0]

@@ -244,9 +244,26 @@ class QueryMetadata(Model):
     embedding_ms: float | None = None
 
 
+class ActivationNode(Model):
+    record_id: uuid.UUID
+    activation_level: float = Field(description="the gain spreading activation gave this memory")
+    hop: int = Field(description="edges between its seed and this memory")
+    edge_type: AssociationType = Field(description="the type of the last edge on that path")
+
+
+class ActivationTrace(Model):
+    """How spreading activation reached the returned memories it touched: `source_id` (the seed of
+    the strongest) with one `activations` entry each, and their gains by record id (the path of
+    each is its `RecalledMemory.activation_path`)."""
+
+    source_id: uuid.UUID
+    activations: list[ActivationNode] = Field(default_factory=list)
+    gains: dict[str, float] = Field(default_factory=dict, description="record id -> activation_level")
+
+
 class RecallQueryResponse(Model):
     memories: list[RecalledMemory]
-    activation_trace: dict[str, Any] | None = None
+    activation_trace: ActivationTrace | None = None
     total_candidates: int = 0
     query_metadata: QueryMetadata | None = None
     undecodable_ids: list[uuid.UUID] = Field(default_factory=list, description=UNDECODABLE)

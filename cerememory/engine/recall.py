@@ -21,6 +21,7 @@ from ..dream.sources import sources_of
 from ..dynamics import decay
 from ..dynamics.render import render
 from ..index.fusion import fuse
+from ..index.graph import Activation
 from ..index.when import time_span
 from ..index.words import QUESTION_WORDS
 from ..model import (
@@ -193,10 +194,10 @@ class Recall:
         fused = dict(kept)
 
         gains: dict[uuid.UUID, float] = {}
-        paths: dict[uuid.UUID, list[uuid.UUID]] = {}
+        reached: dict[uuid.UUID, Activation] = {}
         weight = options.activation_weight
         if req.activation_depth > 0 and kept and rankings and weight > 0:
-            gains, paths = self._spread(kept, req.activation_depth, wanted, visible)
+            gains, reached = self._spread(kept, req.activation_depth, wanted, visible)
             if gains:  # scaled by 1 + weight so that a score stays within [0, 1]
                 for i in kept.keys() - gains.keys():
                     kept[i] /= 1 + weight
@@ -224,6 +225,7 @@ class Recall:
                 fused=round(fused.get(i, 0.0), 6), activation=round(gains.get(i, 0.0), 6),
                 fidelity=round(fidelity[i], 6),
                 emotion=round(affect[i], 6) if i in affect else None)
+        paths = {i: list(act.path) for i, act in reached.items()}
         memories = self._recalled(top, final, req.recall_mode, breakdown, paths)
         if rankings:
             self.core.evolution.observe_recall(stores, [
@@ -232,12 +234,9 @@ class Recall:
         if req.reconsolidate:
             self._reconsolidate(top)
         self.core.count_recall()
-        trace = None
-        if gains:  # how activation reached each returned memory it touched
-            trace = {"paths": {str(i): [str(p) for p in paths[i]] for i in top if i in paths},
-                     "gains": {str(i): round(gains[i], 6) for i in top if i in gains}}
         return m.RecallQueryResponse(memories=memories, total_candidates=len(final),
-                                     query_metadata=meta, activation_trace=trace)
+                                     query_metadata=meta,
+                                     activation_trace=_trace(top, gains, reached))
 
     def _favour_named_time(self, scores: dict[uuid.UUID, float], text: str, weight: float) -> bool:
         """Memories whose event time lies in the span the cue names ("in May 2023") score up
@@ -295,11 +294,12 @@ class Recall:
         return visible
 
     def _spread(self, kept: dict[uuid.UUID, float], depth: int, wanted: set[StoreType],
-                visible: Callable[[uuid.UUID], bool]) -> tuple[dict[uuid.UUID, float], Paths]:
-        """Spreading activation from the top seeds: the best gain and path to each reached record."""
+                visible: Callable[[uuid.UUID], bool]) -> tuple[dict[uuid.UUID, float], dict[uuid.UUID, Activation]]:
+        """Spreading activation from the top seeds: the best gain to each reached record and the
+        activation (path from its seed, last edge) that brought it."""
         seeds = heapq.nlargest(self.core.options.activation_seeds, kept, key=kept.__getitem__)
         gains: dict[uuid.UUID, float] = {}
-        paths: dict[uuid.UUID, list[uuid.UUID]] = {}
+        best: dict[uuid.UUID, Activation] = {}
         for seed in seeds:
             reached = self.core.graph.spread(seed, depth=depth, min_weight=ACTIVATION_MIN_WEIGHT,
                                         decay=ACTIVATION_DECAY)
@@ -309,8 +309,8 @@ class Recall:
                 gain = act.level * kept[seed]
                 if gain > gains.get(i, 0.0):
                     gains[i] = gain
-                    paths[i] = list(act.path)
-        return gains, paths
+                    best[i] = act
+        return gains, best
 
     @reporting
     def associate(self, req: m.RecallAssociateRequest) -> m.RecallAssociateResponse:
@@ -492,6 +492,22 @@ def _cursor(value: str | None) -> int:
 
 def _text_or_none(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _trace(top: Sequence[uuid.UUID], gains: dict[uuid.UUID, float],
+           reached: dict[uuid.UUID, Activation]) -> m.ActivationTrace | None:
+    """How activation reached the returned memories it touched; None when it reached none."""
+    touched = [i for i in top if i in reached]
+    if not touched:
+        return None
+    strongest = max(touched, key=gains.__getitem__)
+    return m.ActivationTrace(
+        source_id=reached[strongest].path[0],
+        activations=[m.ActivationNode(record_id=i, activation_level=round(gains[i], 6), hop=len(reached[i].path) - 1,
+                                      edge_type=AssociationType(reached[i].edge_type))
+                     for i in touched],
+        gains={str(i): round(gains[i], 6) for i in touched},
+    )
 
 
 def topic_words(text: str) -> str:

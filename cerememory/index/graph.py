@@ -27,6 +27,7 @@ class Activation:
     record_id: uuid.UUID
     level: float
     path: tuple[uuid.UUID, ...]
+    edge_type: str = ""  # the type of the last edge on the path ("" at the source)
 
 
 class AssociationGraph:
@@ -132,7 +133,7 @@ class AssociationGraph:
                         continue
                     known = best.get(edge.target)
                     if known is None or level > known.level:
-                        reached = Activation(edge.target, level, act.path + (edge.target,))
+                        reached = Activation(edge.target, level, act.path + (edge.target,), edge.type)
                         best[edge.target] = reached
                         nxt.append(reached)
             frontier = nxt

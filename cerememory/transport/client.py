@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
 from ..api import AsyncMemoryAPI, MemoryAPI
 from ..cmp.dispatch import operation, parse_request
+from ..types import HealthResponse, ReadinessResponse
 from .guard import refuse_plaintext_key
 from .light import error_from, request_parts, unreachable
 
@@ -27,11 +29,12 @@ class _BaseClient:
     """What the sync and the async client share: the URL and key, the request of a CMP call, and
     what to make of an answer (httpx's `BaseClient` pattern); each subclass does the I/O."""
 
-    def __init__(self, url: str, api_key: str | None, retries: int, insecure: bool) -> None:
+    def __init__(self, url: str, api_key: str | None, retries: int, insecure: bool,
+                 headers: Mapping[str, str] | None) -> None:
         refuse_plaintext_key(url, api_key, insecure=insecure)
         self.url = url.rstrip("/")
         self.retries = retries
-        self.headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self.headers = {**(headers or {}), **({"authorization": f"Bearer {api_key}"} if api_key else {})}
 
     @staticmethod
     def _prepare(op: str, request: dict[str, Any] | None) -> dict[str, Any]:
@@ -62,12 +65,19 @@ class Client(_BaseClient, MemoryAPI):
 
     **Parameters:** `url` (default http://127.0.0.1:8420), `api_key` (sent as a bearer key),
     `timeout` in seconds, `retries` — how often to retry an error that carries `retry_after`.
+    The reference SDK's keywords work too: `max_retries` (the same as `retries`), `headers` (sent
+    with every request), `http_client` (an `httpx.Client` to use as given, left open on close) and
+    `retry_mutating_requests` (accepted: only errors the server marks retryable are retried).
     """
 
     def __init__(self, url: str = DEFAULT_URL, *, api_key: str | None = None, timeout: float | None = 30.0,
-                 retries: int = 3, transport: httpx.BaseTransport | None = None, insecure: bool = False) -> None:
-        super().__init__(url, api_key, retries, insecure)
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=self.headers, transport=transport)
+                 retries: int = 3, transport: httpx.BaseTransport | None = None, insecure: bool = False,
+                 max_retries: int | None = None, retry_mutating_requests: bool = False,
+                 headers: Mapping[str, str] | None = None, http_client: httpx.Client | None = None) -> None:
+        super().__init__(url, api_key, retries if max_retries is None else max_retries, insecure, headers)
+        self._owned = http_client is None
+        self._http = http_client or httpx.Client(base_url=self.url, timeout=timeout, headers=self.headers,
+                                                 transport=transport)
 
     def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
         method, path, params, body = self._request(op, request)
@@ -82,12 +92,23 @@ class Client(_BaseClient, MemoryAPI):
             time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def health(self) -> dict[str, str]:
-        readiness: dict[str, str] = self._http.get("/readiness").json()
-        return readiness
+    def health(self) -> HealthResponse:
+        """`GET /health` (`.status` is "ok" while the server runs)."""
+        return HealthResponse.model_validate(self._status("/health"))
+
+    def readiness(self) -> ReadinessResponse:
+        """`GET /readiness` (`.status` is "ready" once its engine is open)."""
+        return ReadinessResponse.model_validate(self._status("/readiness"))
+
+    def _status(self, path: str) -> Any:
+        try:
+            return self._http.get(path).json()
+        except httpx.HTTPError as exc:
+            raise unreachable(self.url, exc) from exc
 
     def close(self) -> None:
-        self._http.close()
+        if self._owned:
+            self._http.close()
 
     def __enter__(self) -> Client:
         return self
@@ -100,11 +121,13 @@ class AsyncClient(_BaseClient, AsyncMemoryAPI):
     """The asynchronous twin of `Client`: the same methods, each returning an awaitable."""
 
     def __init__(self, url: str = DEFAULT_URL, *, api_key: str | None = None, timeout: float | None = 30.0,
-                 retries: int = 3, transport: httpx.AsyncBaseTransport | None = None,
-                 insecure: bool = False) -> None:
-        super().__init__(url, api_key, retries, insecure)
-        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, headers=self.headers,
-                                       transport=transport)
+                 retries: int = 3, transport: httpx.AsyncBaseTransport | None = None, insecure: bool = False,
+                 max_retries: int | None = None, retry_mutating_requests: bool = False,
+                 headers: Mapping[str, str] | None = None, http_client: httpx.AsyncClient | None = None) -> None:
+        super().__init__(url, api_key, retries if max_retries is None else max_retries, insecure, headers)
+        self._owned = http_client is None
+        self._http = http_client or httpx.AsyncClient(base_url=self.url, timeout=timeout, headers=self.headers,
+                                                      transport=transport)
 
     async def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
         method, path, params, body = self._request(op, request)
@@ -119,8 +142,27 @@ class AsyncClient(_BaseClient, AsyncMemoryAPI):
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
+    async def health(self) -> HealthResponse:
+        """`GET /health` (`.status` is "ok" while the server runs)."""
+        return HealthResponse.model_validate(await self._status("/health"))
+
+    async def readiness(self) -> ReadinessResponse:
+        """`GET /readiness` (`.status` is "ready" once its engine is open)."""
+        return ReadinessResponse.model_validate(await self._status("/readiness"))
+
+    async def _status(self, path: str) -> Any:
+        try:
+            return (await self._http.get(path)).json()
+        except httpx.HTTPError as exc:
+            raise unreachable(self.url, exc) from exc
+
+    async def close(self) -> None:
+        """The reference SDK's name for `aclose`."""
+        await self.aclose()
+
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._owned:
+            await self._http.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self

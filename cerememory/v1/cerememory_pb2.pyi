@@ -736,19 +736,48 @@ class QueryMetadata(_message.Message):
     embedding_ms: float
     def __init__(self, total_records_scanned: _Optional[int] = ..., stores_searched: _Optional[_Iterable[_Union[StoreType, str]]] = ..., fidelity_filtered: _Optional[int] = ..., signals: _Optional[_Iterable[str]] = ..., fusion: _Optional[str] = ..., semantic_search: _Optional[bool] = ..., semantic_off_reason: _Optional[str] = ..., embedding_ms: _Optional[float] = ...) -> None: ...
 
+class ActivationNode(_message.Message):
+    __slots__ = ("record_id", "activation_level", "hop", "edge_type")
+    RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    HOP_FIELD_NUMBER: _ClassVar[int]
+    EDGE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    record_id: str
+    activation_level: float
+    hop: int
+    edge_type: AssociationType
+    def __init__(self, record_id: _Optional[str] = ..., activation_level: _Optional[float] = ..., hop: _Optional[int] = ..., edge_type: _Optional[_Union[AssociationType, str]] = ...) -> None: ...
+
+class ActivationTrace(_message.Message):
+    __slots__ = ("source_id", "activations", "gains")
+    class GainsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    SOURCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATIONS_FIELD_NUMBER: _ClassVar[int]
+    GAINS_FIELD_NUMBER: _ClassVar[int]
+    source_id: str
+    activations: _containers.RepeatedCompositeFieldContainer[ActivationNode]
+    gains: _containers.ScalarMap[str, float]
+    def __init__(self, source_id: _Optional[str] = ..., activations: _Optional[_Iterable[_Union[ActivationNode, _Mapping]]] = ..., gains: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
 class RecallQueryResponse(_message.Message):
-    __slots__ = ("memories", "activation_trace", "total_candidates", "query_metadata", "undecodable_ids")
+    __slots__ = ("memories", "total_candidates", "query_metadata", "undecodable_ids", "activation_trace")
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
-    ACTIVATION_TRACE_FIELD_NUMBER: _ClassVar[int]
     TOTAL_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     QUERY_METADATA_FIELD_NUMBER: _ClassVar[int]
     UNDECODABLE_IDS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATION_TRACE_FIELD_NUMBER: _ClassVar[int]
     memories: _containers.RepeatedCompositeFieldContainer[RecalledMemory]
-    activation_trace: _struct_pb2.Struct
     total_candidates: int
     query_metadata: QueryMetadata
     undecodable_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, memories: _Optional[_Iterable[_Union[RecalledMemory, _Mapping]]] = ..., activation_trace: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., total_candidates: _Optional[int] = ..., query_metadata: _Optional[_Union[QueryMetadata, _Mapping]] = ..., undecodable_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    activation_trace: ActivationTrace
+    def __init__(self, memories: _Optional[_Iterable[_Union[RecalledMemory, _Mapping]]] = ..., total_candidates: _Optional[int] = ..., query_metadata: _Optional[_Union[QueryMetadata, _Mapping]] = ..., undecodable_ids: _Optional[_Iterable[str]] = ..., activation_trace: _Optional[_Union[ActivationTrace, _Mapping]] = ...) -> None: ...
 
 class RecallAssociateRequest(_message.Message):
     __slots__ = ("header", "record_id", "association_types", "depth", "min_weight", "limit")
