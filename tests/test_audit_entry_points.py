@@ -99,6 +99,9 @@ CASES: dict[str, Case] = {
         lambda c: {"record_ids": [c["id"]], "confirm": True}, _record,
         tool=lambda c: ("forget", {"record_ids": [c["id"]], "confirm": True}),
         command=lambda c: ["forget", c["id"], "--confirm"]),
+    "lifecycle.reinforce": Case(
+        lambda c: {"record_ids": [c["id"]]}, _record,
+        tool=lambda c: ("reinforce", {"record_ids": [c["id"]]})),
     "lifecycle.export": Case(
         lambda c: {}, tool=lambda c: ("export", {"output_path": f"{uuid.uuid4()}.cma"}),
         command=lambda c: ["export", str(Path(c["tmp"]) / f"{uuid.uuid4()}.cma")]),
