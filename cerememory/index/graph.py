@@ -21,6 +21,12 @@ class Edge:
     created_at: float
     last_co_activation: float | None = None
 
+    def __post_init__(self) -> None:
+        # until both ends are recalled together, a link reads as co-activated when it was made
+        # (what the wire model says, so a stored edge and its archived copy agree)
+        if self.last_co_activation is None:
+            object.__setattr__(self, "last_co_activation", self.created_at)
+
 
 @dataclass(frozen=True)
 class Activation:
