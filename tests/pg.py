@@ -4,6 +4,7 @@ gets a schema of its own (`storage.namespace`) and drops it afterwards."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 import uuid
@@ -31,3 +32,23 @@ def new_namespace() -> str:
 def drop_namespace(url: str, namespace: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {namespace} CASCADE")
+
+
+PASSWORD_ROLE = ("cerememory_password_test", "the right password")
+
+
+def password_role(url: str) -> tuple[str, str]:
+    """(user, password) of a role that must give its password (SCRAM), where every other role is
+    trusted: the shared server's pg_hba.conf gets one line for it, once."""
+    user, password = PASSWORD_ROLE
+    line = f"local all {user} scram-sha-256\n"
+    with (_DIR / "pg_hba.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DO $$BEGIN CREATE ROLE {user} LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END$$")
+            conn.execute(f"ALTER ROLE {user} PASSWORD '{password}'")
+            hba = _DIR / "pg_hba.conf"
+            if line not in hba.read_text():
+                hba.write_text(line + hba.read_text())
+                conn.execute("SELECT pg_reload_conf()")
+    return user, password

@@ -180,6 +180,20 @@ def test_a_wrong_url_is_a_clear_error(tmp_path: Path, url: str, code: ErrorCode,
     assert err.value.code is code and words in err.value.message and err.value.hint
 
 
+def test_a_wrong_password_is_a_clear_error_that_does_not_echo_it(tmp_path: Path, postgres_url: str) -> None:
+    from . import pg
+
+    user, password = pg.password_role(postgres_url)
+    right = postgres_url.replace("postgres:@", f"{user}:{password.replace(' ', '%20')}@", 1)
+    with psycopg.connect(right) as conn:  # the role is there and its password works
+        assert conn.execute("SELECT current_user").fetchone() == (user,)
+    wrong = right.replace("the%20right%20password", "not-the-password", 1)
+    with pytest.raises(CMPError) as err:
+        open_pg(tmp_path / "w", wrong, "cerememory")
+    assert err.value.code is ErrorCode.INTERNAL_ERROR and "refused the credentials" in err.value.message
+    assert "password" in (err.value.hint or "") and "not-the-password" not in str(err.value.envelope())
+
+
 def test_a_missing_database_and_a_bad_namespace_are_clear_errors(tmp_path: Path, postgres_url: str) -> None:
     missing = postgres_url.replace("/postgres?", "/no_such_database?")
     with pytest.raises(CMPError, match="does not exist"):
