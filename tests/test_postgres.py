@@ -107,12 +107,13 @@ def test_one_server_leads_and_another_takes_over(pair, tmp_path: Path, postgres_
     assert eventually(b.engine.core.backend.leads, "B takes the lead once A is gone")
 
 
-def test_a_dropped_connection_fails_one_request_clearly_then_recovers(pair, postgres_url: str) -> None:
+def test_a_dropped_connection_fails_one_request_clearly_then_recovers(pair, postgres_url: str,
+                                                                     pg_namespace: str) -> None:
     a, _ = pair
     a.store("before the connection dropped")
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                      "WHERE pid <> pg_backend_pid() AND datname = current_database() AND application_name = ''")
+    with psycopg.connect(postgres_url, autocommit=True) as admin:  # this memory's connections, no other test's
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                      [f"cerememory {pg_namespace}"])
     try:
         a.store("the first write after")
     except CMPError as exc:

@@ -206,7 +206,13 @@ class Database:
             raise connect_error(exc, self.url) from exc
 
     def _connect_args(self, *, autocommit: bool) -> dict[str, Any]:
-        return {"autocommit": autocommit, "connect_timeout": int(_WAIT), "options": f"-c search_path={self.schema}"}
+        # application_name: pg_stat_activity shows which memory each connection serves
+        return {"autocommit": autocommit, "connect_timeout": int(_WAIT), "options": f"-c search_path={self.schema}",
+                "application_name": self.application_name}
+
+    @property
+    def application_name(self) -> str:
+        return f"cerememory {self.schema}"
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of one read, on a pooled connection. A pooled connection the server dropped (a
