@@ -153,6 +153,19 @@ def ab_parser(doc: str | None, rounds: int) -> argparse.ArgumentParser:
     return parser
 
 
+def pick(rows: Sequence[dict], **key: object) -> dict:
+    """The one row whose fields match `key`."""
+    return next(row for row in rows if all(row[k] == v for k, v in key.items()))
+
+
+def median_ratio(rows: Sequence[dict], metric: str, top: dict, bottom: dict) -> float:
+    """Median over the rounds of `metric` in the row matching `top` over the row matching
+    `bottom`, each round compared within itself (side by side, so load moves both alike)."""
+    rounds = sorted({row["round"] for row in rows})
+    return float(np.median([pick(rows, round=r, **top)[metric] / pick(rows, round=r, **bottom)[metric]
+                            for r in rounds]))
+
+
 def run_tree(tree: Path, code: str, *args: str, drop: Sequence[str] = ()) -> dict:
     """Run `code` in a fresh interpreter over the source tree `tree` (PYTHONPATH, and the working
     directory, which `python -c` puts first on its path); its last stdout line is JSON.

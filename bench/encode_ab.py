@@ -18,10 +18,8 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ab_parser, run_tree  # noqa: E402
+from common import ab_parser, median_ratio, pick, run_tree  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -75,17 +73,13 @@ def main() -> None:
              "| after / before (CPU) | load |", "|---|---|---|---|---|---|---|---|---|"]
     for kind in args.kinds.split(","):
         for r in range(args.rounds):
-            b, a = (next(x for x in rows if x["kind"] == kind and x["round"] == r and x["tree"] == t)
-                    for t in ("before", "after"))
+            b, a = (pick(rows, kind=kind, round=r, tree=t) for t in ("before", "after"))
             name = "text + caller 384-d vector" if kind == "vec" else "text only"
             lines.append(f"| {name} | {r + 1} | {b['records_per_s']:,.0f} | {a['records_per_s']:,.0f} | "
                          f"{a['records_per_s'] / b['records_per_s']:.2f}× | {b['records_per_cpu_s']:,.0f} | "
                          f"{a['records_per_cpu_s']:,.0f} | {a['records_per_cpu_s'] / b['records_per_cpu_s']:.2f}× | "
                          f"{b['load1']:.1f} / {a['load1']:.1f} |")
-        ratio = np.median([next(x for x in rows if x["kind"] == kind and x["round"] == r and x["tree"] == "after")
-                           ["records_per_s"] / next(x for x in rows if x["kind"] == kind and x["round"] == r
-                                                    and x["tree"] == "before")["records_per_s"]
-                           for r in range(args.rounds)])
+        ratio = median_ratio(rows, "records_per_s", {"kind": kind, "tree": "after"}, {"kind": kind, "tree": "before"})
         lines.append(f"| {kind}: median ratio | | | | {ratio:.2f}× | | | | |")
     RESULTS.joinpath("encode_ab.md").write_text("\n".join(lines) + "\n")
     RESULTS.joinpath("encode_ab.json").write_text(json.dumps(rows, indent=1) + "\n")

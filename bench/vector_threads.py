@@ -17,10 +17,8 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ab_parser, run_tree  # noqa: E402
+from common import ab_parser, median_ratio, pick, run_tree  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -79,15 +77,13 @@ def main() -> None:
              "| round | way | BLAS threads | p50 ms | p95 ms | p50 / pinned p50 | load |",
              "|---|---|---|---|---|---|---|"]
     for r in range(args.rounds):
-        pinned = next(x for x in rows if x["round"] == r and x["way"] == WAYS[1][0])["p50_ms"]
+        pinned = pick(rows, round=r, way=WAYS[1][0])["p50_ms"]
         for label, _, _ in WAYS:
-            x = next(x for x in rows if x["round"] == r and x["way"] == label)
+            x = pick(rows, round=r, way=label)
             lines.append(f"| {r + 1} | {label} | {x['blas_threads']} | {x['p50_ms']:.2f} | {x['p95_ms']:.2f} | "
                          f"{x['p50_ms'] / pinned:.2f}× | {x['load1']:.1f} |")
     for label, _, _ in WAYS:
-        ratio = np.median([next(x for x in rows if x["round"] == r and x["way"] == label)["p50_ms"]
-                           / next(x for x in rows if x["round"] == r and x["way"] == WAYS[1][0])["p50_ms"]
-                           for r in range(args.rounds)])
+        ratio = median_ratio(rows, "p50_ms", {"way": label}, {"way": WAYS[1][0]})
         lines.append(f"| median | {label} | | | | {ratio:.2f}× | |")
     RESULTS.joinpath("vector_threads.md").write_text("\n".join(lines) + "\n")
     RESULTS.joinpath("vector_threads.json").write_text(json.dumps(rows, indent=1) + "\n")

@@ -738,20 +738,22 @@ def _open(args: argparse.Namespace, out: Output) -> Any:
     from .storage.lock import owning_server
 
     owner = owning_server(config.data_dir)
-    if owner is None or not _answers(owner, key):
+    client = _answering(owner, key, plain) if owner else None
+    if client is None:
         from .api import open_config
 
         try:
             mem = open_config(config)
         except CMPError as exc:  # a server took the directory since we asked: go through it
             owner = (exc.details or {}).get("server_url") if exc.code is ErrorCode.DATA_DIR_LOCKED else None
-            if owner is None or not _answers(owner, key):
+            client = _answering(owner, key, plain) if owner else None
+            if client is None:
                 raise
         else:
             return _in_process(mem, out)
     if not out.as_json:
         out.console(stderr=True).print(f"using the server that owns {config.data_dir}: {owner}", style="dim")
-    return _client(owner, key, plain)
+    return client
 
 
 def _in_process(mem: Any, out: Output) -> Any:
@@ -774,17 +776,23 @@ def _client(url: str, api_key: str | None, plain: bool, *, insecure: bool = Fals
     return LightClient(url, api_key=api_key, retries=3)
 
 
-def _answers(url: str, api_key: str | None) -> bool:
-    """Whether the server a lock file names answers at all; one that does not is left to
-    DATA_DIR_LOCKED."""
+def _answering(url: str, api_key: str | None, plain: bool) -> Any | None:
+    """A client of the server a lock file names, or None when it does not answer (left to
+    DATA_DIR_LOCKED). A dispatching command keeps the connection the check opened."""
+    from .transport.guard import refuse_plaintext_key
     from .transport.light import LightClient
 
-    with LightClient(url, api_key=api_key, timeout=5.0, retries=0) as client:
-        try:
-            client.health()
-        except CMPError:
-            return False
-    return True
+    refuse_plaintext_key(url, api_key, insecure=False)
+    client = LightClient(url, api_key=api_key, retries=3)
+    try:
+        client.health(timeout=5.0)
+    except CMPError:
+        client.close()
+        return None
+    if plain:
+        return client
+    client.close()
+    return _client(url, api_key, plain)
 
 
 def _config_show(args: argparse.Namespace, out: Output) -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import http.client
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -90,15 +92,17 @@ class LightClient:
             time.sleep(float(error.retry_after or 1))
         raise AssertionError("unreachable")
 
-    def _send(self, method: str, target: str, payload: bytes | None) -> tuple[int, bytes]:
+    def _send(self, method: str, target: str, payload: bytes | None,
+              timeout: float | None = None) -> tuple[int, bytes]:
         # A kept-alive connection the server closed while idle fails at once: that (and only
         # that: a request on a new connection may have been applied) is retried, once.
         retry = self._served > 0
         while True:
             try:
-                self._connection.request(method, target, body=payload, headers=self.headers)
-                response = self._connection.getresponse()
-                data = response.read()
+                with self._timeout(timeout):
+                    self._connection.request(method, target, body=payload, headers=self.headers)
+                    response = self._connection.getresponse()
+                    data = response.read()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
                 self._connection.close()
                 self._served = 0
@@ -113,10 +117,26 @@ class LightClient:
             self._served += 1
             return response.status, data
 
-    def health(self) -> dict[str, Any]:
+    @contextmanager
+    def _timeout(self, seconds: float | None) -> Iterator[None]:
+        """`seconds` for one exchange instead of the client's own timeout."""
+        if seconds is None:
+            yield
+            return
+        usual, self._connection.timeout = self._connection.timeout, seconds
+        if self._connection.sock is not None:
+            self._connection.sock.settimeout(seconds)
+        try:
+            yield
+        finally:
+            self._connection.timeout = usual
+            if self._connection.sock is not None:
+                self._connection.sock.settimeout(usual)
+
+    def health(self, timeout: float | None = None) -> dict[str, Any]:
         """The server's readiness answer (`{"status": ...}`, also while it is still starting);
-        raises SERVER_UNREACHABLE when nothing answers."""
-        status, data = self._send("GET", self._prefix + "/readiness", None)
+        raises SERVER_UNREACHABLE when nothing answers within `timeout` (default: the client's)."""
+        status, data = self._send("GET", self._prefix + "/readiness", None, timeout)
         try:
             answer = json.loads(data)
         except ValueError:
