@@ -166,8 +166,8 @@ def bench_encryption(workdir: Path, n: int, queries: int = 200) -> dict:
 
     import numpy as np
 
-    from cerememory.storage.archive_crypto import KdfParams
     from cerememory.storage.crypto import Vault
+    from cerememory.storage.kdf import KdfParams
 
     rng = random.Random(7)
     texts = [" ".join(rng.choice(WORDS) for _ in range(14)) + f" note {i}" for i in range(n)]

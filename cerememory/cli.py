@@ -520,10 +520,34 @@ class _Parser(argparse.ArgumentParser):
                        hint=f"run `{self.prog} --help` for the usage")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unused:
+    """Stands in for the parser of a command this run does not use: every call on it does nothing."""
+
+    def __getattr__(self, name: str) -> Callable[..., _Unused]:
+        return lambda *args, **kwargs: self
+
+
+class _Subcommands:
+    """The subparsers, building only `wanted` when it is given."""
+
+    def __init__(self, action: Any, wanted: str | None) -> None:
+        self.action, self.wanted, self.built = action, wanted, False
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        if self.wanted is not None and name != self.wanted:
+            return _Unused()
+        self.built = True
+        return self.action.add_parser(name, **kwargs)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with `command` only that command's: a short client call would
+    otherwise spend more time building thirty parsers than running its own. An unknown
+    `command` builds them all, so the error lists every command."""
     parser = _Parser(prog="cerememory", description="A living memory database for LLM agents.")
     parser.add_argument("--version", action="version", version=f"cerememory {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
+    sub = _Subcommands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                             parser_class=_Parser), command)
 
     def add(name: str, help_text: str, handler: Any) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -709,7 +733,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_migrate
 
     cli_migrate.add_parser(sub, _common)
-    return parser
+    return parser if sub.built or command is None else build_parser()
 
 
 # ---------------------------------------------------------------- main
@@ -870,7 +894,7 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().print_help()
         return 0
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv[0]).parse_args(argv)
         if args.command == "config":
             _config_show(args, out)
             return 0

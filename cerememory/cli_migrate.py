@@ -11,9 +11,6 @@ both sides are compared at the end.
 from __future__ import annotations
 
 import argparse
-import io
-import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +47,10 @@ def _counts(mem: Memory) -> tuple[int, int]:
 
 
 def run_migrate(args: argparse.Namespace, config: Any, out: Any) -> int:
+    import io
+    import shutil
+    import tempfile
+
     from .cli_archive import progress_bar
 
     namespace = args.namespace or config["storage.namespace"]

@@ -199,6 +199,8 @@ def _nonnegative_float(value: Any) -> float:
 
 
 def _patterns(value: Any) -> tuple[str, ...]:
+    if not value:  # the default: no need to load the sanitizer, which compiles its patterns
+        return ()
     from .security.sanitize import parse_patterns
 
     return parse_patterns(value)
@@ -306,7 +308,7 @@ def _int_between(low: int, high: int) -> Callable[[Any], int]:
 
 
 def _archive_settings() -> tuple[Setting, ...]:
-    from .storage.archive_crypto import CEILING, DEFAULT_LIMITS
+    from .storage.kdf import CEILING, DEFAULT_LIMITS
 
     limits = DEFAULT_LIMITS
     return (
@@ -380,8 +382,8 @@ class Config:
                 for store in DEFAULT_PARAMS}
 
     def archive_settings(self) -> Any:
-        from .storage.archive_crypto import KdfLimits
         from .storage.archive_settings import ArchiveSettings
+        from .storage.kdf import KdfLimits
 
         return ArchiveSettings(
             kdf_limits=KdfLimits(memory_cost_kib=self["archive.import_max_kdf_memory_kib"],

@@ -18,8 +18,8 @@ import pytest
 
 import cerememory
 from cerememory import CMPError
-from cerememory.storage.archive_crypto import KdfParams
 from cerememory.storage.crypto import Vault
+from cerememory.storage.kdf import KdfParams
 from cerememory.transport.client import Client
 
 from .conftest import ServeProcess

@@ -14,8 +14,8 @@ import pytest
 
 import cerememory
 from cerememory import CMPError, ErrorCode
-from cerememory.storage.archive_crypto import KdfParams
 from cerememory.storage.crypto import KEYSTORE, Vault
+from cerememory.storage.kdf import KdfParams
 
 PASSPHRASE = "correct horse battery staple"
 CANARY = "zqxcanary"

@@ -18,8 +18,8 @@ import pytest
 
 import cerememory
 from cerememory.storage import codec
-from cerememory.storage.archive_crypto import KdfParams
 from cerememory.storage.crypto import Vault
+from cerememory.storage.kdf import KdfParams
 from tests.conftest import ServerThread
 
 WIDE = {"start": "2000-01-01T00:00:00Z", "end": "2100-01-01T00:00:00Z"}

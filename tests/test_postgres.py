@@ -19,9 +19,9 @@ import pytest
 
 import cerememory
 from cerememory import CMPError, ErrorCode
-from cerememory.storage.archive_crypto import KdfParams
 from cerememory.storage.backends import StorageSettings, open_key_store
 from cerememory.storage.crypto import Vault
+from cerememory.storage.kdf import KdfParams
 
 from .conftest import ServeProcess
 

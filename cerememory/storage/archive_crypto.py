@@ -16,11 +16,11 @@ import hashlib
 import hmac
 import os
 import struct
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..cmp.errors import CMPError, ErrorCode
 from ..env_names import env_name
+from .kdf import DEFAULT_KDF, DEFAULT_LIMITS, LIMIT_SETTINGS, KdfLimits, KdfParams, over_limit, valid_cost
 
 if TYPE_CHECKING:
     from .archive_format import Sink
@@ -40,49 +40,6 @@ MAX_CHUNK_BYTES = 16 * 1024 * 1024  # the largest chunk a reader buffers
 def _damaged(message: str, reason: str, hint: str | None = None) -> CMPError:
     return CMPError(ErrorCode.IMPORT_CONFLICT, message, details={"reason": reason},
                     hint=hint or "the archive was altered or cut short; export it again")
-
-
-@dataclass(frozen=True)
-class KdfParams:
-    """Argon2id cost parameters (RFC 9106's second recommended set by default)."""
-
-    time_cost: int = 3
-    memory_cost_kib: int = 64 * 1024
-    parallelism: int = 1
-
-
-DEFAULT_KDF = KdfParams()
-
-
-@dataclass(frozen=True)
-class KdfLimits:
-    """The most Argon2id cost a reader accepts. The cost is chosen by whoever wrote the archive, so
-    without a cap a few hundred bytes could make the importer allocate a gigabyte and spin for
-    half a minute. The defaults admit four times the memory and about three times the passes of
-    what `DEFAULT_KDF` writes."""
-
-    memory_cost_kib: int = 256 * 1024
-    time_cost: int = 8
-    parallelism: int = 4
-
-
-DEFAULT_LIMITS = KdfLimits()
-# The widest cost any configuration may admit (and the bounds of a data directory's key file).
-CEILING = KdfLimits(memory_cost_kib=1024 * 1024, time_cost=16, parallelism=16)
-
-# The setting that raises each limit, named in the error that refuses an archive.
-LIMIT_SETTINGS = {"memory_cost_kib": "archive.import_max_kdf_memory_kib",
-                  "time_cost": "archive.import_max_kdf_time_cost",
-                  "parallelism": "archive.import_max_kdf_parallelism"}
-
-
-def over_limit(params: KdfParams, limits: KdfLimits) -> tuple[str, int, int] | None:
-    """(parameter, value, limit) of the first cost above `limits`, or None when all are within."""
-    for name in ("memory_cost_kib", "time_cost", "parallelism"):
-        value, limit = getattr(params, name), getattr(limits, name)
-        if value > limit:
-            return name, value, limit
-    return None
 
 
 def _too_costly(name: str, value: int, limit: int) -> CMPError:
@@ -183,11 +140,6 @@ def read_params(info: Any, limits: KdfLimits = DEFAULT_LIMITS) -> tuple[bytes, K
     if refused is not None:
         raise _too_costly(*refused)
     return salt, params, chunk, check
-
-
-def valid_cost(params: KdfParams) -> bool:
-    """Whether Argon2id can run with `params` at all (at least one pass, one lane, 8 KiB a lane)."""
-    return params.time_cost >= 1 and params.parallelism >= 1 and params.memory_cost_kib >= 8 * params.parallelism
 
 
 def open_sealed(body: memoryview, key: bytes, preamble: bytes, chunk_bytes: int) -> bytes:

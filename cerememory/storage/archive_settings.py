@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .archive_crypto import KdfLimits
+from .kdf import KdfLimits
 
 EXPORTS = "exports"
 

@@ -36,8 +36,9 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from ..cmp.errors import CMPError, ErrorCode
-from .archive_crypto import CEILING, DEFAULT_KDF, KdfParams, derive_key, over_limit, valid_cost
+from .archive_crypto import derive_key
 from .base import KeyStore
+from .kdf import CEILING, DEFAULT_KDF, KdfParams, over_limit, valid_cost
 from .keyfiles import KEY_BYTES, KEYFILE, KEYSTORE, NONCE_BYTES, KeyFiles, is_encrypted
 
 __all__ = ["BODY", "KEYFILE", "KEYSTORE", "PLAINTEXT", "VECTOR", "Plaintext", "Sealer", "Vault", "is_encrypted"]

@@ -134,9 +134,9 @@ class LightClient:
                 self._connection.sock.settimeout(usual)
 
     def health(self, timeout: float | None = None) -> dict[str, Any]:
-        """The server's readiness answer (`{"status": ...}`, also while it is still starting);
+        """The server's liveness answer (`{"status": "ok"}`, without touching its engine);
         raises SERVER_UNREACHABLE when nothing answers within `timeout` (default: the client's)."""
-        status, data = self._send("GET", self._prefix + "/readiness", None, timeout)
+        status, data = self._send("GET", self._prefix + "/health", None, timeout)
         try:
             answer = json.loads(data)
         except ValueError:
