@@ -14,9 +14,9 @@ from __future__ import annotations
 import base64
 import types
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import Enum
 from functools import cache
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -218,70 +218,108 @@ def _json_numbers(value: Any) -> Any:
     return value
 
 
-def _value_from_wire(value: Any, fd: FieldDescriptor, full: bool) -> Any:
+def _enum_from_wire(number: int, enum: EnumDescriptor) -> Any:
+    value = enum.values_by_number.get(number)
+    if value is None:
+        return number  # a value this build does not know, as json_format prints it
+    return _enum_names(enum).get(value.name, value.name)
+
+
+Reader = Callable[[Any, bool], Any]
+
+
+@cache
+def _reader(fd: FieldDescriptor) -> Reader | None:
+    """How one value of `fd` becomes CMP JSON (value, full) -> JSON; None: as it is."""
     if fd.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
-        return _enum_names(fd.enum_type).get(value, value) if isinstance(value, str) else value
+        enum = fd.enum_type
+        return lambda value, full: _enum_from_wire(value, enum)
     if fd.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE:
         name = fd.message_type.full_name
         if name == _TIMESTAMP:
-            return _DATETIME.dump_python(datetime.fromisoformat(value), mode="json")
+            return lambda value, full: _DATETIME.dump_python(value.ToDatetime(tzinfo=UTC), mode="json")
         if name in _JSON_TYPES:
-            return _json_numbers(value)
-        return _from_wire(value, fd.message_type, full)
-    if fd.cpp_type in _INT64:
-        return int(value)
-    if fd.cpp_type in _FLOATS and isinstance(value, str):
-        return float(value)  # "NaN", "Infinity", "-Infinity"
-    return value
+            return lambda value, full: _json_numbers(json_format.MessageToDict(value))
+        return _from_wire
+    if fd.type == FieldDescriptor.TYPE_BYTES:
+        return lambda value, full: base64.b64encode(value).decode("ascii")
+    return None
 
 
-def _from_wire(data: dict[str, Any], desc: Descriptor, full: bool) -> dict[str, Any]:
-    """The proto JSON of `desc` -> CMP JSON; `full` writes every field (null when absent)."""
-    out: dict[str, Any] = {}
+@dataclass(frozen=True)
+class _Field:
+    """What reading one field of a message takes, worked out once per field."""
+
+    fd: FieldDescriptor
+    name: str
+    shape: str  # "map", "list" or "one"
+    read: Reader | None
+    nullable: bool  # its model field may be None
+    unspecified: str | None  # an enum's zero name, which reads as "not given"
+
+
+@cache
+def _fields(desc: Descriptor) -> tuple[_Field, ...]:
     nullable = _schema().nullable
+    fields = []
     for fd in desc.fields:
-        name = fd.name
         if fd.full_name == _TEXT_ALIAS:
             continue
         if _is_map(fd):
-            value_fd = fd.message_type.fields_by_name["value"]
-            entries = {k: _value_from_wire(v, value_fd, full) for k, v in data.get(name, {}).items()}
-            if entries or (full and fd.full_name not in nullable):
+            shape, read = "map", _reader(fd.message_type.fields_by_name["value"])
+        else:
+            shape, read = ("list" if fd.is_repeated else "one"), _reader(fd)
+        unspecified = fd.enum_type.values_by_number[0].name if fd.enum_type is not None else None
+        fields.append(_Field(fd, fd.name, shape, read, fd.full_name in nullable, unspecified))
+    return tuple(fields)
+
+
+def _from_wire(message: Message, full: bool) -> dict[str, Any]:
+    """A proto message -> CMP JSON, read field by field; `full` writes every field (null when
+    absent), else only those that were given."""
+    out: dict[str, Any] = {}
+    for f in _fields(message.DESCRIPTOR):
+        name, read = f.name, f.read
+        if f.shape == "map":
+            items = getattr(message, name)
+            entries = {k: read(v, full) for k, v in items.items()} if read else dict(items)
+            if entries or (full and not f.nullable):
                 out[name] = entries
             elif full:
                 out[name] = None  # a map the model allows to be null: an empty one was not given
-        elif fd.is_repeated:
-            items = [_value_from_wire(v, fd, full) for v in data.get(name, [])]
-            if items or fd.full_name not in nullable:
-                out[name] = items
+        elif f.shape == "list":
+            values = getattr(message, name)
+            listed = [read(v, full) for v in values] if read else list(values)
+            if listed or not f.nullable:
+                out[name] = listed
             elif full:
                 out[name] = None
-        elif name in data:
-            value = _value_from_wire(data[name], fd, full)
-            if fd.cpp_type == FieldDescriptor.CPPTYPE_ENUM and value == fd.enum_type.values_by_number[0].name:
+        elif message.HasField(name) if f.fd.has_presence else (full or getattr(message, name) != f.fd.default_value):
+            value = getattr(message, name)
+            if read is not None:
+                value = read(value, full)
+            if f.unspecified is not None and value == f.unspecified:
                 value = None  # UNSPECIFIED: not given
             if value is not None or full:
                 out[name] = value
         elif full:
             out[name] = None
-    if desc.full_name == _CONTENT_BLOCK:
-        if "text" in data:
-            out["text"] = data["text"]
-            if not data.get("data"):  # the text travelled alone: its bytes are the text's
+    if message.DESCRIPTOR.full_name == _CONTENT_BLOCK:
+        if message.HasField("text"):
+            out["text"] = message.text
+            if not message.data:  # the text travelled alone: its bytes are the text's
                 if full:
-                    out["data"] = base64.b64encode(data["text"].encode("utf-8")).decode("ascii")
+                    out["data"] = base64.b64encode(message.text.encode("utf-8")).decode("ascii")
                 else:
                     out.pop("data", None)
         elif full and out.get("modality") == "text":
-            out["text"] = base64.b64decode(out.get("data") or "").decode("utf-8")
+            out["text"] = message.data.decode("utf-8")
     return out
 
 
 def message_to_json(message: Message, *, full: bool) -> dict[str, Any]:
     """CMP JSON of a message: `full` for responses, else only the fields that were given."""
-    data = json_format.MessageToDict(message, preserving_proto_field_name=True,
-                                     always_print_fields_with_no_presence=full)
-    return _from_wire(data, message.DESCRIPTOR, full)
+    return _from_wire(message, full)
 
 
 # ---------------------------------------------------------------- per operation

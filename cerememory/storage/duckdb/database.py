@@ -1,8 +1,8 @@
 """One DuckDB file: schema, numbered migrations, the single writer connection, reader cursors.
 
 DuckDB is slow at single-row writes and fast at columnar ones, so every write path hands
-whole batches over as Arrow tables (tables.py). Times are stored as epoch seconds (DOUBLE) and
-record bodies as codec blobs.
+whole batches over as numpy columns it scans in one statement (tables.py). Times are stored as
+epoch seconds (DOUBLE) and record bodies as codec blobs.
 
 A full disk is STORAGE_FULL, and it never needs a restart: a write that cannot reach the
 write-ahead log is rolled back, and when a checkpoint fails DuckDB invalidates the whole

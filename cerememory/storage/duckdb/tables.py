@@ -10,13 +10,10 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 import numpy as np
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 from ...model import uuid_from_text
 from .. import sql
@@ -27,11 +24,22 @@ from .database import Database
 _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "semantic_id", "first_raw_id"}
 
 
-def _pyarrow() -> Any:
-    """pyarrow, loaded with the first write: a command that only reads never pays for it."""
-    import pyarrow
+def _column(name: str, values: Sequence[Any] | np.ndarray) -> np.ndarray:
+    """One column of a batch as DuckDB scans it: numbers as they come (a float64 array stays
+    one), everything else (and a column with nulls) as Python objects; ids as text, cast in SQL."""
+    if isinstance(values, np.ndarray):
+        return values
+    if name in _UUID_COLUMNS:
+        return np.array([None if v is None else str(v) for v in values], dtype=object)
+    typed = np.asarray(values)
+    if typed.ndim == 1 and typed.dtype.kind in "biuf":
+        return typed
+    return np.array(list(values), dtype=object)
 
-    return pyarrow
+
+def _batch(columns: Columns) -> dict[str, np.ndarray]:
+    """A batch of rows as named numpy columns, which DuckDB reads in one scan."""
+    return {name: _column(name, values) for name, values in columns.items()}
 
 
 class _Rows:
@@ -58,31 +66,26 @@ class _Rows:
         return self._writer().execute(sql, list(params)).fetchall()
 
     def _insert(self, table: str, columns: Columns, *, replace: bool = True) -> None:
-        """Many rows in one statement, through an Arrow table."""
-        if not columns or not next(iter(columns.values())):
+        """Many rows in one statement, scanned from numpy columns."""
+        if not columns or not len(next(iter(columns.values()))):
             return
-        tx = self._writer()
-        arrow = _pyarrow()
-        batch = arrow.table({k: (v if isinstance(v, arrow.Array) else [str(x) for x in v] if k in _UUID_COLUMNS
-                              else list(v)) for k, v in columns.items()})
         select = ", ".join(f"{k}::UUID" if k in _UUID_COLUMNS else k for k in columns)
         verb = "INSERT OR REPLACE" if replace else "INSERT"
         name = f"_batch_{threading.get_ident()}"
-        tx.register(name, batch)
-        try:
-            tx.execute(f"{verb} INTO {table} ({', '.join(columns)}) SELECT {select} FROM {name}")
-        finally:
-            tx.unregister(name)
+        self._with_batch(name, columns, f"{verb} INTO {table} ({', '.join(columns)}) SELECT {select} FROM {name}")
 
     def _update_from(self, sql: str, columns: Columns) -> list[Row]:
         """An UPDATE ... FROM `_batch` joined on the batch's `id` column (one row per id)."""
+        return self._with_batch("_batch", columns, sql)
+
+    def _with_batch(self, name: str, columns: Columns, sql: str) -> list[Row]:
+        """Run `sql` with `columns` registered as the table `name`."""
         tx = self._writer()
-        batch = _pyarrow().table({k: ([i.hex for i in v] if k == "id" else list(v)) for k, v in columns.items()})
-        tx.register("_batch", batch)
+        tx.register(name, _batch(columns))
         try:
             return tx.execute(sql).fetchall()
         finally:
-            tx.unregister("_batch")
+            tx.unregister(name)
 
     def _delete(self, table: str, column: str, ids: Sequence[uuid.UUID]) -> list[Row]:
         if not ids:
@@ -204,13 +207,10 @@ class DuckVectors(_Rows):
         return [(row[0], row[1], row[2]) for row in rows]
 
     def insert(self, columns: Columns, vec: Sequence[bytes] | np.ndarray) -> None:
-        blobs: Sequence[bytes] | pa.Array = vec
-        if isinstance(vec, np.ndarray):
-            arrow = _pyarrow()  # a float32 matrix: its rows become blobs without a copy per row
+        if isinstance(vec, np.ndarray):  # a float32 matrix: one blob per row
             matrix = np.ascontiguousarray(vec, dtype=np.float32)
-            blobs = arrow.FixedSizeBinaryArray.from_buffers(arrow.binary(matrix.shape[1] * 4), matrix.shape[0],
-                                                            [None, arrow.py_buffer(matrix)])
-        self._insert("vectors", {**columns, "vec": blobs})
+            vec = [row.tobytes() for row in matrix]
+        self._insert("vectors", {**columns, "vec": vec})
 
     def delete(self, ids: Sequence[uuid.UUID]) -> None:
         self._delete("vectors", "record_id", ids)
