@@ -145,28 +145,43 @@ def _validated(adapter: TypeAdapter[Any], value: Any, where: str) -> Any:
         raise _Invalid(where, exc.errors(include_url=False)[0]["msg"]) from None
 
 
-def _value_to_wire(value: Any, fd: FieldDescriptor, where: str) -> Any:
-    """One value of a field, as json_format.ParseDict wants it."""
+_KIND = {FieldDescriptor.CPPTYPE_INT32: "an integer", FieldDescriptor.CPPTYPE_INT64: "an integer",
+         FieldDescriptor.CPPTYPE_UINT32: "an integer", FieldDescriptor.CPPTYPE_UINT64: "an integer",
+         FieldDescriptor.CPPTYPE_DOUBLE: "a number", FieldDescriptor.CPPTYPE_FLOAT: "a number",
+         FieldDescriptor.CPPTYPE_BOOL: "a boolean", FieldDescriptor.CPPTYPE_STRING: "a string"}
+
+
+def _scalar_to_wire(value: Any, fd: FieldDescriptor, where: str) -> Any:
+    """One scalar value of a field as the message stores it."""
     if fd.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
-        return _enum_to_wire(value, fd.enum_type, where)
-    if fd.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE:
-        name = fd.message_type.full_name
-        if name == _TIMESTAMP:
-            moment = _validated(_DATETIME, value, where)
-            return _DATETIME.dump_python(moment, mode="json")
-        if name in _JSON_TYPES:
-            return to_jsonable_python(value)
-        return _to_wire(value, fd.message_type, where)
+        return fd.enum_type.values_by_name[_enum_to_wire(value, fd.enum_type, where)].number
     if fd.type == FieldDescriptor.TYPE_BYTES:
-        return base64.b64encode(_validated(_BYTES, value, where)).decode("ascii")
+        return _validated(_BYTES, value, where)
     if isinstance(value, uuid.UUID | Enum):
         return str(value.value if isinstance(value, Enum) else value)
+    if isinstance(value, bool) and fd.cpp_type != FieldDescriptor.CPPTYPE_BOOL:
+        raise _Invalid(where, f"Input should be {_KIND.get(fd.cpp_type, 'another type')}, not a boolean")
     return value
 
 
-def _to_wire(value: Any, desc: Descriptor, path: str) -> dict[str, Any]:
-    """CMP JSON (or the Python objects `dispatch` accepts) -> the proto JSON of `desc`."""
-    out: dict[str, Any] = {}
+def _message_to_wire(message: Message, value: Any, where: str) -> None:
+    """Write `value` into the (sub)message `message`, which is then present even when empty."""
+    name = message.DESCRIPTOR.full_name
+    if name == _TIMESTAMP:
+        message.FromDatetime(_validated(_DATETIME, value, where))
+    elif name in _JSON_TYPES:
+        try:
+            json_format.ParseDict(to_jsonable_python(value), message)
+        except json_format.ParseError as exc:
+            raise _Invalid(where, str(exc)) from None
+    else:
+        _to_wire(message, value, where)
+        message.SetInParent()
+
+
+def _to_wire(message: Message, value: Any, path: str) -> None:
+    """CMP JSON (or the Python objects `dispatch` accepts) written into `message`, field by field."""
+    desc = message.DESCRIPTOR
     for key, item in _as_dict(value, path).items():
         where = _join(path, key)
         fd = desc.fields_by_name.get(key)
@@ -174,34 +189,48 @@ def _to_wire(value: Any, desc: Descriptor, path: str) -> dict[str, Any]:
             raise _Invalid(where, "unknown field")
         if item is None:
             continue
-        if _is_map(fd):
-            value_fd = fd.message_type.fields_by_name["value"]
-            out[key] = {str(k): _value_to_wire(v, value_fd, _join(where, str(k)))
-                        for k, v in _as_dict(item, where).items()}
-        elif fd.is_repeated:
-            out[key] = [_value_to_wire(v, fd, f"{where}[{i}]") for i, v in enumerate(_as_list(item, where))]
-        else:
-            out[key] = _value_to_wire(item, fd, where)
-    if desc.full_name == _CONTENT_BLOCK and "text" in out and "data" in out:
+        try:
+            if _is_map(fd):
+                value_fd = fd.message_type.fields_by_name["value"]
+                entries = getattr(message, key)
+                for k, v in _as_dict(item, where).items():
+                    if value_fd.message_type is not None:
+                        _message_to_wire(entries[str(k)], v, _join(where, str(k)))
+                    else:
+                        entries[str(k)] = _scalar_to_wire(v, value_fd, _join(where, str(k)))
+            elif fd.is_repeated:
+                items = _as_list(item, where)
+                if fd.message_type is not None:
+                    for i, v in enumerate(items):
+                        _message_to_wire(getattr(message, key).add(), v, f"{where}[{i}]")
+                else:
+                    getattr(message, key).extend([_scalar_to_wire(v, fd, f"{where}[{i}]")
+                                                  for i, v in enumerate(items)])
+            elif fd.message_type is not None:
+                _message_to_wire(getattr(message, key), item, where)
+            else:
+                setattr(message, key, _scalar_to_wire(item, fd, where))
+        except (TypeError, ValueError) as exc:  # a value of the wrong type or out of range
+            raise _Invalid(where, f"Input should be {_KIND.get(fd.cpp_type, 'another type')}: {exc}") from None
+    if desc.full_name == _CONTENT_BLOCK and message.HasField("text") and message.data:
         # JSON repeats a text block's data as `text`; the wire carries it once, as the readable
         # `text` (what grpcurl and other generic clients show), not as bytes they print as base64
-        if isinstance(out["text"], str) and base64.b64decode(out["data"]) == out["text"].encode():
-            del out["data"]
-    return out
+        if message.data == message.text.encode():
+            message.ClearField("data")
 
 
 def json_to_message(data: Any, cls: type[Message], *, context: str = "") -> Message:
     """Build a `cls` message from CMP JSON; bad input raises a CMP validation error."""
     prefix = f"{context}: " if context else ""
+    message = cls()
     try:
-        return json_format.ParseDict(_to_wire(data or {}, cls.DESCRIPTOR, ""), cls())
+        _to_wire(message, data or {}, "")
     except _Invalid as exc:
         hint = "stores are episodic, semantic, procedural, emotional, working" \
             if exc.code is ErrorCode.STORE_INVALID else None
         raise CMPError(exc.code, f"{prefix}{exc.where}: {exc.message}", hint=hint,
                        details={"field": exc.where}) from None
-    except json_format.ParseError as exc:
-        raise CMPError(ErrorCode.VALIDATION_ERROR, f"{prefix}{exc}") from None
+    return message
 
 
 # ---------------------------------------------------------------- proto -> CMP JSON
