@@ -1,12 +1,12 @@
 """Proto messages <-> CMP JSON: the one place where the gRPC types meet the pydantic models.
 
-The proto mirrors the pydantic models field for field, so `google.protobuf.json_format` does
-the heavy lifting. This module adds what CMP JSON does differently, driven by the message
-descriptors: lower-case enum values (STORE_TYPE_EPISODIC <-> "episodic"), int64 as numbers,
-times written as pydantic writes them, null for absent optional fields and for empty lists
-the model allows to be null, and `text` beside `data` on text blocks. Requests come out with
-absent fields left out, so the CMP defaults apply; responses come out complete, exactly as
-`dispatch` returns them.
+The proto mirrors the pydantic models field for field, so both directions walk the message
+descriptors and read or write fields directly (`json_format` only for Struct values). What CMP
+JSON does differently is handled here: lower-case enum values (STORE_TYPE_EPISODIC <->
+"episodic"), times written as pydantic writes them, bytes as base64, null for absent optional
+fields and for empty lists the model allows to be null, and `text` beside `data` on text
+blocks. Requests come out with absent fields left out, so the CMP defaults apply; responses come
+out complete, exactly as `dispatch` returns them.
 """
 
 from __future__ import annotations
