@@ -34,7 +34,8 @@ def add_parser(sub: Any, common: Any) -> None:
     p = sub.add_parser("migrate", help="Copy a memory between the data directory and PostgreSQL.",
                        description="Copy the memory in the data directory into PostgreSQL (--to URL), or a "
                                    "PostgreSQL memory into the data directory (--from URL). All or nothing; "
-                                   "the target must be empty; counts are checked at the end.")
+                                   "the target must be empty; counts are checked at the end. An encrypted "
+                                   "memory stays encrypted: the target opens with the same passphrase.")
     common(p, remote=False)
     way = p.add_mutually_exclusive_group(required=True)
     way.add_argument("--to", metavar="URL", help="PostgreSQL URL to copy the data directory into")
