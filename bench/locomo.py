@@ -479,28 +479,28 @@ BACKENDS = ("duckdb", "postgres")
 
 def backends_main(args, data: list[dict]) -> None:
     """Each engine system on each backend, over the same turns and questions, in one run."""
-    from common import LoadMonitor, postgres_url
+    from common import LoadMonitor, postgres
     env, started, monitor = environment(), now(), LoadMonitor()
     load_before = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="cm-locomo-"))
-    url = postgres_url(Path(tempfile.mkdtemp(prefix="cm-locomo-pg-")))
     runs = [(e, b) for e in BACKEND_ENGINES for b in BACKENDS]
     rows: dict[tuple[str, str], list] = {r: [] for r in runs}
     timing: dict[tuple[str, str], dict] = {r: {"ingest_s": 0.0, "query": []} for r in runs}
     per_sample: dict[str, dict] = {}
     info = {"samples": [], "questions": 0, "skipped": 0, "turns": 0}
     try:
-        for sid, turns, questions in loaded(data, args.captions, info):
-            per_sample[sid] = {}
-            for engine, backend in runs:
-                ranked, stats = engine_system(turns, questions, BACKEND_ENGINES[engine], work,
-                                              url if backend == "postgres" else None)
-                scored = [(q.category, score(r, q.evidence)) for q, r in zip(questions, ranked, strict=True)]
-                rows[(engine, backend)] += scored
-                per_sample[sid][f"{engine} {backend}"] = aggregate(scored)["overall"]["recall_any@10"]
-                timing[(engine, backend)]["ingest_s"] += stats["ingest_s"]
-                timing[(engine, backend)]["query"].append(stats["query"])
-            print(f"[{sid}] " + ", ".join(f"{k} {v:.3f}" for k, v in per_sample[sid].items()), flush=True)
+        with postgres(work) as url:
+            for sid, turns, questions in loaded(data, args.captions, info):
+                per_sample[sid] = {}
+                for engine, backend in runs:
+                    ranked, stats = engine_system(turns, questions, BACKEND_ENGINES[engine], work,
+                                                  url if backend == "postgres" else None)
+                    scored = [(q.category, score(r, q.evidence)) for q, r in zip(questions, ranked, strict=True)]
+                    rows[(engine, backend)] += scored
+                    per_sample[sid][f"{engine} {backend}"] = aggregate(scored)["overall"]["recall_any@10"]
+                    timing[(engine, backend)]["ingest_s"] += stats["ingest_s"]
+                    timing[(engine, backend)]["query"].append(stats["query"])
+                print(f"[{sid}] " + ", ".join(f"{k} {v:.3f}" for k, v in per_sample[sid].items()), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     summary = {f"{e} {b}": aggregate(rows[(e, b)]) for e, b in runs}

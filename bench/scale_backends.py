@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS_DIR, LoadMonitor, clean_env, env_line, environment, md_table, now, postgres_url  # noqa: E402
+from common import RESULTS_DIR, LoadMonitor, clean_env, env_line, environment, md_table, now, postgres  # noqa: E402
 from scale import LIMIT, SEED, ingest, interleaved, make_corpus, make_queries, query_vectors, unit_rows  # noqa: E402
 
 BACKENDS = ("duckdb", "postgres")
@@ -141,16 +141,15 @@ def main() -> None:
         threadpool_limits(limits=args.blas_threads, user_api="blas")
     env, started = environment(), now()
     queries = make_queries(args.queries)
-    work = Path(tempfile.mkdtemp(prefix="cm-scale-backends-"))
-    url = postgres_url(work)
     results = []
-    for n in sorted(int(x) for x in args.sizes.split(",")):
-        results.append(run_size(n, queries, work, url))
-        # written after every size, so a long run that is stopped keeps what it measured
-        report = write_report(results, args, env, now() - started)
-        (args.out / "scale_backends.md").write_text(report)
-        (args.out / "scale_backends.json").write_text(json.dumps(
-            {"env": env, "args": vars(args), "results": results}, indent=1, default=str))
+    with tempfile.TemporaryDirectory(prefix="cm-scale-backends-") as tmp, postgres(Path(tmp)) as url:
+        for n in sorted(int(x) for x in args.sizes.split(",")):
+            results.append(run_size(n, queries, Path(tmp), url))
+            # written after every size, so a long run that is stopped keeps what it measured
+            report = write_report(results, args, env, now() - started)
+            (args.out / "scale_backends.md").write_text(report)
+            (args.out / "scale_backends.json").write_text(json.dumps(
+                {"env": env, "args": vars(args), "results": results}, indent=1, default=str))
     print(report)
 
 

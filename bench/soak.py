@@ -29,6 +29,7 @@ the other configurations).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -286,21 +287,22 @@ def verify(data_dir: Path, stored: dict[str, str], forgotten: dict[str, str],
 # ---------------------------------------------------------------- the run
 
 
-def backend_settings(args: argparse.Namespace, tmp: Path) -> dict[str, str]:
-    """The storage settings every server of the run shares (none: each its own data directory)."""
+def backend_settings(args: argparse.Namespace, tmp: Path, stack: contextlib.ExitStack) -> dict[str, str]:
+    """The storage settings every server of the run shares (none: each its own data directory);
+    a PostgreSQL started for the run stops when `stack` closes."""
     if args.backend == "duckdb":
         return {}
-    from bench.common import postgres_url
+    from bench.common import postgres
 
-    return {"storage__backend": "postgres", "storage__postgres_url": postgres_url(tmp),
+    return {"storage__backend": "postgres", "storage__postgres_url": stack.enter_context(postgres(tmp)),
             "storage__namespace": "soak"}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     per_process = -(-args.clients // args.processes)
-    with tempfile.TemporaryDirectory() as tmp:
-        settings = backend_settings(args, Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:  # PostgreSQL stops first
+        settings = backend_settings(args, Path(tmp), stack)
         env = {f"CEREMEMORY_{k.upper()}": v for k, v in settings.items()}
         servers, targets, log_paths = [], [], []
         for i in range(args.servers):
