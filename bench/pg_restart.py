@@ -23,8 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cerememory  # noqa: E402
-from bench.cluster import postgres_url  # noqa: E402
-from bench.common import RESULTS_DIR, LoadMonitor, env_line, environment, md_table  # noqa: E402
+from bench.common import RESULTS_DIR, LoadMonitor, env_line, environment, md_table, postgres_url  # noqa: E402
 
 
 def measure(url: str, root: Path, namespace: str, records: int) -> dict[str, object]:

@@ -432,3 +432,43 @@ def test_two_encrypted_servers_share_api_keys_and_their_revocation(cli, tmp_path
             server.stop()
     wrong = cli("serve", "--port", "1", env={**env, "CEREMEMORY_PASSPHRASE": "wrong"})
     assert wrong.code == 7 and "UNAUTHORIZED" in wrong.stderr and "CEREMEMORY_PASSPHRASE" in wrong.stderr
+
+
+def test_migrate_keeps_an_encrypted_memory_encrypted(cli, data_dir: Path, tmp_path: Path, postgres_url: str,
+                                                     pg_namespace: str) -> None:
+    """An encrypted data directory moves into PostgreSQL and back under the same passphrase, never
+    as plaintext; a forget after the move erases the record's key row; without the passphrase the
+    move is refused before PostgreSQL is touched."""
+    Vault.create(data_dir, PASSPHRASE, FAST_KDF)
+    with cerememory.open(data_dir, semantic="off", passphrase=PASSPHRASE) as mem:
+        kept = mem.store(f"the {CANARY} grazes at noon").record_id
+        gone = mem.store(f"the {CANARY} hides at dusk").record_id
+        mem.store_raw(f"user: the {CANARY} ships on tuesday", session_id="s1")
+    refused = cli("migrate", "--to", postgres_url, "--namespace", pg_namespace, "--json")
+    assert refused.code == 7 and refused.json()["error"]["code"] == "UNAUTHORIZED"
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", [pg_namespace]).fetchone() == (0,)
+    env = {"CEREMEMORY_PASSPHRASE": PASSPHRASE}
+    moved = cli("migrate", "--to", postgres_url, "--namespace", pg_namespace, "--json", env=env)
+    assert moved.code == 0, moved.stderr
+    assert moved.json()["records"] == 2 and moved.json()["raw_records"] == 1
+    with psycopg.connect(postgres_url) as conn:
+        bodies = [bytes(row[0]) for row in conn.execute(
+            f"SELECT body FROM {pg_namespace}.records UNION ALL SELECT body FROM {pg_namespace}.raw_journal")]
+    assert len(bodies) == 3 and not any(CANARY.encode() in body for body in bodies)
+    with open_pg(tmp_path / "cache", postgres_url, pg_namespace, passphrase=PASSPHRASE) as shared:
+        assert texts(shared, "grazes noon") == [f"the {CANARY} grazes at noon"]
+        shared.forget([gone], confirm=True)
+    with psycopg.connect(postgres_url) as conn:
+        keyed = {row[0] for row in conn.execute(f"SELECT id FROM {pg_namespace}.record_keys")}
+    assert kept in keyed and gone not in keyed
+    back = cli("migrate", "--from", postgres_url, "--namespace", pg_namespace, "--json", data=tmp_path / "back",
+               env=env)
+    assert back.code == 0, back.stderr
+    assert CANARY.encode() not in b"".join(p.read_bytes() for p in (tmp_path / "back").rglob("*") if p.is_file())
+    with cerememory.open(tmp_path / "back", semantic="off", passphrase=PASSPHRASE) as mem:
+        assert texts(mem, "grazes noon") == [f"the {CANARY} grazes at noon"]
+        assert mem.stats().total_records == 1 and mem.stats().raw_journal_records == 1
+    with pytest.raises(CMPError) as locked:
+        cerememory.open(tmp_path / "back", semantic="off")
+    assert locked.value.code is ErrorCode.UNAUTHORIZED
