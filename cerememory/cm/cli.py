@@ -16,7 +16,7 @@ from typing import Any
 
 from . import cmd_feedback, cmd_info, cmd_ingest, cmd_playbook, cmd_reflect, cmd_serve, cmd_trauma
 from .app import Ctx, Result, emit, error_envelope, render_human, success_envelope
-from .args import Parser
+from .args import Parser, usage_text
 from .errors import from_exception, invalid
 
 GROUPS = (cmd_playbook, cmd_ingest, cmd_feedback, cmd_info, cmd_reflect, cmd_trauma, cmd_serve)
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         if flags.json:
             emit(error_envelope(ctx, failing, error), flags.output, flags.stats)
         else:
-            print(error.human(), file=sys.stderr)
+            print(usage_text(error, (*LISTED, "help")) or error.human(), file=sys.stderr)
         if flags.verbose and error.code == "INTERNAL_ERROR":
             import traceback
 
