@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import CM_VERSION, privacy, trauma
+from . import CM_VERSION
 from .app import Ctx, Result
 from .context import last_helpful
 from .errors import CmError, invalid
@@ -448,6 +448,8 @@ def doctor(ctx: Ctx, *, fix: bool = False, force: bool = False) -> Result:
     check("LLM Configuration", "Provider", "pass" if llm["configured"] else "warn", llm["message"])
     _repo_checks(ctx, check, fixable_issue)
     _sanitization_check(ctx, check)
+    from . import trauma  # here, not at import: stats, top and why need none of it
+
     traumas = len(trauma.load())
     check("Trauma System", "Database", "pass", f"Loaded {traumas} trauma patterns", count=traumas)
     _guard_check(ctx, check)
@@ -593,6 +595,8 @@ def privacy_status(ctx: Ctx, days: int = 365) -> Result:
     """The cross-agent settings and journal sessions per agent over `days` (the reference's
     `cass` block: our history is the raw journal), then the rule they make, the current agent
     and the recent changes."""
+    from . import privacy
+
     rules = privacy.policy(ctx.backend)
     agent, found_by = privacy.current_agent()
     counts = _session_counts(ctx, days)
@@ -612,6 +616,8 @@ def change_privacy(ctx: Ctx, action: str, agents: list[str], *, never: bool = Fa
     if action in ("allow", "deny") and not agents:
         raise CmError("MISSING_REQUIRED", f"privacy {action} requires <agent>",
                       hint=f"Example: cm privacy {action} cursor --json", details={"missing": "agent"})
+    from . import privacy
+
     discovered = list(_session_counts(ctx, 365) or {}) if action == "enable" and not agents else None
     state = privacy.change(ctx.backend, action, list(agents), discovered, never=never)
     return Result({"crossAgent": state})
