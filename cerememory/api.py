@@ -579,12 +579,13 @@ def open(data_dir: str | Path | None = None, *, config: str | Path | None = None
 
 
 def open_config(cfg: Config, *, server_url: str | None = None, clock: Callable[[], float] | None = None,
-                passphrase: str | None = None) -> Memory:
+                passphrase: str | None = None, warm_cache: bool = True) -> Memory:
     """Open the data directory a loaded `Config` names, with its engine settings. `clock`
-    (seconds since the epoch, like `time.time`) lets tests move time without sleeping."""
+    (seconds since the epoch, like `time.time`) lets tests move time without sleeping;
+    `warm_cache=False` suits a process that runs one short command (`cm`)."""
     from .engine import Engine, EngineOptions
 
-    options = EngineOptions(**cfg.engine_options(), server_url=server_url)
+    options = EngineOptions(**cfg.engine_options(), server_url=server_url, warm_cache=warm_cache)
     if clock is not None:
         options.clock = clock
     if passphrase is not None:

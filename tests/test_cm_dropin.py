@@ -187,7 +187,7 @@ def test_values_scripts_read_are_the_originals(scenario: dict[str, Run], served:
     assert strict["message"] == recorded("add_check_strict_duplicate")["stdout"]["error"]["message"]
     failed = data("add_file_missing")
     assert failed["failed"][0]["content"] == "[file: missing.json]" and failed["summary"]["failed"] == 1
-    assert failed["failed"][0]["error"].startswith("Failed to read input: ")
+    assert failed["failed"] == ref("add_file_missing")["failed"]  # Node's words: ENOENT: no such file …
     assert data("add_long")["bullet"]["content"] == ref("add_long")["bullet"]["content"].strip()
     for key in ("expectations", "operatorNote", "soloUser", "inlineFeedbackFormat", "protocol"):
         assert set(data("quickstart")[key]) == set(ref("quickstart")[key])
@@ -237,8 +237,17 @@ def test_errors_exit_as_the_originals(scenario: dict[str, Run], served: Served, 
         {k: ref[k] for k in ("message", "code", "exitCode", "hint")}
     assert healed["details"]["traumaId"] == "trauma-nope" and healed["details"]["checkedPaths"]
     cm = Served(tmp_path, served.url)
-    human = cm("frobnicate", json_=False)
-    assert (human.code, human.stdout) == (1, "") and "unknown command 'frobnicate'" in human.stderr
+    assert scenario["trauma_bad_severity"].env["error"]["message"] == \
+        recorded("trauma_bad_severity")["stdout"]["error"]["message"]
+    human = cm("frobnicate", json_=False)  # commander's words, as the original prints them without --json
+    assert (human.code, human.stdout, human.stderr) == \
+        (1, "", "error: unknown command 'frobnicate'\n(add --help for additional information)\n")
+    from cerememory.cm.args import similar_words, usage_message
+    from cerememory.cm.cli import LISTED
+
+    assert similar_words("stat", LISTED) == ["stats"] and similar_words("frobnicate", LISTED) == []
+    assert usage_message("the following arguments are required: bullet_id") == \
+        ("missing required argument 'bulletId'", 1)
     assert cm("context", "task", "--limit", "x").code == 2  # a bad value: the original's own check, exit 2
 
 

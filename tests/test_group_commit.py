@@ -100,3 +100,27 @@ def test_every_caller_is_answered_after_its_own_commit(writes: int) -> None:
         thread.join()
     assert sorted(committed) == [f"w{i}" for i in range(writes)]
     assert group_commit.pending() == 0
+
+
+def test_closing_neither_waits_for_a_commit_delay_nor_warms_a_cache_it_will_not_use(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A short command (cm) opens, answers and closes: close() wakes the text indexes'
+    committers, which then exit at once rather than wait out the delay meant to batch a burst
+    of writes (an hour here, so waiting would leave them running); `warm_cache=False` starts
+    no background cache warming."""
+    from cerememory.api import open_config
+    from cerememory.config import load_config
+    from cerememory.index import fulltext
+
+    monkeypatch.setattr(fulltext, "COMMIT_DELAY", 3600.0)
+    before = set(threading.enumerate())
+    mem = open_config(load_config(None, {"data_dir": str(tmp_path / "d"), "embed.semantic": "off"}),
+                      warm_cache=False)
+    started = set(threading.enumerate()) - before
+    committers = [t for t in started if t.name.startswith("cerememory-commit-")]
+    assert len(committers) == 2 and "cerememory-warm" not in {t.name for t in started}
+    mem.store("a note to make the close commit something")
+    mem.close()
+    assert not any(t.is_alive() for t in committers)
+    with cerememory.open(tmp_path / "d", semantic="off") as reopened:  # the note was committed
+        assert [m.record.id for m in reopened.recall("note").memories]

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Iterable
 from typing import Any, Protocol
 
-from .errors import invalid
+from .errors import CmError, invalid
 
 
 class Parser(argparse.ArgumentParser):
@@ -39,8 +40,56 @@ def usage_message(message: str) -> tuple[str, int]:
         return (f"unknown option '{word}'" if word.startswith("-") else f"too many arguments: '{word}'"), 1
     required = re.match(r"the following arguments are required: ([^,]+)", message)
     if required:
-        return f"missing required argument '{required.group(1).strip()}'", 1
+        name = re.sub(r"_(\w)", lambda m: m.group(1).upper(), required.group(1).strip())  # bullet_id: bulletId
+        return f"missing required argument '{name}'", 1
     return message, 2
+
+
+def usage_text(error: CmError, commands: Iterable[str]) -> str | None:
+    """A usage error (exit 1) as commander prints it on stderr: `error: …`, and for the program's
+    own unknown command a suggestion and `(add --help for additional information)`; None for
+    any other error."""
+    usage = (error.details or {}).get("usage")
+    if error.code != "INVALID_INPUT" or error.exit_code != 1 or not isinstance(usage, str):
+        return None
+    lines = [f"error: {error.message}"]
+    unknown = re.fullmatch(r"unknown command '(.*)'", error.message)
+    if unknown and usage.startswith("cm: "):
+        close = similar_words(unknown.group(1), commands)
+        if close:
+            lines.append(f"(Did you mean {close[0]}?)" if len(close) == 1 else
+                         f"(Did you mean one of {', '.join(close)}?)")
+        lines.append("(add --help for additional information)")
+    return "\n".join(lines)
+
+
+def similar_words(word: str, candidates: Iterable[str]) -> list[str]:
+    """Commander's suggestions: the candidates nearest by edit distance (at most 3, and sharing
+    more than 40% of the longer word), sorted."""
+    best, found = 3, list[str]()
+    for candidate in candidates:
+        if len(candidate) <= 1:
+            continue
+        distance = _edit_distance(word, candidate)
+        longest = max(len(word), len(candidate))
+        if (longest - distance) / longest <= 0.4 or distance > best:
+            continue
+        if distance < best:
+            best, found = distance, []
+        found.append(candidate)
+    return sorted(found)
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Damerau-Levenshtein (optimal string alignment) distance."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
 
 
 class Subcommands(Protocol):

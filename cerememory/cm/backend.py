@@ -176,7 +176,7 @@ class Backend:
             flags["embed.semantic"] = "off"
         try:
             config = load_config(None, flags)
-            mem = open_config(config)
+            mem = open_config(config, warm_cache=False)  # one command: no background cache warming
         except CMPError as exc:
             url = (exc.details or {}).get("server_url") if exc.code.value == "DATA_DIR_LOCKED" else None
             if url:  # a server owns the data dir: talk to it

@@ -16,7 +16,7 @@ from typing import Any
 
 from . import cmd_feedback, cmd_info, cmd_ingest, cmd_playbook, cmd_reflect, cmd_serve, cmd_trauma
 from .app import Ctx, Result, emit, error_envelope, render_human, success_envelope
-from .args import Parser
+from .args import Parser, usage_text
 from .errors import from_exception, invalid
 
 GROUPS = (cmd_playbook, cmd_ingest, cmd_feedback, cmd_info, cmd_reflect, cmd_trauma, cmd_serve)
@@ -168,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
             args.verbose = True
         as_json = flags.json and not (command == "context" and getattr(args, "format", None) == "markdown")
         ctx = Ctx(as_json=as_json, server_url=flags.server_url, verbose=flags.verbose, no_emoji=flags.no_emoji)
+        if not as_json:
+            from .human_style import use_colour, use_emoji
+
+            use_colour(flags.colour)
+            use_emoji(not flags.no_emoji)
         if args.run is not None:  # a command that runs until stopped (serve): an exit code, no envelope
             code: int = args.run(ctx, args)
             return code
@@ -175,9 +180,6 @@ def main(argv: list[str] | None = None) -> int:
         if ctx.as_json:
             emit(success_envelope(ctx, command, result), flags.output, flags.stats)
         else:
-            from .human import use_colour
-
-            use_colour(flags.colour)
             print(render_human(command, result))
         if ctx.storage_notice:
             print(f"cm: {ctx.storage_notice}", file=sys.stderr)
@@ -191,11 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         if flags.json:
             emit(error_envelope(ctx, failing, error), flags.output, flags.stats)
         else:
-            print(f"cm: error: {error.message}", file=sys.stderr)
-            for line in error.recovery:
-                print(f"  Recovery: {line}", file=sys.stderr)
-            if error.hint:
-                print(f"  Hint: {error.hint}", file=sys.stderr)
+            print(usage_text(error, (*LISTED, "help")) or error.human(), file=sys.stderr)
         if flags.verbose and error.code == "INTERNAL_ERROR":
             import traceback
 

@@ -75,7 +75,12 @@ def register(sub: Subcommands) -> None:
 def cmd_why(ctx: Ctx, args: argparse.Namespace) -> Result:
     from .service_info import why
 
-    return why(ctx, args.bullet_id, verbose=args.verbose)
+    result = why(ctx, args.bullet_id, verbose=args.verbose)
+    if not ctx.as_json:
+        from .human_pages import why as page
+
+        result.human = page(result.data, verbose=args.verbose)
+    return result
 
 
 def cmd_top(ctx: Ctx, args: argparse.Namespace) -> Result:
@@ -146,7 +151,8 @@ def cmd_onboard(ctx: Ctx, args: argparse.Namespace) -> Result:
             raise CmError("MISSING_REQUIRED", "onboard mark-done needs a session id or path")
         return onboard.mark_done(args.path)
     if action == "reset":
-        if not args.yes and ctx.as_json is False:
-            raise CmError("MISSING_REQUIRED", "onboard reset needs --yes")
+        if not args.yes:  # as the reference, even with --json (it prompts only on a terminal)
+            raise CmError("MISSING_REQUIRED", "Confirmation required to reset onboarding progress",
+                          hint="Re-run with --yes", details={"missing": "confirmation"})
         return onboard.reset()
     raise invalid(f"Unknown onboard action {action!r} (onboard:{action})")

@@ -5,6 +5,7 @@ similar) and service_playbook.py, imported only by the command that runs."""
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -179,6 +180,15 @@ def cmd_get(ctx: Ctx, args: argparse.Namespace) -> Result:
     return get_rule(ctx, args.id)
 
 
+def read_error(exc: Exception) -> str:
+    """Why a file could not be read, in the reference's (Node's) words:
+    `ENOENT: no such file or directory, open 'missing.json'`."""
+    code = exc.errno if isinstance(exc, OSError) else None
+    if isinstance(exc, OSError) and code is not None and code in errno.errorcode and exc.strerror:
+        return f"{errno.errorcode[code]}: {exc.strerror[0].lower()}{exc.strerror[1:]}, open '{exc.filename}'"
+    return str(exc)
+
+
 def cmd_add(ctx: Ctx, args: argparse.Namespace) -> Result:
     """One rule from the arguments, or many from `--file` (a JSON array; `-` reads stdin)."""
     from . import service_playbook as service
@@ -187,7 +197,7 @@ def cmd_add(ctx: Ctx, args: argparse.Namespace) -> Result:
         try:
             text = sys.stdin.read() if args.file == "-" else Path(args.file).expanduser().read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:  # the reference: a failed entry, exit 0
-            return service.add_rules(ctx, None, category=args.category, file=args.file, unread=str(exc))
+            return service.add_rules(ctx, None, category=args.category, file=args.file, unread=read_error(exc))
         return service.add_rules(ctx, text, category=args.category, session=args.session, check=args.check,
                                  strict=args.strict)
     return service.add_rule(ctx, " ".join(args.content or []), category=args.category, session=args.session,

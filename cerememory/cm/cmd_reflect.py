@@ -45,4 +45,9 @@ def cmd_validate(ctx: Ctx, args: argparse.Namespace) -> Result:
 def cmd_audit(ctx: Ctx, args: argparse.Namespace) -> Result:
     from .service_reflect import audit
 
-    return audit(ctx, days=args.days, trauma=args.trauma)
+    result = audit(ctx, days=args.days, trauma=args.trauma)
+    if not ctx.as_json:
+        from .human_pages import audit as page
+
+        result.human = page(result.data, days=args.days or 7)
+    return result

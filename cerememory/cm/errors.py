@@ -25,14 +25,17 @@ CODE_CATEGORY = {
     "UNKNOWN_ERROR": "internal",
 }
 
-DEFAULT_RECOVERY = {
-    "INVALID_INPUT": ["Check the command's arguments: cm <command> --help"],
-    "MISSING_REQUIRED": ["Provide the missing argument or flag: cm <command> --help"],
-    "BULLET_NOT_FOUND": ["List rules with: cm playbook list", "Find similar rules with: cm similar \"<text>\""],
-    "TRAUMA_NOT_FOUND": ["List traumas with: cm trauma list"],
-    "SESSION_NOT_FOUND": ["Check the session id or path"],
-    "ALREADY_EXISTS": ["Use --force to overwrite (a backup is kept)"],
-    "VALIDATION_FAILED": ["Fix the reported problems and retry"],
+_INTERNAL = ["Re-run with '--verbose' to capture diagnostics.",
+             "If this persists, file a bug report with the command and the verbose output."]
+_INPUT = ["Run 'cm <command> --help' to see expected arguments and flags.", "Fix the input and re-run the command."]
+DEFAULT_RECOVERY = {  # the reference's where they hold here; Cerememory's own for storage and the server
+    "INVALID_INPUT": _INPUT, "MISSING_REQUIRED": _INPUT, "ALREADY_EXISTS": _INPUT, "VALIDATION_FAILED": _INPUT,
+    "BULLET_NOT_FOUND": ["Run 'cm playbook list' to see available rule IDs.",
+                         "Use 'cm similar \"<query>\"' to search for related rules.",
+                         "Double-check the bullet id you provided (example: b-abc123)."],
+    "TRAUMA_NOT_FOUND": _INTERNAL,
+    "SESSION_NOT_FOUND": ["Verify the session path exists on disk.",
+                          "Check the session id with: cm history \"<query>\""],
     "PLAYBOOK_NOT_FOUND": ["Initialise with: cm init"],
     "PLAYBOOK_CORRUPT": ["Check the YAML syntax of the playbook", "Run: cm doctor --fix"],
     "CONFIG_INVALID": ["Check config.json syntax", "Run: cm doctor"],
@@ -50,7 +53,7 @@ DEFAULT_RECOVERY = {
     "MISSING_API_KEY": ["Configure an LLM provider for Cerememory (llm.provider and its API key)"],
     "LLM_API_ERROR": ["Retry later; check the provider's status and your API key"],
     "LLM_BUDGET_EXCEEDED": ["Wait for the budget window to reset, or raise the budget"],
-    "INTERNAL_ERROR": ["Retry with --verbose and report the problem"],
+    "INTERNAL_ERROR": _INTERNAL,
 }
 
 
@@ -84,6 +87,17 @@ class CmError(Exception):
             if value is not None:
                 out[key] = value
         return out
+
+    def human(self) -> str:
+        """The error as the reference prints it without --json (to stderr)."""
+        lines = [f"cm: error: {self.message}"]
+        if self.cause:
+            lines.append(f"Cause: {self.cause}")
+        if self.recovery:
+            lines += ["Recovery:", *(f"  - {step}" for step in self.recovery)]
+        if self.hint:
+            lines.append(f"Hint: {self.hint}")
+        return "\n".join(lines)
 
 
 def invalid(message: str, **kw: Any) -> CmError:

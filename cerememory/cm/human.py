@@ -5,34 +5,15 @@ terminal, never with NO_COLOR (or --no-color); a command without its own layout 
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
-RULE = "─" * 80
-_STYLES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34", "cyan": "36"}
-_colour: bool | None = None
-
-
-def use_colour(enabled: bool | None) -> None:
-    """Decide once per run: None asks the terminal (a tty, and NO_COLOR unset)."""
-    global _colour
-    _colour = enabled
-
-
-def _colour_on() -> bool:
-    if _colour is not None:
-        return _colour
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-
-
-def paint(text: str, style: str) -> str:
-    return f"\033[{_STYLES[style]}m{text}\033[0m" if _colour_on() else text
+from .human_pages import PAGES
+from .human_style import RULE, icon, paint
 
 
 def _tick(ok: bool = True) -> str:
-    return paint("✓", "green") if ok else paint("✗", "red")
+    return paint(icon("success"), "green") if ok else paint(icon("failure"), "red")
 
 
 def _where(b: dict[str, Any]) -> str:
@@ -320,6 +301,10 @@ RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
 
 
 def render(command: str, data: Any) -> str:
+    page = PAGES.get(command.split(":")[0])
+    text = page(command, data) if page is not None and isinstance(data, dict) else None
+    if text is not None:
+        return text
     if command.startswith("privacy:"):
         return _privacy(data)
     if command.startswith("trauma"):

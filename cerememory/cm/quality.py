@@ -97,17 +97,17 @@ def gap_analysis(bullets: list[dict[str, Any]]) -> dict[str, Any]:
     critical = [c for c, v in by_category.items() if v["status"] == "critical"]
     under = [c for c, v in by_category.items() if v["status"] == "underrepresented"]
     well = [c for c, v in by_category.items() if v["status"] == "well-covered"]
-    if not bullets:
-        suggestion = "Your playbook is empty: start with cm onboard sample"
+    if not bullets:  # the reference's words
+        suggestion = "Your playbook is empty! Start by adding foundational rules across all categories."
     elif not critical and not under:
-        suggestion = "All categories are covered"
+        suggestion = "Your playbook has good coverage across all categories."
     else:
         parts = []
         if critical:
-            parts.append(f"Focus on {', '.join(critical)}: you have no rules")
+            parts.append(f"Focus on {', '.join(critical)} - you have no rules in these areas.")
         if under:
-            parts.append(f"Consider adding more {', '.join(under)} rules")
-        suggestion = ". ".join(parts)
+            parts.append(f"Consider adding more {', '.join(under)} rules.")
+        suggestion = " ".join(parts)
     return {"byCategory": by_category, "gaps": {"critical": critical, "underrepresented": under},
             "wellCovered": well, "totalRules": len(bullets), "suggestions": suggestion}
 

@@ -11,6 +11,7 @@ from . import onboarding
 from .app import Ctx, Result
 from .bullets import agent_from_path
 from .errors import CmError
+from .onboard_text import EXAMPLE_RULES, EXTRACTION_PROMPT, recommendation
 from .quality import CATEGORY_KEYWORDS, detect_categories, gap_analysis, gap_queries
 
 
@@ -23,43 +24,12 @@ def _status(ctx: Ctx) -> dict[str, Any]:
                        "totalConversations": conversations, "totalMessages": messages, "playbookRules": rules,
                        "needsOnboarding": rules < 20,
                        "onboardingRatio": round(100 * rules / conversations, 2) if conversations else 0,
-                       "recommendation": "Run cm onboard sample and extract rules from past sessions"
-                       if rules < 20 else "Playbook is well seeded"},
+                       "recommendation": recommendation(rules)},
             "progress": {"sessionsProcessed": state["stats"]["totalSessionsProcessed"],
                          "rulesExtracted": state["stats"]["totalRulesExtracted"], "startedAt": state["startedAt"],
                          "lastActivity": state["lastUpdatedAt"], "hasStarted": bool(state["startedAt"])}}
 
 
-EXAMPLE_RULES = [  # the reference's six, in its shape {rule, category}
-    {"rule": "Before implementing a fix, search the codebase to verify the issue still exists",
-     "category": "debugging"},
-    {"rule": "When claiming a task, first check its current status - another agent may have completed it",
-     "category": "workflow"},
-    {"rule": "When parsing JSON from external CLIs, handle both arrays and wrapper objects", "category": "integration"},
-    {"rule": "Always run the full test suite before committing", "category": "testing"},
-    {"rule": "Use centralized constant files instead of hardcoding magic strings", "category": "architecture"},
-    {"rule": "AVOID: Mocking entire modules in tests - prefer mocking specific functions", "category": "testing"},
-]
-_LOOK_FOR = """1. **Patterns that led to success** - what approaches, debugging strategies and designs worked?
-2. **Patterns that caused problems** - what mistakes were made, what failed, what should be avoided?
-3. **Workflow insights** - how was work prioritized and coordinated?
-4. **Tool-specific knowledge** - CLI quirks, API format surprises, configuration patterns"""
-EXTRACTION_PROMPT = "\n".join([
-    "# Session Analysis Instructions", "",
-    "You are analyzing a coding session to extract reusable rules for the playbook.", "",
-    "## What to Look For", "", _LOOK_FOR, "",
-    "## Rule Formulation Guidelines", "",
-    '- Write rules as **imperative statements** ("Always...", "Never...", "When X, do Y")',
-    "- Be **specific** enough to be actionable", "- Include **context** about when the rule applies",
-    '- For anti-patterns, prefix with "AVOID:" or "PITFALL:"', "",
-    "## Categories to Use", "", *[f"- {c}" for c in CATEGORY_KEYWORDS], "",
-    "## Example Rules", "", *[f'- [{e["category"]}] "{e["rule"]}"' for e in EXAMPLE_RULES], "",
-    "## After Analysis", "",
-    "**Recommended (batch add):** write the rules as a JSON array of {content, category} to rules.json, then:", "",
-    "```bash", "cm playbook add --file rules.json --check --session <session>", "```", "",
-    "**Alternative (single add):**", "", "```bash",
-    'cm playbook add "Your rule content" --category "category" --check', "```", "",
-    "The `--check` flag validates rules before adding (similarity, quality, category match)."])
 GUIDED = {"workflow": [
     {"step": 1, "action": "Check where onboarding stands", "command": "cm onboard status --json"},
     {"step": 2, "action": "Pick sessions worth learning from (gaps first)",
@@ -72,7 +42,7 @@ GUIDED = {"workflow": [
      "command": "cm playbook add --file rules.json --session <session> --json"},
     {"step": 6, "action": "Or mark a session with nothing to learn",
      "command": "cm onboard mark-done <session> --json"},
-    {"step": 7, "action": "Repeat from step 2 until status says the playbook is well seeded", "command": None}],
+    {"step": 7, "action": "Repeat from step 2 until status says the playbook looks healthy", "command": None}],
     "tips": ["Rules say when they apply (before, when, unless)", "One rule, one practice",
              "Prefer rules a future agent could act on without the session"]}
 
@@ -140,7 +110,7 @@ def guided(ctx: Ctx) -> Result:
 def mark_done(ref: str) -> Result:
     """Record a session as read with nothing to learn."""
     onboarding.record_onboarding(ref, 0, skipped=True)
-    return Result({"message": f"Marked {ref} as done", "sessionPath": ref, "rulesExtracted": 0, "skipped": True})
+    return Result({"message": "Session marked as processed", "sessionPath": ref, "rulesExtracted": 0, "skipped": True})
 
 
 def reset() -> Result:
@@ -170,10 +140,8 @@ def _read_template(ctx: Ctx, ref: str, content: str, meta: dict[str, Any]) -> di
     gaps = gap_analysis(ctx.playbook.active())
     hints = detect_categories(content)
     related, notice = _related_rules(ctx, content)
-    focus = [c for c in hints if c in gaps["gaps"]["critical"] + gaps["gaps"]["underrepresented"]] or hints
     context: dict[str, Any] = {"relatedRules": related, "playbookGaps": gaps["gaps"],
-                               "suggestedFocus": (f"Look for {', '.join(focus)} rules: " if focus else "")
-                               + gaps["suggestions"]}
+                               "suggestedFocus": suggested_focus(gaps["gaps"], hints)}
     if notice:
         context["relatedRulesNotice"] = notice
     agent = meta.get("agent") or agent_from_path(meta.get("source_path") or ref)
@@ -188,6 +156,24 @@ def _read_template(ctx: Ctx, ref: str, content: str, meta: dict[str, Any]) -> di
                                  "examples": [{"content": e["rule"], "category": e["category"]}
                                               for e in EXAMPLE_RULES]},
             "sessionContent": content}
+
+
+def suggested_focus(gaps: dict[str, list[str]], hints: list[str]) -> str:
+    """What to look for in a session, given the playbook's gaps and the session's topics (the
+    reference's words)."""
+    critical = [t for t in hints if t in gaps["critical"]]
+    under = [t for t in hints if t in gaps["underrepresented"]]
+    parts = []
+    if critical:
+        parts.append(f"This session may contain {', '.join(critical)} patterns - you have NO rules in these areas!")
+    if under:
+        parts.append(f"Look for {', '.join(under)} insights - these categories need more rules.")
+    if not parts:
+        parts.append(f"Focus on extracting {' and '.join(hints[:2])} patterns from this session." if hints
+                     else "Look for debugging strategies, workflow insights, or tool-specific knowledge.")
+    if gaps["critical"] and not critical:
+        parts.append(f"Also note: you have NO rules for {', '.join(gaps['critical'][:3])}.")
+    return " ".join(parts)
 
 
 def _related_rules(ctx: Ctx, content: str) -> tuple[list[dict[str, Any]], str | None]:

@@ -78,7 +78,7 @@ def new_entry(pattern: str, *, severity: str = "CRITICAL", scope: str = "global"
               session_path: str = "manual-entry") -> dict[str, Any]:
     compile_pattern(pattern)
     if severity not in ("CRITICAL", "FATAL"):
-        raise CmError("INVALID_INPUT", f"Invalid severity {severity!r}: use CRITICAL or FATAL")
+        raise CmError("INVALID_INPUT", "severity must be one of: CRITICAL, FATAL.")  # the reference's words
     if scope not in ("global", "project"):
         raise CmError("INVALID_INPUT", f"Invalid scope {scope!r}: use global or project")
     now = now_iso()

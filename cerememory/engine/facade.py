@@ -92,9 +92,11 @@ class Engine:
             self.follower.start()
         self._flusher = threading.Thread(target=self._flush_loop, name="cerememory-flush", daemon=True)
         self._flusher.start()
-        self._warmer = threading.Thread(target=core.records.warm, args=(self._stop,),
-                                        name="cerememory-warm", daemon=True)
-        self._warmer.start()
+        self._warmer: threading.Thread | None = None
+        if self.options.warm_cache:
+            self._warmer = threading.Thread(target=core.records.warm, args=(self._stop,),
+                                            name="cerememory-warm", daemon=True)
+            self._warmer.start()
 
     @property
     def audit(self) -> AuditLog | None:
@@ -139,7 +141,8 @@ class Engine:
             self._closed = True
         self._stop.set()
         self._flusher.join()
-        self._warmer.join()
+        if self._warmer is not None:
+            self._warmer.join()
         if self.follower is not None:
             self.follower.join()
         core = self.core

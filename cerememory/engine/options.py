@@ -34,6 +34,9 @@ class EngineOptions:
     evolution_interval: float = evolution.DEFAULT_INTERVAL
     server_url: str | None = None
     flush_interval: float = 2.0
+    # fill the record-body cache in the background after opening: worth it for a process that
+    # serves many queries, wasted (and a thread contending for the interpreter) for one command
+    warm_cache: bool = True
     passphrase: str | None = None  # unlocks an encrypted data directory (storage/crypto.py)
     sanitize_patterns: tuple[str, ...] = ()  # extra secret patterns for what a dream derives
     audit: bool = True  # the hash-chained audit log of mutating operations (security/audit.py)

@@ -27,7 +27,6 @@ import logging
 import re
 import shutil
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +129,7 @@ class TextIndex:
         self._lock = threading.RLock()  # tantivy's writer takes one caller at a time
         self._staged = self._visible = self.stamp() or 0
         self._pending = threading.Event()
+        self._stopping = threading.Event()  # set by close(): ends the committer's wait at once
         self._closing = False
         self._committer = threading.Thread(target=self._commit_loop, name=f"cerememory-commit-{self.path.name}",
                                            daemon=True)
@@ -221,7 +221,8 @@ class TextIndex:
         while not self._closing:
             if not self._pending.wait(timeout=0.5):
                 continue
-            time.sleep(COMMIT_DELAY)  # let a burst of writes share the commit
+            if self._closing or self._stopping.wait(COMMIT_DELAY):  # a burst of writes shares the commit
+                return  # close() commits what is left, at once
             self._pending.clear()
             if self._closing:
                 return  # close() commits what is left
@@ -303,6 +304,7 @@ class TextIndex:
     def close(self, changes: int | None = None) -> None:
         """Commit what is staged; `changes`: the change-log position everything staged reflects."""
         self._closing = True
+        self._stopping.set()
         self._pending.set()
         self._committer.join(timeout=10)
         try:

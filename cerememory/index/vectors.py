@@ -136,7 +136,6 @@ class VectorIndex:
     backend = "numpy_exact_cosine"
 
     def __init__(self) -> None:
-        set_blas_policy()
         self._groups: dict[int, _Group] = {}
         self._dim_of: dict[uuid.UUID, int] = {}
         self._lock = threading.Lock()
@@ -188,6 +187,7 @@ class VectorIndex:
     def search(
         self, query: Sequence[float] | np.ndarray, k: int, allowed_codes: Sequence[int] | None = None
     ) -> list[tuple[uuid.UUID, float]]:
+        set_blas_policy()  # at the first search, not at open: a short command may never search
         q = normalise_rows(query)
         with self._lock:
             group = self._groups.get(q.shape[0])

@@ -5,12 +5,20 @@ pins our shapes to. Run by hand beside a build of the original; the tests never 
 
 Each step of one scenario (a fresh home, semantic search off) becomes `<name>.json`:
 `{argv, exit, stdout (the envelope, or text), stderr}`; `{R}` in an argv is the rule added first.
+
+    python tests/cm_reference/capture.py /path/to/original-cm --human
+
+records the human (non --json) output of a second scenario as `human/<name>.json`, its text as
+lines, normalised (`normalise`): no colour, no emoji (NO_COLOR, CASS_MEMORY_NO_EMOJI), the home
+as /HOME, the rule's id as {R} and dates as {DATE}. Steps marked `history` run with a stub `cass`
+that knows no sessions and an LLM key that is never used, so the original reaches its empty states.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -61,7 +69,55 @@ STEPS: list[tuple[str, list[str]]] = [
 ]
 
 
+# (name, argv, needs history): the human layouts of why, project, starters, validate, audit, onboard
+HUMAN_STEPS: list[tuple[str, list[str], bool]] = [
+    ("init", ["init", "--json"], False),
+    ("starters", ["starters"], False),
+    ("project_empty", ["project"], False),
+    ("onboard_status_empty", ["onboard", "status"], False),
+    ("onboard_gaps_empty", ["onboard", "gaps"], False),
+    ("add", ["add", RULE, "--json"], False),
+    ("why_fresh", ["why", "{R}"], False),
+    ("mark_helpful", ["mark", "{R}", "--helpful", "--json"], False),
+    ("mark_harmful", ["mark", "{R}", "--harmful", "--reason", "caused_bug", "--json"], False),
+    ("why", ["why", "{R}"], False),
+    ("project", ["project"], False),
+    ("project_claude", ["project", "--format", "claude.md"], False),
+    ("project_output", ["project", "--output", "AGENTS.md"], False),
+    ("validate", ["validate", "Always run the linter before pushing"], False),
+    ("audit_no_sessions", ["audit"], True),
+    ("audit_trauma_none", ["audit", "--trauma"], True),
+    ("onboard_status", ["onboard", "status"], False),
+    ("onboard_gaps", ["onboard", "gaps"], False),
+    ("onboard_sample_none", ["onboard", "sample"], False),
+    ("onboard_prompt", ["onboard", "prompt"], False),
+    ("onboard_guided", ["onboard", "guided"], False),
+    ("onboard_mark_done", ["onboard", "mark-done", "/tmp/sessions/one.jsonl"], False),
+    ("onboard_status_progress", ["onboard", "status"], False),
+    ("onboard_reset_unconfirmed", ["onboard", "reset"], False),
+    ("onboard_reset", ["onboard", "reset", "--yes"], False),
+]
+STUB_CASS = """#!/bin/sh
+case "$1" in
+  --version) echo "cass 0.0.0";;
+  timeline) echo '{"groups":{},"total_sessions":0}';;
+  search) echo '{"hits":[],"count":0}';;
+  *) echo '{}';;
+esac
+"""
+
+
+def normalise(text: str, home: str, rule: str) -> list[str]:
+    """Human output as lines, with what differs from run to run replaced."""
+    text = text.replace(home, "/HOME")
+    if rule:
+        text = text.replace(rule, "{R}")
+    return re.sub(r"\b\d{4}-\d{2}-\d{2}\b", "{DATE}", text).split("\n")
+
+
 def main() -> None:
+    if sys.argv[2:] == ["--human"]:
+        return human(shlex.split(sys.argv[1]))
     command = shlex.split(sys.argv[1])
     home = Path(tempfile.mkdtemp(prefix="cm-reference-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CASS_", "CM_"))}
@@ -84,6 +140,36 @@ def main() -> None:
         text = json.dumps(record, indent=2, ensure_ascii=False).replace(str(home), "/HOME")
         (HERE / f"{name}.json").write_text(text + "\n", encoding="utf-8")
         print(f"{name}: exit {proc.returncode}")
+
+
+
+def human(command: list[str]) -> None:
+    home = Path(tempfile.mkdtemp(prefix="cm-reference-"))
+    stub = home / "stub-bin"
+    stub.mkdir()
+    (stub / "cass").write_text(STUB_CASS)
+    (stub / "cass").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CASS_", "CM_", "ANTHROPIC_", "OPENAI_"))}
+    env.update(HOME=str(home), NO_COLOR="1", CASS_MEMORY_NO_EMOJI="1")
+    (home / ".cass-memory").mkdir()
+    (HERE / "human").mkdir(exist_ok=True)
+    rule = ""
+    for name, argv, history in HUMAN_STEPS:
+        argv = [a.replace("{R}", rule) for a in argv]
+        step_env = {**env, "PATH": f"{stub}:{env['PATH']}", "ANTHROPIC_API_KEY": "unused"} if history else env
+        proc = subprocess.run(command + argv, capture_output=True, text=True, cwd=home, env=step_env, timeout=120)
+        if name == "init":
+            config = home / ".cass-memory" / "config.json"
+            config.write_text(json.dumps({**json.loads(config.read_text()), "semanticSearchEnabled": False}))
+        if name == "add":
+            rule = json.loads(proc.stdout)["data"]["bullet"]["id"]
+        if "--json" in argv:
+            continue
+        record = {"argv": argv, "exit": proc.returncode, "stdout": normalise(proc.stdout, str(home), rule),
+                  "stderr": normalise(proc.stderr.strip(), str(home), rule)}
+        text = json.dumps(record, indent=2, ensure_ascii=False).replace(rule or "\0", "{R}")
+        (HERE / "human" / f"{name}.json").write_text(text + "\n", encoding="utf-8")
+        print(f"human/{name}: exit {proc.returncode}")
 
 
 if __name__ == "__main__":
