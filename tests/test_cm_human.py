@@ -138,6 +138,7 @@ def test_history_is_laid_out_as_the_originals_context_history() -> None:
     from cerememory.cm.human_style import use_emoji
 
     hit = {"agent": "codex", "source_path": "/s/one.jsonl", "snippet": "ran  the\n tests"}
+    use_emoji(True)  # whatever a command run before in this process chose
     assert history({"query": "x", "historySnippets": [hit]}).split("\n")[2:] == \
         ["1. 🟢 codex • /s/one.jsonl", '  "ran the tests"']
     try:
