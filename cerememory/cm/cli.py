@@ -66,12 +66,13 @@ class Globals:
     output: str = "human"
     verbose: bool = False
     no_emoji: bool = False
+    insecure: bool = False  # --insecure: an API key may travel over plain http:// to another machine
     colour: bool | None = None  # --color / --no-color; None: a terminal without NO_COLOR
 
 
 def split_globals(argv: list[str], env: Mapping[str, str]) -> tuple[list[str], Globals]:
-    """(the command's arguments, the program-level flags: --json/-j, --server-url, --no-color,
-    --verbose, --no-emoji…). CASS_MEMORY_VERBOSE / CASS_MEMORY_NO_EMOJI in `env` count as
+    """(the command's arguments, the program-level flags: --json/-j, --server-url, --insecure,
+    --no-color, --verbose, --no-emoji…). CASS_MEMORY_VERBOSE / CASS_MEMORY_NO_EMOJI in `env` count as
     --verbose / --no-emoji."""
     flags = Globals(stats=bool(env.get("TOON_STATS")), verbose=bool(env.get("CASS_MEMORY_VERBOSE")),
                     no_emoji=bool(env.get("CASS_MEMORY_NO_EMOJI")))
@@ -100,6 +101,8 @@ def split_globals(argv: list[str], env: Mapping[str, str]) -> tuple[list[str], G
                 flags.colour = arg == "--color"
         elif arg == "--no-emoji":
             flags.no_emoji = True
+        elif arg == "--insecure":
+            flags.insecure = True
         elif arg == "--width" and i + 1 < len(argv):
             skip = True
         else:
@@ -167,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         if flags.verbose and getattr(args, "verbose", None) is False:  # why/validate take --verbose as their own
             args.verbose = True
         as_json = flags.json and not (command == "context" and getattr(args, "format", None) == "markdown")
-        ctx = Ctx(as_json=as_json, server_url=flags.server_url, verbose=flags.verbose, no_emoji=flags.no_emoji)
+        ctx = Ctx(as_json=as_json, server_url=flags.server_url, verbose=flags.verbose, no_emoji=flags.no_emoji,
+                  insecure=flags.insecure)
         if args.run is not None:  # a command that runs until stopped (serve): an exit code, no envelope
             code: int = args.run(ctx, args)
             return code
