@@ -81,21 +81,26 @@ def _range(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _text_input(args: argparse.Namespace) -> str:
-    """The text of a store command: the argument, `-` for stdin, or --file (must be UTF-8)."""
+    """The text of a store command: the argument, `-` for stdin, or --file (must be UTF-8); none,
+    or only whitespace, is an error that says what to give."""
+    hint = f'cerememory {args.command} "the text", or `-` (or a pipe) for stdin, or --file PATH'
+    data: bytes | None
     if getattr(args, "file", None):
-        data = Path(args.file).read_bytes()
+        source, data = f"the file {args.file}", Path(args.file).read_bytes()
     elif args.text is None and sys.stdin.isatty():
-        raise _bad("give the text to store", hint='cerememory store "the text", or `-` (or a pipe) for stdin, '
-                                                  "or --file PATH")
+        raise _bad("give the text to store", hint=hint)
     elif args.text == "-" or args.text is None:
-        data = sys.stdin.buffer.read()
+        source, data = "standard input", sys.stdin.buffer.read()
     else:
-        return args.text
+        source, data = "the text argument", None
     try:
-        return data.decode("utf-8")
+        text = args.text if data is None else data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CMPError(ErrorCode.VALIDATION_ERROR, f"content is not valid UTF-8 (byte {exc.start})",
                        hint="convert the file to UTF-8 first") from None
+    if not text.strip():
+        raise _bad(f"give the text to store: {source} is empty", hint=hint)
+    return text
 
 
 # ---------------------------------------------------------------- commands -> CMP requests

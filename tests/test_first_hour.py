@@ -87,6 +87,17 @@ def test_store_without_text_on_a_terminal_says_what_to_give(tmp_path: Path) -> N
     assert "give the text to store" in text and "--file" in text
 
 
+def test_store_with_empty_text_says_what_to_give(cli) -> None:
+    for args, given in ((["store", "", "--json"], None), (["store", "--json"], ""),
+                        (["raw-store", "-", "--session-id", "s", "--json"], " \n")):
+        result = cli(*args, input=given)
+        assert result.code == 2, result.stderr
+        error = result.json()["error"]
+        assert error["code"] == "VALIDATION_ERROR" and error["message"].startswith("give the text to store")
+        assert "--file" in error["details"]["hint"]
+    assert cli("stats", "--json").json()["raw_journal_records"] == 0
+
+
 def test_no_arguments_prints_the_help(cli) -> None:
     result = cli()
     assert result.code == 0
