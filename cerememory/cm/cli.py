@@ -29,14 +29,28 @@ ACTION_NAMES = {"ls": "list", "rm": "remove"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="cm", description="Procedural memory for coding agents, stored in Cerememory.")
-    p.add_argument("--version", action="store_true")
-    p.add_argument("--info", action="store_true")
+    from .helptext import GLOBAL_OPTIONS
+
+    p = Parser(prog="cm", usage="cm [global options] COMMAND [arguments]",
+               description="Procedural memory for coding agents, stored in Cerememory.",
+               epilog="cm COMMAND --help describes a command's arguments and options.")
+    p.add_argument("--version", action="store_true", help="print cm's version")
+    p.add_argument("--info", action="store_true", help="cm's version, files, environment and dependencies")
+    shown = p.add_argument_group("global options (anywhere on the line)")
+    for flag, short, value, text in GLOBAL_OPTIONS:  # split_globals takes them off the line; listed for --help
+        names = [f for f in (flag, short) if f]
+        if value:
+            shown.add_argument(*names, metavar=value, dest=f"global_{flag[2:]}", help=text)
+        else:
+            shown.add_argument(*names, action="store_true", dest=f"global_{flag[2:]}", help=text)
     p.set_defaults(handler=None, run=None, command_name=None)
-    sub = p.add_subparsers(dest="command", parser_class=Parser)
+    sub = p.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND", prog="cm")
     for group in GROUPS:
         group.register(sub)
     _in_listed_order(sub.choices)
+    lines = getattr(sub, "_choices_actions", None)  # argparse's command lines of `cm --help`: the same order
+    if isinstance(lines, list):
+        lines.sort(key=lambda line: LISTED.index(line.dest) if line.dest in LISTED else len(LISTED))
     return p
 
 
