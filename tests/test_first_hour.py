@@ -149,6 +149,13 @@ def test_a_new_data_directory_is_private(data_dir: Path) -> None:
     assert _open_modes(data_dir) == []
 
 
+def test_keys_create_on_a_new_directory_makes_it_and_its_new_parents_private(cli, tmp_path: Path) -> None:
+    home = tmp_path / "home" / ".cerememory"  # neither exists yet, as on a fresh machine
+    created = cli("keys", "create", "--name", "laptop", "--json", data=home / "data")
+    assert created.code == 0, created.stderr
+    assert _open_modes(tmp_path / "home") == []
+
+
 def test_opening_makes_an_old_readable_directory_private_and_says_so(data_dir: Path, caplog) -> None:
     with cerememory.open(data_dir, semantic="off") as mem:
         mem.store("written before modes were fixed")
