@@ -530,7 +530,7 @@ def test_cli_dream_tick_embedded(cli, data_dir):
     assert dry.json()["dry_run"] is True and dry.json()["groups_processed"] == 2
     table = cli("dream-tick", "--session", "s1", "--no-promote", env={"COLUMNS": "200"})
     assert table.code == 0, table.stderr
-    assert "dreamed 1 topic groups (6 raw records)" in table.stdout and "extractive" in table.stdout
+    assert "dreamed 1 topic group (6 raw records)" in table.stdout and "extractive" in table.stdout
     assert "0 semantic facts created" in table.stdout
     rest = cli("dream-tick", "--max-groups", "5", "--json")
     assert rest.json()["groups_processed"] == 1 and rest.json()["groups"][0]["session_id"] == "s2"

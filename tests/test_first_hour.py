@@ -107,6 +107,8 @@ def test_no_arguments_prints_the_help(cli) -> None:
 def test_plural_and_empty_averages_read_right(cli) -> None:
     record_id = cli("store", "one memory", "--json").json()["record_id"]
     assert cli("forget", record_id, "--confirm").stdout.strip() == "forgot 1 record"
+    batch = cli("batch", "-", input='{"text": "another memory"}\n').stdout
+    assert batch.strip() == "stored 1 record (0 associations inferred)"
     stats = cli("stats", env={"COLUMNS": "200"}).stdout
     assert "0 (avg fidelity —)" in stats and "avg fidelity 0.00" not in stats
 
