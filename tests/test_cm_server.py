@@ -137,7 +137,7 @@ def test_context_reads_history_from_remote_cerememory_servers(tmp_path: Path) ->
         assert far["origin"]["host"] == "buildbox" and "payment sandbox" in far["snippet"]
         failed = {d["host"]: d for d in data["degraded"]["remoteCass"]}
         assert "http://devbox.local:8420" in failed["devbox.local"]["suggestedFix"][0]
-        assert "plaintext" in failed["http://10.1.2.3:8420"]["message"]
+        assert "in plaintext" in failed["http://10.1.2.3:8420"]["message"]
         assert "--insecure" in failed["http://10.1.2.3:8420"]["suggestedFix"][0]
         assert len(failed) == 3 and all(not d["available"] for d in failed.values())
     finally:

@@ -224,6 +224,14 @@ def test_an_api_key_never_travels_in_plaintext_to_another_machine(cli) -> None:
     Client("https://10.1.2.3:8420", api_key="secret").close()
     Client("http://127.0.0.1:8420", api_key="secret").close()
     Client("http://10.1.2.3:8420").close()  # no key, nothing to leak
+    from cerememory.transport.grpc_client import GrpcClient
+
+    with pytest.raises(CMPError):
+        GrpcClient("10.1.2.3:8421", api_key="secret")  # a plaintext channel
+    for allowed in (GrpcClient("10.1.2.3:8421", api_key="secret", insecure=True),
+                    GrpcClient("10.1.2.3:8421", api_key="secret", tls_root_cert=b"-----BEGIN CERTIFICATE-----"),
+                    GrpcClient("127.0.0.1:8421", api_key="secret"), GrpcClient("10.1.2.3:8421")):
+        allowed.close()
 
 
 def test_keys_create_says_a_keyless_server_stays_open_until_restarted(cli, tmp_path: Path, data_dir: Path) -> None:
