@@ -20,6 +20,7 @@ from .cmp import build
 from .cmp.context import bound
 from .cmp.errors import CMPError, ErrorCode
 from .version import __version__
+from .wording import count
 
 
 def escape(text: str) -> str:
@@ -81,21 +82,26 @@ def _range(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _text_input(args: argparse.Namespace) -> str:
-    """The text of a store command: the argument, `-` for stdin, or --file (must be UTF-8)."""
+    """The text of a store command: the argument, `-` for stdin, or --file (must be UTF-8); none,
+    or only whitespace, is an error that says what to give."""
+    hint = f'cerememory {args.command} "the text", or `-` (or a pipe) for stdin, or --file PATH'
+    data: bytes | None
     if getattr(args, "file", None):
-        data = Path(args.file).read_bytes()
+        source, data = f"the file {args.file}", Path(args.file).read_bytes()
     elif args.text is None and sys.stdin.isatty():
-        raise _bad("give the text to store", hint='cerememory store "the text", or `-` (or a pipe) for stdin, '
-                                                  "or --file PATH")
+        raise _bad("give the text to store", hint=hint)
     elif args.text == "-" or args.text is None:
-        data = sys.stdin.buffer.read()
+        source, data = "standard input", sys.stdin.buffer.read()
     else:
-        return args.text
+        source, data = "the text argument", None
     try:
-        return data.decode("utf-8")
+        text = args.text if data is None else data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CMPError(ErrorCode.VALIDATION_ERROR, f"content is not valid UTF-8 (byte {exc.start})",
                        hint="convert the file to UTF-8 first") from None
+    if not text.strip():
+        raise _bad(f"give the text to store: {source} is empty", hint=hint)
+    return text
 
 
 # ---------------------------------------------------------------- commands -> CMP requests
@@ -380,9 +386,9 @@ def _render_stats(console: Any, result: dict) -> None:
     table = Table(title="Cerememory", show_header=False)
     table.add_column("key")
     table.add_column("value")
-    for store, count in result["records_by_store"].items():
-        fidelity = f"{result['avg_fidelity_by_store'][store]:.2f}" if count else "—"  # no records: no average
-        table.add_row(f"{store} records", f"{count} (avg fidelity {fidelity})")
+    for store, held in result["records_by_store"].items():
+        fidelity = f"{result['avg_fidelity_by_store'][store]:.2f}" if held else "—"  # no records: no average
+        table.add_row(f"{store} records", f"{held} (avg fidelity {fidelity})")
     for key in ("total_records", "total_associations", "total_recall_count", "raw_journal_records",
                 "raw_journal_pending_dream", "vector_index_records", "embedder", "semantic_off_reason",
                 "recall_mode", "oldest_record", "newest_record", "dream_episodic_summaries",
@@ -411,8 +417,8 @@ def _render_graph(console: Any, result: dict) -> None:
 
 def _render_consolidation(console: Any, result: dict) -> None:
     verb = "would" if result["dry_run"] else "did"
-    console.print(f"{result['strategy']} consolidation {verb}: {result['records_processed']} episodic records "
-                  f"in scope, {result['records_compressed']} duplicates merged, "
+    console.print(f"{result['strategy']} consolidation {verb}: {count(result['records_processed'], 'episodic record')} "
+                  f"in scope, {count(result['records_compressed'], 'duplicate')} merged, "
                   f"{result['records_migrated']} promoted to semantic facts")
     for merge in result["merges"]:
         console.print(f"  merge {merge['dropped_id']} -> {merge['kept_id']} (cosine {merge['similarity']:.3f})")
@@ -450,11 +456,6 @@ def _ingest_render(console: Any, result: dict) -> None:
     render(console, result)
 
 
-def _count(n: int, noun: str) -> str:
-    """`1 record`, `2 records`."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
 def _left_out(ids: list[str] | None) -> str:
     """What an export left out: records that cannot be decoded (the log names why)."""
     if not ids:
@@ -479,17 +480,18 @@ RENDERERS: dict[str, Callable[[Any, dict], None]] = {
     "lifecycle.consolidate": _render_consolidation,
     "encode.store": _render_ok(lambda r: f"stored {r['record_id']} in {r['store']}"),
     "encode.store_raw": _render_ok(lambda r: f"journaled {r['record_id']} in session {r['session_id']}"),
-    "encode.batch": _render_ok(lambda r: f"stored {len(r['results'])} records"
-                               f" ({r['associations_inferred']} associations inferred)"),
-    "lifecycle.forget": _render_ok(lambda r: f"forgot {_count(r['records_deleted'], 'record')}"),
+    "encode.batch": _render_ok(lambda r: f"stored {count(len(r['results']), 'record')}"
+                               f" ({count(r['associations_inferred'], 'association')} inferred)"),
+    "lifecycle.forget": _render_ok(lambda r: f"forgot {count(r['records_deleted'], 'record')}"),
     "lifecycle.set_mode": _render_ok(lambda r: "recall mode set"),
-    "lifecycle.export": _render_ok(lambda r: f"exported {r['record_count']} records and {r['raw_record_count']} "
-                                   f"journal records to {r['path']} ({r['size_bytes']} bytes, sha256 {r['checksum']})"
+    "lifecycle.export": _render_ok(lambda r: f"exported {count(r['record_count'], 'record')} and "
+                                   f"{count(r['raw_record_count'], 'journal record')} to {r['path']} "
+                                   f"({count(r['size_bytes'], 'byte')}, sha256 {r['checksum']})"
                                    + _left_out(r.get("undecodable_ids"))),
-    "lifecycle.import": _render_ok(lambda r: f"imported {r['records_imported']} records and "
-                                   f"{r['raw_records_imported']} journal records from {r['path']}; "
+    "lifecycle.import": _render_ok(lambda r: f"imported {count(r['records_imported'], 'record')} and "
+                                   f"{count(r['raw_records_imported'], 'journal record')} from {r['path']}; "
                                    f"{r['records_skipped']} kept as stored"),
-    "lifecycle.decay_tick": _render_ok(lambda r: f"updated {r['records_updated']} records; "
+    "lifecycle.decay_tick": _render_ok(lambda r: f"updated {count(r['records_updated'], 'record')}; "
                                        f"{r['records_below_threshold']} below their prune threshold "
                                        f"({r['records_forgotten']} newly forgotten)"),
 }
@@ -861,7 +863,7 @@ def _serve(args: argparse.Namespace, out: Output) -> int:
     stats = mem.stats()
     semantic = f"on ({stats.embedder})" if stats.embedder else "off"
     print(f"cerememory {__version__} serving {mem.data_dir} on {url}{grpc}\n"
-          f"{stats.total_records} records, {stats.raw_journal_records} journal records; "
+          f"{count(stats.total_records, 'record')}, {count(stats.raw_journal_records, 'journal record')}; "
           f"semantic search {semantic}; console at {url}/ui, API docs at {url}/docs", file=sys.stderr, flush=True)
     serve(mem.engine, options)
     return 0

@@ -56,7 +56,9 @@ def run_init(args: argparse.Namespace, config: Any, out: Any) -> int:
     passphrase = config.passphrase()
     if args.encrypt:  # asked before anything is created, so a refusal leaves nothing behind
         passphrase = passphrase or prompt_passphrase(PASSPHRASE_ENV, "new passphrase", confirm=True)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    from .storage.modes import private_dir
+
+    private_dir(data_dir)
     with _keys(config, data_dir) as store:
         if args.encrypt:
             Vault.create(store, passphrase)

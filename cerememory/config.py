@@ -139,7 +139,8 @@ SETTINGS: tuple[Setting, ...] = (
             "(comma-separated; `*` accepts any)."),
     Setting("grpc.port", None, lambda v: _port(v) if v not in (None, "") else None,
             "gRPC port of `cerememory serve` (off when unset)."),
-    Setting("grpc.tls_cert", None, _optional_str, "PEM certificate chain for gRPC (required off loopback)."),
+    Setting("grpc.tls_cert", None, _optional_str,
+            "PEM certificate chain for gRPC (required off loopback; needs grpc.port)."),
     Setting("grpc.tls_key", None, _optional_str, "PEM private key for gRPC (with grpc.tls_cert)."),
 )
 

@@ -590,7 +590,7 @@ def test_cli_export_and_import(cli, tmp_path: Path, data_dir: Path) -> None:
     assert exported["record_count"] == 1 and exported["raw_record_count"] == 1
     assert exported["path"] == str(plain) and exported["size_bytes"] == plain.stat().st_size
     result = cli("export", str(sealed), "--encrypt", "--stores", "semantic", env=env)
-    assert result.code == 0 and "exported 1 records" in result.stdout, result.stderr
+    assert result.code == 0 and "exported 1 record and" in result.stdout, result.stderr
     assert b"deploy key" not in sealed.read_bytes()
 
     other = tmp_path / "other"

@@ -75,6 +75,8 @@ def test_cli_remote_mode_with_a_key(keyed_server, cli):
     (["--host", "0.0.0.0"], {}, "without API keys"),
     (["--host", "0.0.0.0", "--grpc-port", "8421"], {"CEREMEMORY_API_KEYS": "k"}, "plaintext gRPC"),
     (["--tls-cert", "cert.pem"], {}, "both --tls-cert and --tls-key"),
+    ([], {"CEREMEMORY_GRPC__PORT": "", "CEREMEMORY_GRPC__TLS_CERT": "c.pem", "CEREMEMORY_GRPC__TLS_KEY": "k.pem"},
+     "gRPC is off"),  # docker-compose's empty port with a certificate: said, not silently no gRPC
 ])
 def test_serve_is_secure_by_default(cli, args, env, message):
     result = cli("serve", "--port", str(free_port()), *args, "--json", env=env)

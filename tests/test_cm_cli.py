@@ -425,7 +425,9 @@ def test_similar_and_add_check_report_near_duplicates(cm: Cm) -> None:
     first = cm.ok("add", "Run the unit tests before pushing a fix for a failing CI job")["bullet"]["id"]
     similar = cm.ok("similar", "run unit tests before pushing a fix", "--threshold", "0.3")
     assert similar["mode"] == "keyword" and "semantic" in similar["semanticNotice"]
-    assert similar["results"][0]["id"] == first
+    assert similar["results"][0]["id"] == first and similar["threshold"] == 0.3
+    told = cm("similar", "deploy the frontend", json_=False).stdout  # says the threshold it applied
+    assert "No similar rules at similarity ≥ 0.70 (keyword similarity)" in told and "--threshold" in told
     check = cm.ok("add", "Run the unit tests before pushing a fix for a failing CI job again", "--check")
     (warning,) = [w for w in check["validation"]["warnings"] if w["type"] == "similarity"]
     assert warning["details"]["similarRuleId"] == first and warning["details"]["similarityScore"] >= 0.8
@@ -472,6 +474,21 @@ def test_repo_files_are_locked_for_concurrent_writers(cm: Cm, tmp_path: Path) ->
     os.utime(held, (old, old))  # a lock nobody touched for a minute is stale: taken over
     assert cm.ok("playbook", "import", str(files[0]), "--repo", "--replace")["updated"] == 1
     assert not held.exists()
+
+
+def test_doctor_is_not_degraded_for_want_of_an_llm(cm: Cm) -> None:
+    import cerememory
+
+    cm.ok("init")
+    cm.ok("init", "--repo")
+    with cerememory.open(cm.home / "cerememory", semantic="off") as mem:
+        mem.store_raw("ran the test suite", session_id="s-1", speaker="assistant")
+    doctor = cm.ok("doctor")
+    (llm,) = [c for c in doctor["checks"] if c["category"] == "LLM Configuration"]
+    assert (llm["status"], llm["details"]["configured"]) == ("pass", False) and "optional" in llm["message"]
+    # semantic search is off in these tests, and that alone is what is left to warn about
+    assert [c["item"] for c in doctor["checks"] if c["status"] != "pass"] == ["semantic search"]
+    assert "Configure an LLM (optional)" in [a["label"] for a in doctor["recommendedActions"]]
 
 
 def test_bootstrap_onboarding_scan_privacy_history_guard_and_doctor(cm: Cm, tmp_path: Path) -> None:

@@ -130,12 +130,31 @@ def test_context_reads_history_from_remote_cerememory_servers(tmp_path: Path) ->
         (cm.home / "config.json").write_text(json.dumps({"remoteCass": {"enabled": True, "hosts": [
             {"host": server.url, "label": "buildbox"},
             {"host": "devbox.local"},
-            {"host": f"http://127.0.0.1:{free_port()}"}]}}))
+            {"host": f"http://127.0.0.1:{free_port()}"},
+            {"host": "http://10.1.2.3:8420", "apiKey": "remote-secret"}]}}))  # refused, never contacted
         data = cm.ok("context", "fix the flaky checkout test payment sandbox", "--days", "30")
         (far,) = [h for h in data["historySnippets"] if h["origin"]["kind"] == "remote"]
         assert far["origin"]["host"] == "buildbox" and "payment sandbox" in far["snippet"]
         failed = {d["host"]: d for d in data["degraded"]["remoteCass"]}
         assert "http://devbox.local:8420" in failed["devbox.local"]["suggestedFix"][0]
-        assert len(failed) == 2 and all(not d["available"] for d in failed.values())
+        assert "in plaintext" in failed["http://10.1.2.3:8420"]["message"]
+        assert "--insecure" in failed["http://10.1.2.3:8420"]["suggestedFix"][0]
+        assert len(failed) == 3 and all(not d["available"] for d in failed.values())
     finally:
         server.stop()
+
+
+def test_cm_never_sends_the_key_in_plaintext_to_another_machine_unless_insecure(tmp_path: Path) -> None:
+    """As the cerememory CLI: an http:// URL whose host is not loopback gets no key unless
+    --insecure is given. 0.0.0.0 is not a loopback name, yet connecting to it reaches this
+    machine, where nothing listens on that port: with --insecure the request goes and finds no
+    server."""
+    from tests.conftest import free_port
+
+    cm = Cm(tmp_path)
+    url = f"http://0.0.0.0:{free_port()}"
+    refused = cm.fails("INVALID_INPUT", 2, "stats", "--server-url", url, CEREMEMORY_SERVER_API_KEY="s3cret-key")
+    assert "plaintext" in refused["error"]["message"] and "--insecure" in refused["error"]["hint"]
+    assert "s3cret-key" not in json.dumps(refused)
+    cm.fails("SERVER_UNREACHABLE", 5, "--insecure", "stats", "--server-url", url,
+             CEREMEMORY_SERVER_API_KEY="s3cret-key")

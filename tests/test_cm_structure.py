@@ -46,13 +46,11 @@ def test_each_command_carries_a_handler_function_and_the_references_name(argv: l
 
 
 def test_commands_are_listed_in_the_documented_order_and_all_sampled() -> None:
-    usage = cli.build_parser().format_usage()
-    choices = re.search(r"\{([^}]*)\}", usage)
-    assert choices is not None
-    listed = choices.group(1).split(",")
-    assert [c for c in listed if c in cli.LISTED] == list(cli.LISTED)
-    assert set(listed) - set(cli.LISTED) == {"ctx", "ref", "dr"}
-    assert {argv[0] for argv, _ in SAMPLES} == set(listed)
+    shown = re.findall(r"^    (\S+)(?: \((\S+)\))?  ", cli.build_parser().format_help(), re.M)
+    assert [name for name, _ in shown] == list(cli.LISTED)
+    aliases = {alias for _, alias in shown if alias}
+    assert aliases == {"ctx", "ref", "dr"}
+    assert {argv[0] for argv, _ in SAMPLES} == set(cli.LISTED) | aliases
 
 
 def test_program_flags_reach_the_context_not_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,3 +73,36 @@ def test_the_mcp_server_calls_services_not_the_cli() -> None:
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert {"service_context", "service_feedback", "service_playbook", "service_reflect", "service_info"} <= imported
     assert not {m for m in imported if m.startswith(("cmd_", "cli", "args")) or m == "argparse"}
+
+
+def _parsers(parser, path=()):
+    """(command path, parser) for cm and every command and subcommand under it."""
+    import argparse
+
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                if child.prog.split()[-1] == name:  # an alias leads to the same parser
+                    yield from _parsers(child, (*path, name))
+
+
+def test_help_describes_every_command_and_every_option(capsys) -> None:
+    import argparse
+
+    undescribed = []
+    for path, parser in _parsers(cli.build_parser()):
+        if path and not parser.description:
+            undescribed.append(" ".join(path))
+        undescribed += [f"{' '.join(path) or 'cm'} {action.option_strings or action.dest}"
+                        for action in parser._actions
+                        if not action.help and not isinstance(action, argparse._SubParsersAction)]
+    assert undescribed == []
+    assert cli.main(["--help"]) == 0
+    shown = capsys.readouterr().out
+    for line in ("similar           Active rules similar to a text", "--server-url URL", "--insecure",
+                 "--json, -j", "--no-color"):
+        assert line in shown
+    assert cli.main(["similar", "--help"]) == 0
+    assert "--threshold THRESHOLD\n                        the least similarity shown, 0 to 1 (default 0.7)" in \
+        capsys.readouterr().out

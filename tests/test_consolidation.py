@@ -187,7 +187,7 @@ def test_validation_and_cli(cli):
     done = cli("consolidate", "--strategy", "full", "--json").json()
     assert done["records_compressed"] == 1 and done["semantic_nodes_created"] == 1
     table = cli("consolidate", "--strategy", "full", "--dry-run").stdout
-    assert "full consolidation would: 1 episodic records in scope" in " ".join(table.split())
+    assert "full consolidation would: 1 episodic record in scope" in " ".join(table.split())
 
 
 texts = st.lists(st.sampled_from(["apples are red", "Apples are  red", "the sea is wide", "rain again",

@@ -49,6 +49,10 @@ def test_mcp_docs_name_every_operation_without_a_tool():
             assert f"`{op.name}`" in untooled, op.name
         else:
             assert f"| `{op.mcp.name}` |" in mcp, op.mcp.name
+    count = sum(op.mcp is not None for op in OPERATIONS.values())
+    words = {16: "sixteen", 17: "seventeen", 18: "eighteen", 19: "nineteen", 20: "twenty"}
+    assert f"with {words.get(count, count)}\ntools (below)" in mcp  # the count the page opens with
+    assert f"the {count} tools" in (ROOT / "README.md").read_text()
 
 
 def test_reindex_is_documented_on_every_surface():

@@ -188,6 +188,38 @@ def test_tool_calls_and_their_output_never_become_facts(mem):
     assert "psql" not in semantic and "42 rows" not in semantic
 
 
+def test_tool_noise_stays_out_and_a_summary_without_facts_promotes_nothing(mem):
+    """The README's example with the tool call that answered it: the summary keeps the
+    conversation only; no sentence states a fact, so nothing becomes one (the dry run says so
+    first), and consolidation does not promote the dream's summary behind the dream's back."""
+    raw(mem, "user: can you rotate the key?", T0, session="chat-42", speaker="user")
+    raw(mem, "assistant: sure, rotating the deploy key now", T0 + timedelta(minutes=1), session="chat-42",
+        speaker="assistant")
+    raw(mem, '{"tool": "bash", "cmd": "vault write secret/deploy key=abc"}', T0 + timedelta(minutes=2),
+        session="chat-42", speaker="tool", source="tool_io")
+    raw(mem, "Success! Data written to: secret/deploy", T0 + timedelta(minutes=3), session="chat-42",
+        speaker="tool", source="tool_io")
+    assert mem.dream_tick(dry_run=True).semantic_nodes_created == 0
+    done = mem.dream_tick()
+    (group,) = done.groups
+    assert (done.episodic_summaries_created, done.semantic_nodes_created, group.semantic_id) == (1, 0, None)
+    summary = mem.inspect(group.episodic_summary_id).content
+    assert "user: can you rotate the key?" in summary.plain_text()
+    assert "user: user:" not in summary.plain_text()
+    for noise in ("vault write", "Data written", "tool:"):
+        assert noise not in summary.plain_text() and noise not in (summary.summary or "")
+    assert mem.consolidate("full").promotions == []
+    assert mem.recall("deploy key", stores=["semantic"]).memories == []
+
+
+def test_a_dream_fact_is_not_promoted_a_second_time_by_consolidation(mem):
+    for i, text in enumerate(CONVERSATION):
+        raw(mem, text, T0 + timedelta(minutes=i), speaker="user" if i % 2 == 0 else "assistant")
+    assert mem.dream_tick().semantic_nodes_created == 1
+    assert mem.consolidate("full").promotions == []
+    assert len(mem.recall("billing migration Friday", stores=["semantic"]).memories) == 1
+
+
 def test_summary_is_deterministic_and_capped(tmp_path):
     texts = [f"Speaker{i % 3}: In 2024 Project Falcon{i} shipped {i} features to Berlin on Monday." for i in range(200)]
     outputs = []
@@ -498,7 +530,7 @@ def test_cli_dream_tick_embedded(cli, data_dir):
     assert dry.json()["dry_run"] is True and dry.json()["groups_processed"] == 2
     table = cli("dream-tick", "--session", "s1", "--no-promote", env={"COLUMNS": "200"})
     assert table.code == 0, table.stderr
-    assert "dreamed 1 topic groups (6 raw records)" in table.stdout and "extractive" in table.stdout
+    assert "dreamed 1 topic group (6 raw records)" in table.stdout and "extractive" in table.stdout
     assert "0 semantic facts created" in table.stdout
     rest = cli("dream-tick", "--max-groups", "5", "--json")
     assert rest.json()["groups_processed"] == 1 and rest.json()["groups"][0]["session_id"] == "s2"

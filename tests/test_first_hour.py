@@ -87,6 +87,17 @@ def test_store_without_text_on_a_terminal_says_what_to_give(tmp_path: Path) -> N
     assert "give the text to store" in text and "--file" in text
 
 
+def test_store_with_empty_text_says_what_to_give(cli) -> None:
+    for args, given in ((["store", "", "--json"], None), (["store", "--json"], ""),
+                        (["raw-store", "-", "--session-id", "s", "--json"], " \n")):
+        result = cli(*args, input=given)
+        assert result.code == 2, result.stderr
+        error = result.json()["error"]
+        assert error["code"] == "VALIDATION_ERROR" and error["message"].startswith("give the text to store")
+        assert "--file" in error["details"]["hint"]
+    assert cli("stats", "--json").json()["raw_journal_records"] == 0
+
+
 def test_no_arguments_prints_the_help(cli) -> None:
     result = cli()
     assert result.code == 0
@@ -96,6 +107,8 @@ def test_no_arguments_prints_the_help(cli) -> None:
 def test_plural_and_empty_averages_read_right(cli) -> None:
     record_id = cli("store", "one memory", "--json").json()["record_id"]
     assert cli("forget", record_id, "--confirm").stdout.strip() == "forgot 1 record"
+    batch = cli("batch", "-", input='{"text": "another memory"}\n').stdout
+    assert batch.strip() == "stored 1 record (0 associations inferred)"
     stats = cli("stats", env={"COLUMNS": "200"}).stdout
     assert "0 (avg fidelity —)" in stats and "avg fidelity 0.00" not in stats
 
@@ -136,6 +149,13 @@ def test_a_new_data_directory_is_private(data_dir: Path) -> None:
     with cerememory.open(data_dir, semantic="off") as mem:
         mem.store("nobody else's business")
     assert _open_modes(data_dir) == []
+
+
+def test_keys_create_on_a_new_directory_makes_it_and_its_new_parents_private(cli, tmp_path: Path) -> None:
+    home = tmp_path / "home" / ".cerememory"  # neither exists yet, as on a fresh machine
+    created = cli("keys", "create", "--name", "laptop", "--json", data=home / "data")
+    assert created.code == 0, created.stderr
+    assert _open_modes(tmp_path / "home") == []
 
 
 def test_opening_makes_an_old_readable_directory_private_and_says_so(data_dir: Path, caplog) -> None:
@@ -204,6 +224,14 @@ def test_an_api_key_never_travels_in_plaintext_to_another_machine(cli) -> None:
     Client("https://10.1.2.3:8420", api_key="secret").close()
     Client("http://127.0.0.1:8420", api_key="secret").close()
     Client("http://10.1.2.3:8420").close()  # no key, nothing to leak
+    from cerememory.transport.grpc_client import GrpcClient
+
+    with pytest.raises(CMPError):
+        GrpcClient("10.1.2.3:8421", api_key="secret")  # a plaintext channel
+    for allowed in (GrpcClient("10.1.2.3:8421", api_key="secret", insecure=True),
+                    GrpcClient("10.1.2.3:8421", api_key="secret", tls_root_cert=b"-----BEGIN CERTIFICATE-----"),
+                    GrpcClient("127.0.0.1:8421", api_key="secret"), GrpcClient("10.1.2.3:8421")):
+        allowed.close()
 
 
 def test_keys_create_says_a_keyless_server_stays_open_until_restarted(cli, tmp_path: Path, data_dir: Path) -> None:

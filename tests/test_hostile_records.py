@@ -162,7 +162,7 @@ def test_cli_export_and_reindex_skip_and_report_the_bad_record(cli, data_dir, tm
         plant_record_body(mem.engine, bad, deep_body(mem.engine, bad))
     exported = cli("export", str(tmp_path / "backup.cma"))
     assert exported.code == 0, exported.stderr
-    assert "exported 1 records" in exported.stdout and bad in exported.stdout
+    assert "exported 1 record and" in exported.stdout and bad in exported.stdout
     assert "Traceback" not in exported.stderr and bad in exported.stderr  # the warning names it
     as_json = cli("export", "--json", str(tmp_path / "backup2.cma")).json()
     assert as_json["undecodable_ids"] == [bad]

@@ -31,12 +31,14 @@ class Result:
 
 class Ctx:
     """One invocation's settings and its lazily opened storage. `verbose` and `no_emoji` are the
-    program-level `--verbose` / `--no-emoji` (or CASS_MEMORY_VERBOSE / CASS_MEMORY_NO_EMOJI)."""
+    program-level `--verbose` / `--no-emoji` (or CASS_MEMORY_VERBOSE / CASS_MEMORY_NO_EMOJI);
+    `insecure` is `--insecure`: the server's API key may go over plain http:// to another machine."""
 
     def __init__(self, *, as_json: bool, server_url: str | None, cwd: Path | None = None, verbose: bool = False,
-                 no_emoji: bool = False) -> None:
+                 no_emoji: bool = False, insecure: bool = False) -> None:
         self.as_json = as_json
         self.server_url = server_url
+        self.insecure = insecure
         self.cwd = cwd or Path.cwd()
         self.verbose = verbose
         self.no_emoji = no_emoji
@@ -61,7 +63,8 @@ class Ctx:
             semantic = self.config.get("semanticSearchEnabled")
             rules = self.config.get("sanitization") or {}
             redact = tuple(rules.get("extraPatterns") or ()) if rules.get("enabled", True) is not False else None
-            self._backend = Backend(self.server_url, semantic if isinstance(semantic, bool) else None, redact)
+            self._backend = Backend(self.server_url, semantic if isinstance(semantic, bool) else None, redact,
+                                    insecure=self.insecure)
         return self._backend
 
     @property

@@ -15,23 +15,52 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from .errors import CmError, invalid
+from .helptext import COMMANDS, EPILOG, option_help
 
 
 class Parser(argparse.ArgumentParser):
     """A usage error is an INVALID_INPUT envelope under --json (text on stderr otherwise). An
     unknown command, subcommand or flag and a missing argument exit 1, in the reference's
     (commander's) words; a value the command cannot take exits 2, as the reference's own
-    checks of values did."""
+    checks of values did. Help texts come from helptext.py: each command's line in the list
+    and each option's, unless its declaration gives one."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         text, exit_code = usage_message(message)
         raise invalid(text, recovery=[f"{self.prog} --help"], exit_code=exit_code,
                       details={"usage": f"{self.prog}: {message}"})
 
+    @property
+    def command(self) -> str:
+        """This parser's command as helptext.py names it: '' for cm, 'similar', 'playbook add'."""
+        return self.prog.removeprefix("cm").strip()
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        if action.help is None and action.dest != "help":
+            names = action.option_strings or [action.dest]
+            action.help = next((text for name in names if (text := option_help(self.command, name))), None)
+        return action
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        subparsers = super().add_subparsers(**kwargs)
+        add_parser = subparsers.add_parser
+
+        def described(name: str, **options: Any) -> argparse.ArgumentParser:
+            text = COMMANDS.get(f"{self.command} {name}".strip())
+            if text:
+                options.setdefault("help", text)
+                options.setdefault("description", text)
+            options.setdefault("epilog", EPILOG)
+            return add_parser(name, **options)
+
+        setattr(subparsers, "add_parser", described)  # noqa: B010 (an instance's method, replaced)
+        return subparsers
+
 
 def usage_message(message: str) -> tuple[str, int]:
     """(argparse's complaint in commander's words, the reference's exit code for it)."""
-    choice = re.match(r"argument (?:command|action|\S+_command): invalid choice: '?([^' ]*)'?", message)
+    choice = re.match(r"argument (?:command|COMMAND|action|\S+_command): invalid choice: '?([^' ]*)'?", message)
     if choice:
         return f"unknown command '{choice.group(1)}'", 1
     extra = re.match(r"unrecognized arguments: (\S+)", message)

@@ -106,8 +106,9 @@ class Backend:
     """Opens Cerememory lazily (many commands never touch storage) and caches the rule listing."""
 
     def __init__(self, server_url: str | None = None, semantic: bool | None = None,
-                 redact: tuple[str, ...] | None = ()) -> None:
+                 redact: tuple[str, ...] | None = (), *, insecure: bool = False) -> None:
         self.server_url = server_url_of(server_url or os.environ.get("CEREMEMORY_SERVER_URL") or None)
+        self.insecure = insecure  # the key may go over plain http:// to another machine (--insecure)
         self.semantic = semantic
         self.redact = redact  # extra secret patterns for the logs; None: sanitization is off
         self.mode: str | None = None
@@ -132,11 +133,18 @@ class Backend:
         return self._api
 
     def _client(self, url: str) -> LightClient:
+        from ..cmp.errors import CMPError
+        from ..transport.guard import refuse_plaintext_key
         from ..transport.light import LightClient
 
+        key = self._server_key()
+        try:
+            refuse_plaintext_key(url, key, insecure=self.insecure)
+        except CMPError as exc:
+            raise map_cmp_error(exc) from None
         self.mode = "server"
         self._url = url
-        return LightClient(url, api_key=self._server_key(), retries=1)
+        return LightClient(url, api_key=key, retries=1)
 
     def _server_key(self) -> str | None:
         if self._key is None:
@@ -156,7 +164,7 @@ class Backend:
         if self._typed is None:
             from ..transport.client import Client
 
-            self._typed = Client(api.url, api_key=self._server_key(), retries=1)
+            self._typed = Client(api.url, api_key=self._server_key(), retries=1, insecure=self.insecure)
         return self._typed
 
     def _open(self) -> Memory | LightClient:

@@ -29,14 +29,28 @@ ACTION_NAMES = {"ls": "list", "rm": "remove"}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="cm", description="Procedural memory for coding agents, stored in Cerememory.")
-    p.add_argument("--version", action="store_true")
-    p.add_argument("--info", action="store_true")
+    from .helptext import GLOBAL_OPTIONS
+
+    p = Parser(prog="cm", usage="cm [global options] COMMAND [arguments]",
+               description="Procedural memory for coding agents, stored in Cerememory.",
+               epilog="cm COMMAND --help describes a command's arguments and options.")
+    p.add_argument("--version", action="store_true", help="print cm's version")
+    p.add_argument("--info", action="store_true", help="cm's version, files, environment and dependencies")
+    shown = p.add_argument_group("global options (anywhere on the line)")
+    for flag, short, value, text in GLOBAL_OPTIONS:  # split_globals takes them off the line; listed for --help
+        names = [f for f in (flag, short) if f]
+        if value:
+            shown.add_argument(*names, metavar=value, dest=f"global_{flag[2:]}", help=text)
+        else:
+            shown.add_argument(*names, action="store_true", dest=f"global_{flag[2:]}", help=text)
     p.set_defaults(handler=None, run=None, command_name=None)
-    sub = p.add_subparsers(dest="command", parser_class=Parser)
+    sub = p.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND", prog="cm")
     for group in GROUPS:
         group.register(sub)
     _in_listed_order(sub.choices)
+    lines = getattr(sub, "_choices_actions", None)  # argparse's command lines of `cm --help`: the same order
+    if isinstance(lines, list):
+        lines.sort(key=lambda line: LISTED.index(line.dest) if line.dest in LISTED else len(LISTED))
     return p
 
 
@@ -66,12 +80,13 @@ class Globals:
     output: str = "human"
     verbose: bool = False
     no_emoji: bool = False
+    insecure: bool = False  # --insecure: an API key may travel over plain http:// to another machine
     colour: bool | None = None  # --color / --no-color; None: a terminal without NO_COLOR
 
 
 def split_globals(argv: list[str], env: Mapping[str, str]) -> tuple[list[str], Globals]:
-    """(the command's arguments, the program-level flags: --json/-j, --server-url, --no-color,
-    --verbose, --no-emoji…). CASS_MEMORY_VERBOSE / CASS_MEMORY_NO_EMOJI in `env` count as
+    """(the command's arguments, the program-level flags: --json/-j, --server-url, --insecure,
+    --no-color, --verbose, --no-emoji…). CASS_MEMORY_VERBOSE / CASS_MEMORY_NO_EMOJI in `env` count as
     --verbose / --no-emoji."""
     flags = Globals(stats=bool(env.get("TOON_STATS")), verbose=bool(env.get("CASS_MEMORY_VERBOSE")),
                     no_emoji=bool(env.get("CASS_MEMORY_NO_EMOJI")))
@@ -100,6 +115,8 @@ def split_globals(argv: list[str], env: Mapping[str, str]) -> tuple[list[str], G
                 flags.colour = arg == "--color"
         elif arg == "--no-emoji":
             flags.no_emoji = True
+        elif arg == "--insecure":
+            flags.insecure = True
         elif arg == "--width" and i + 1 < len(argv):
             skip = True
         else:
@@ -167,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         if flags.verbose and getattr(args, "verbose", None) is False:  # why/validate take --verbose as their own
             args.verbose = True
         as_json = flags.json and not (command == "context" and getattr(args, "format", None) == "markdown")
-        ctx = Ctx(as_json=as_json, server_url=flags.server_url, verbose=flags.verbose, no_emoji=flags.no_emoji)
+        ctx = Ctx(as_json=as_json, server_url=flags.server_url, verbose=flags.verbose, no_emoji=flags.no_emoji,
+                  insecure=flags.insecure)
         if not as_json:
             from .human_style import use_colour, use_emoji
 

@@ -228,7 +228,8 @@ def build_context(playbook: Playbook, config: dict[str, Any], task: str, *, limi
                                             f"hidden ({rules.rule()}; cm privacy enable)")
                 targets = remote.hosts(config)
                 if targets:
-                    far, failed = remote.search(targets, query, history_days, history_limit, rules.permits)
+                    far, failed = remote.search(targets, query, history_days, history_limit, rules.permits,
+                                                insecure=playbook.backend.insecure)
                     snippets += far
                     if failed:
                         out.setdefault("degraded", {})["remoteCass"] = failed

@@ -261,9 +261,11 @@ def _usage(d: dict[str, Any]) -> str:
 
 def _similar(d: dict[str, Any]) -> str:
     rows = d.get("results") or []
+    at_least = f"similarity ≥ {float(d.get('threshold') or 0):.2f}"
     if not rows:
-        return f"No similar rules ({d.get('mode')} similarity)."
-    return "\n".join([f"Similar rules ({d.get('mode')}):",
+        return (f"No similar rules at {at_least} ({d.get('mode')} similarity); "
+                "a lower --threshold finds looser matches.")
+    return "\n".join([f"Similar rules ({d.get('mode')}, {at_least}):",
                       *(f"  {float(r.get('similarity') or 0):.2f} [{r['id']}] {r['content']}" for r in rows)])
 
 

@@ -185,7 +185,8 @@ def serve(ctx: Ctx, *, port: int | None, host: str, stdio: bool) -> int:
     embedded = not (ctx.server_url or os.environ.get("CEREMEMORY_SERVER_URL"))
 
     def new_ctx() -> Ctx:
-        return Ctx(as_json=True, server_url=ctx.server_url, verbose=ctx.verbose, no_emoji=ctx.no_emoji)
+        return Ctx(as_json=True, server_url=ctx.server_url, verbose=ctx.verbose, no_emoji=ctx.no_emoji,
+                   insecure=ctx.insecure)
 
     server = build_server(new_ctx, Gate(ctx.config.get("serve") or {}, embedded))
     port = port or (int(os.environ["MCP_HTTP_PORT"]) if os.environ.get("MCP_HTTP_PORT") else None)

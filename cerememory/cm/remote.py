@@ -5,7 +5,8 @@ The reference fanned out over SSH to run `cass` on each host. Here a host is the
 machine's `cerememory serve` (`{"host": "http://buildbox:8420", "label": "buildbox", "apiKey":
 "…"}`): its raw journal is searched with the same query, at most five hits a host, fifteen
 seconds at most. A host given as a bare name (an SSH target) is not contacted; it is reported in
-`degraded.remoteCass` with what to write instead, as is every host that fails.
+`degraded.remoteCass` with what to write instead, as is every host that fails, and every host
+whose key would travel over plain http:// to another machine (unless `--insecure`).
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ def hosts(config: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def search(targets: list[dict[str, Any]], query: str, days: int, limit: int,
-           permits: Callable[[str | None], bool] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+           permits: Callable[[str | None], bool] | None = None, *,
+           insecure: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(snippets from every host that answered, one `degraded` entry per host that did not)."""
     if not targets:
         return [], []
     with ThreadPoolExecutor(max_workers=min(8, len(targets))) as pool:
-        answers = list(pool.map(lambda h: _search_host(h, query, days, min(limit, MAX_HITS)), targets))
+        answers = list(pool.map(lambda h: _search_host(h, query, days, min(limit, MAX_HITS), insecure), targets))
     snippets: list[dict[str, Any]] = []
     degraded: list[dict[str, Any]] = []
     for hits, failure in answers:
@@ -41,9 +43,10 @@ def search(targets: list[dict[str, Any]], query: str, days: int, limit: int,
     return snippets, degraded
 
 
-def _search_host(target: dict[str, Any], query: str, days: int, limit: int) -> tuple[list[dict[str, Any]],
-                                                                                   dict[str, Any] | None]:
+def _search_host(target: dict[str, Any], query: str, days: int, limit: int,
+                 insecure: bool) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     from ..cmp.errors import CMPError
+    from ..transport.guard import refuse_plaintext_key
     from ..transport.light import LightClient
     from .backend import raw_history_request, raw_snippet
 
@@ -52,6 +55,10 @@ def _search_host(target: dict[str, Any], query: str, days: int, limit: int) -> t
         return [], _failure(host, "OTHER", f"{host} is not a Cerememory server URL; remote history is read over "
                             "CMP, not SSH", [f"set remoteCass.hosts[].host to http://{host}:8420 (that machine's "
                                              "`cerememory serve`)"])
+    try:
+        refuse_plaintext_key(host, target.get("apiKey"), insecure=insecure)
+    except CMPError as exc:
+        return [], _failure(host, "OTHER", exc.message, [exc.hint or "use an https:// URL"])
     try:
         with LightClient(host, api_key=target.get("apiKey"), timeout=TIMEOUT_SECONDS, retries=0) as client:
             response = client.dispatch("recall.raw_query", raw_history_request(query, days, limit))

@@ -95,7 +95,7 @@ def similar(ctx: Ctx, query: str, *, limit: int = 5, threshold: float = 0.7, sco
                 "scope": b.get("scope", "global"), "effectiveScore": round(effective_score(b, ctx.config), 4),
                 "preview": b["content"][:120]}
                for score, b in ranked if score >= threshold and _in_scope(b, scope)]
-    data: dict[str, Any] = {"query": query, "mode": mode, "results": results[:limit]}
+    data: dict[str, Any] = {"query": query, "mode": mode, "threshold": threshold, "results": results[:limit]}
     if note:
         data["semanticNotice"] = note
     return Result(data)

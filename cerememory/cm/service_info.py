@@ -445,7 +445,9 @@ def doctor(ctx: Ctx, *, fix: bool = False, force: bool = False) -> Result:
     except CmError as exc:
         check("Playbook", "Global playbook.yaml", "fail", exc.message)
     llm = _llm_status()
-    check("LLM Configuration", "Provider", "pass" if llm["configured"] else "warn", llm["message"])
+    # optional: without an LLM every command works (reflect is deterministic), so its absence is
+    # no reason to call the installation degraded; the recommended actions still offer one
+    check("LLM Configuration", "Provider", "pass", llm["message"], configured=llm["configured"])
     _repo_checks(ctx, check, fixable_issue)
     _sanitization_check(ctx, check)
     from . import trauma  # here, not at import: stats, top and why need none of it
@@ -559,7 +561,8 @@ def recommended_actions(overall: str, checks: list[dict[str, Any]], fixable: lis
     if status.get((GLOBAL_STORAGE, "Structure")) == "warn":
         actions.append({"label": "Initialize global storage", "command": "cm init",
                         "reason": "Global config/playbook/diary is required for normal operation.", "urgency": "high"})
-    if status.get(("LLM Configuration", "Provider")) == "warn":
+    llm = next((c for c in checks if (c["category"], c["item"]) == ("LLM Configuration", "Provider")), {})
+    if llm.get("status") == "warn" or (llm.get("details") or {}).get("configured") is False:
         actions.append({"label": "Configure an LLM (optional)",
                         "command": 'export CEREMEMORY_LLM__PROVIDER=anthropic CEREMEMORY_LLM__API_KEY="..."',
                         "reason": "Enables AI-powered reflection. The CLI works fully without it.", "urgency": "low"})
@@ -584,7 +587,8 @@ def _llm_status() -> dict[str, Any]:
     except Exception as exc:  # the LLM layer is optional
         return {"configured": False, "message": f"LLM layer unavailable: {exc}"}
     if not provider or provider == "none":
-        return {"configured": False, "message": "No LLM configured (llm.provider = none); reflect is deterministic"}
+        return {"configured": False, "message": "No LLM configured (optional: llm.provider = none); reflect is "
+                                                "deterministic"}
     return {"configured": True, "message": f"LLM provider {provider}"}
 
 

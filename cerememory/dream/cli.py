@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..wording import count
+
 SUMS = ("groups_processed", "raw_records_processed", "episodic_summaries_created", "semantic_nodes_created",
         "llm_fallbacks")
 
@@ -56,8 +58,8 @@ def render(console: Any, result: dict) -> None:
     from rich.table import Table
 
     verb = "would dream" if result["dry_run"] else "dreamed"
-    table = Table(title=f"{verb} {result['groups_processed']} topic groups "
-                        f"({result['raw_records_processed']} raw records)")
+    table = Table(title=f"{verb} {count(result['groups_processed'], 'topic group')} "
+                        f"({count(result['raw_records_processed'], 'raw record')})")
     for column in ("session", "topic", "from", "to", "records", "normal", "redacted", "summariser", "summary"):
         table.add_column(column, overflow="fold" if column == "summary" else "ellipsis")
     for g in result["groups"]:
@@ -69,14 +71,14 @@ def render(console: Any, result: dict) -> None:
                       str(g["normal_records"]), str(g["redacted_total"]), summariser,
                       g.get("headline") or g.get("episodic_summary_id") or "")
     console.print(table)
-    console.print(f"{result['episodic_summaries_created']} episodic summaries, "
-                  f"{result['semantic_nodes_created']} semantic facts"
+    console.print(f"{count(result['episodic_summaries_created'], 'episodic summary', 'episodic summaries')}, "
+                  f"{count(result['semantic_nodes_created'], 'semantic fact')}"
                   f"{' would be' if result['dry_run'] else ''} created; "
-                  f"{result['groups_pending']} groups left for a later tick")
+                  f"{count(result['groups_pending'], 'group')} left for a later tick")
     for f in result.get("groups_failed", []):
         console.print(f"failed, skipped until its raw records change: session {f['session_id']}, topic "
-                      f"{f['topic_hint']} ({f['raw_record_count']} raw records): {f['code']}: {f['reason']}",
+                      f"{f['topic_hint']} ({count(f['raw_record_count'], 'raw record')}): {f['code']}: {f['reason']}",
                       markup=False)
     if result.get("groups_skipped"):
-        console.print(f"{result['groups_skipped']} groups skipped: they failed before and their raw records "
+        console.print(f"{count(result['groups_skipped'], 'group')} skipped: they failed before and their raw records "
                       "have not changed")

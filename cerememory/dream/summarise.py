@@ -44,10 +44,14 @@ def heading(group: Group) -> str:
 
 def _sources(group: Group, sanitizer: Sanitizer) -> list[Source]:
     """The text of contributing records, with any credential left in it redacted: a secret
-    pasted into an ordinary turn must not be copied into a summary or fact."""
-    return [Source(r.speaker.value, sanitizer.sanitize(r.content.plain_text())[0], r.created_at,
-                   tool_io=r.source is RawSource.TOOL_IO or r.speaker is RawSpeaker.TOOL)
-            for r in group.contributing() if r.content.plain_text().strip()]
+    pasted into an ordinary turn must not be copied into a summary or fact. Tool calls and their
+    output are left out when the group has conversation to summarise: a command line or a JSON
+    blob says nothing a person would recall; a group of tool I/O alone keeps it."""
+    sources = [Source(r.speaker.value, sanitizer.sanitize(r.content.plain_text())[0], r.created_at,
+                      tool_io=r.source is RawSource.TOOL_IO or r.speaker is RawSpeaker.TOOL)
+               for r in group.contributing() if r.content.plain_text().strip()]
+    conversation = [s for s in sources if not s.tool_io]
+    return conversation or sources
 
 
 def _cap(text: str, limit: int) -> str:
@@ -63,11 +67,19 @@ class Summariser:
         self.max_chars = max_chars
         self.sanitizer = sanitizer or Sanitizer()
 
+    def _budget(self, group: Group) -> int:
+        return max(self.max_chars - len(heading(group)) - len(group.redaction().sentence()) - 2, 80)
+
+    def facts(self, group: Group) -> list[str]:
+        """The facts a summary of `group` would promote (extractive in every mode, so no LLM is
+        asked): what a dry run counts."""
+        return [s.line() for s in extract(_sources(group, self.sanitizer), self._budget(group)).facts]
+
     def summarise(self, group: Group) -> Summary:
         head = heading(group)
         counts = group.redaction()
         note = counts.sentence()
-        budget = max(self.max_chars - len(head) - len(note) - 2, 80)
+        budget = self._budget(group)
         sources = _sources(group, self.sanitizer)
         picked = extract(sources, budget)
         facts = [s.line() for s in picked.facts]

@@ -108,8 +108,12 @@ class Consolidation:
         )
         facts = self._fetch_all([i for i, h in self.core.records.items() if h.store is StoreType.SEMANTIC])
         existing = {key for r in facts.values() if (key := plan_.fact_key(r.content.plain_text())) is not None}
+        # A dream's summary had its facts chosen by the dream (tool I/O and chatter left out), and a
+        # record a fact already names as its source has that fact: neither is promoted again.
+        sourced = {source for r in facts.values() for source in r.meta.source_record_ids}
+        eligible = [i for i in plan.promote if i not in sourced and "_dream" not in records[i].metadata]
         found = plan_.new_facts({i: plan_.summarise(records[i].content.plain_text(), records[i].content.summary)
-                                 for i in plan.promote}, existing)
+                                 for i in eligible}, existing)
         summaries = {i: found.get(i, "") for i in plan.promote}  # "": not promoted
         return now, plan, records, summaries
 

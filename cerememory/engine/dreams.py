@@ -60,7 +60,8 @@ def select(core: EngineCore, req: m.DreamTickRequest) -> list[RawJournalRecord]:
     )
 
 
-def _would_promote(group: Group, promote: bool) -> bool:
+def _promotes(group: Group, promote: bool) -> bool:
+    """Whether a group may give a semantic fact at all; it does when its summary has facts."""
     return promote and group.redaction().normal_records >= 2 and group.has_topic_signal
 
 
@@ -139,7 +140,8 @@ def run(parts: Dreaming, req: m.DreamTickRequest) -> m.DreamTickResponse:
         return m.DreamTickResponse(
             groups_processed=len(chosen), raw_records_processed=sum(len(g.records) for g in chosen),
             episodic_summaries_created=len(chosen),
-            semantic_nodes_created=sum(_would_promote(g, req.promote_semantic) for g in chosen),
+            semantic_nodes_created=sum(_promotes(g, req.promote_semantic) and bool(parts.summariser().facts(g))
+                                       for g in chosen),
             dry_run=True, groups_pending=len(fresh) - len(chosen), groups_skipped=skipped,
             groups=[report(g) for g in chosen])
     out = m.DreamTickResponse(groups_pending=len(fresh) - len(chosen), groups_skipped=skipped)
@@ -216,8 +218,8 @@ def commit_group(parts: Dreaming, group: Group, summary: Summary, *, promote: bo
     records = [episodic]
     edges: list[Edge] = []
     semantic = None
-    if promote and counts.normal_records >= 2 and group.has_topic_signal:
-        facts = "\n".join(summary.facts) or summary.text
+    if _promotes(group, promote) and summary.facts:  # no facts: nothing to promote, not the whole summary
+        facts = "\n".join(summary.facts)
         semantic_req = m.EncodeStoreRequest(
             content=MemoryContent.of_text(facts, summary=summary.headline), store=StoreType.SEMANTIC,
             created_at=group.end,

@@ -20,7 +20,7 @@ from ..progress import ProgressFn
 from ..security.audit import AuditLog
 from ..shutdown import close_at_exit
 from ..storage.lock import DataDirLock
-from ..storage.modes import make_private
+from ..storage.modes import make_private, private_dir
 from .archive import Archives
 from .consolidate import Consolidation
 from .core import EngineCore
@@ -46,7 +46,7 @@ class Engine:
         self.options = options or EngineOptions()
         self.data_dir = Path(data_dir).expanduser().resolve()
         existed = self.data_dir.exists()
-        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         fixed = make_private(self.data_dir)
         if existed and fixed:
             log.warning("%s was readable by other users: made %d paths private to their owner (%s)",

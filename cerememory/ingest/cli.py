@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..cmp.errors import CMPError, ErrorCode
+from ..wording import count
 from .names import AGENTS
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def _announce(out: Any, data: dict[str, Any]) -> None:
         return
     parts = [f"{a} {s['turns_ingested']}" for a, s in data["agents"].items() if s["turns_ingested"]]
     stamp = datetime.now().strftime("%H:%M:%S")
-    print(f"{stamp} ingested {data['total']['turns_ingested']} turns ({', '.join(parts) or 'none'})",
+    print(f"{stamp} ingested {count(data['total']['turns_ingested'], 'turn')} ({', '.join(parts) or 'none'})",
           file=sys.stderr, flush=True)
     for error in data["total"]["errors"]:
         print(f"  error: {error}", file=sys.stderr, flush=True)
@@ -108,7 +109,7 @@ def render(console: Any, result: dict) -> None:
 
     verb = "would ingest" if result["dry_run"] else "ingested"
     passes = f" in {result['passes']} passes" if "passes" in result else ""
-    table = Table(title=f"{verb} {result['total']['turns_ingested']} turns{passes}")
+    table = Table(title=f"{verb} {count(result['total']['turns_ingested'], 'turn')}{passes}")
     table.add_column("agent", no_wrap=True, min_width=11)
     for label in COLUMNS.values():
         table.add_column(label, justify="right", min_width=len(label))

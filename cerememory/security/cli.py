@@ -47,7 +47,9 @@ def _audit(config: Any) -> AuditLog | None:
     chain = open_audit_chain(config.storage_settings())
     if chain is not None:  # a shared memory's one chain, in its database
         return AuditLog(chain)
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    from ..storage.modes import private_dir
+
+    private_dir(config.data_dir)
     return AuditLog(config.data_dir / AUDIT_FILE)
 
 

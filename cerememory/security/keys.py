@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..cmp.errors import CMPError, ErrorCode
 from ..storage.files import write_atomic
 from ..storage.full import is_disk_full, storage_full
+from ..storage.modes import private_dir
 from .auth import KeyRing, bearer_token, digest, identify_in
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ class KeyFile:
     @contextmanager
     def locked(self) -> Iterator[list[dict[str, Any]]]:
         """The rows under an exclusive lock, so two CLI calls never lose a key."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         fd = os.open(self.data_dir / f".{KEYS_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

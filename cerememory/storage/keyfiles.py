@@ -13,6 +13,7 @@ from pathlib import Path
 from ..cmp.errors import CMPError, ErrorCode
 from .files import write_atomic
 from .lock import LOCK_NAME
+from .modes import private_dir
 
 KEYFILE = "keys.json"
 KEYSTORE = "keystore.bin"
@@ -46,7 +47,7 @@ class KeyFiles:
         return not self.data_dir.exists() or all(p.name == LOCK_NAME for p in self.data_dir.iterdir())
 
     def create(self, document: bytes) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         write_atomic(self.data_dir / KEYFILE, document)
         write_atomic(self.data_dir / KEYSTORE, MAGIC)
 

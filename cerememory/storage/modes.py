@@ -7,7 +7,19 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["make_private"]
+__all__ = ["make_private", "private_dir"]
+
+
+def private_dir(path: Path) -> None:
+    """Create `path` and whichever of its parents are missing as 0700: a data directory, and a
+    directory made to hold one (~/.cerememory, beside its config file), are their owner's alone.
+    Directories that exist are left as they are (make_private fixes a data directory's)."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=0o700, exist_ok=True)
 
 
 def make_private(data_dir: Path) -> list[str]:

@@ -24,6 +24,7 @@ from ..v1 import cerememory_pb2 as pb
 from ..v1 import cerememory_pb2_grpc as pb_grpc
 from . import grpc_convert as convert
 from .grpc_convert import CHUNK_BYTES, ERROR_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KEY
+from .guard import refuse_plaintext_key
 
 # statuses that arrive without a CMP envelope (transport failures) -> the closest CMP code
 _TRANSPORT_CODES = {
@@ -52,10 +53,14 @@ def error_from_rpc(exc: grpc.RpcError, target: str) -> CMPError:
 
 
 class GrpcClient(MemoryAPI):
-    """A remote Cerememory over gRPC, with the same methods as the embedded `Memory`."""
+    """A remote Cerememory over gRPC, with the same methods as the embedded `Memory`. Without
+    `tls_root_cert` the channel is plaintext, so an API key for a host that is not loopback is
+    refused unless `insecure=True` (as `Client` does)."""
 
     def __init__(self, target: str, *, api_key: str | None = None, timeout: float | None = 30,
-                 tls_root_cert: bytes | None = None) -> None:
+                 tls_root_cert: bytes | None = None, insecure: bool = False) -> None:
+        if tls_root_cert is None and "/" not in target:  # host:port over a plaintext channel
+            refuse_plaintext_key(f"http://{target}", api_key, insecure=insecure)
         self.target = target
         self.timeout = timeout
         self._metadata: tuple[tuple[str, str], ...] = (

@@ -55,9 +55,9 @@ def refuse_plaintext_key(url: str, api_key: str | None, *, insecure: bool = Fals
     parts = urlsplit(url)
     if api_key and not insecure and parts.scheme == "http" and parts.hostname and not is_loopback(parts.hostname):
         raise CMPError(ErrorCode.VALIDATION_ERROR,
-                       f"refusing to send the API key over plaintext http:// to {parts.hostname}",
-                       hint="use an https:// URL, reach the server over loopback (e.g. an SSH tunnel), or pass "
-                            "--insecure (insecure=True in Python) on a network you trust")
+                       f"refusing to send the API key in plaintext to {parts.hostname}",
+                       hint="use an https:// URL (gRPC: TLS), reach the server over loopback (e.g. an SSH "
+                            "tunnel), or pass --insecure (insecure=True in Python) on a network you trust")
 
 
 def is_loopback(host: str) -> bool:

@@ -85,6 +85,10 @@ class ServeOptions:
                            details={"host": self.host, "addresses": self.addresses})
         if bool(self.tls_cert) != bool(self.tls_key):
             raise CMPError(ErrorCode.VALIDATION_ERROR, "give both --tls-cert and --tls-key")
+        if self.tls_cert and self.grpc_port is None:  # e.g. compose passing an empty CEREMEMORY_GRPC__PORT
+            raise CMPError(ErrorCode.VALIDATION_ERROR, "TLS files were given for gRPC, but gRPC is off (no port)",
+                           hint="set --grpc-port (CEREMEMORY_GRPC__PORT, grpc.port) to serve gRPC, "
+                                "or leave out --tls-cert and --tls-key")
         if self.grpc_port is not None and not self.loopback and not self.tls_cert:
             raise CMPError(ErrorCode.VALIDATION_ERROR, f"refusing plaintext gRPC on {shown}",
                            hint="give --tls-cert and --tls-key, or bind 127.0.0.1")
