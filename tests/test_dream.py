@@ -506,7 +506,7 @@ def test_a_failing_group_is_recorded_and_skipped_and_every_other_group_is_dreame
         again = tick(server.url)  # not retried: its raw records did not change
         assert (again["groups_processed"], again["groups_failed"], again["groups_skipped"]) == (0, [], 1)
         shown = cli("dream-tick", "--server-url", server.url, env={"COLUMNS": "200"})
-        assert "1 groups skipped: they failed before" in shown.stdout
+        assert "1 group skipped: they failed before" in shown.stdout
         with Client(server.url) as client:
             client.update_raw(poison[1], suppressed=True)  # the group changed: it is tried again
             retried = tick(server.url)
