@@ -58,3 +58,45 @@ def test_a_neighbouring_turn_is_found_through_its_session(mem):
     # the answer shares no word with the question: only its session link brought it
     assert hits[1].score_breakdown.text is None
     assert hits[1].activation_path == [res.results[0].record_id, res.results[1].record_id]
+
+
+def test_a_session_stored_across_batches_and_one_turn_at_a_time_is_one_chain(data_dir):
+    with cerememory.open(data_dir, semantic="off") as mem:
+        first = mem.store_batch([turn("s1 one", "s1", 0), turn("s1 two", "s1", 1), turn("s2 one", "s2", 2)])
+        second = mem.store_batch([turn("s1 three", "s1", 3), turn("s1 four", "s1", 4)])
+        assert second.associations_inferred == 2 * 2  # three to two (the earlier batch), four to three
+        alone = mem.encode_store({**turn("s1 five", "s1", 5)})
+        other = mem.encode_store({**turn("s2 two", "s2", 6)})
+        one, two, s2_one = (r.record_id for r in first.results)
+        three, four = (r.record_id for r in second.results)
+        assert linked(mem, two) == {one, three}
+        assert linked(mem, three) == {two, four}
+        assert linked(mem, four) == {three, alone.record_id}
+        assert linked(mem, other.record_id) == {s2_one}
+        # the session date given is the event time, wherever the turn was stored from
+        assert mem.inspect(alone.record_id).created_at == T0 + timedelta(seconds=5)
+        assert mem.inspect(three).created_at == T0 + timedelta(seconds=3)
+    # the session's newest turn is remembered in the database: a reopened memory continues the chain
+    with cerememory.open(data_dir, semantic="off") as mem:
+        six = mem.store_batch([turn("s1 six", "s1", 7)]).results[0].record_id
+        assert linked(mem, six) == {alone.record_id}
+
+
+def test_a_late_turn_or_a_forgotten_tail_links_to_nothing_earlier(mem):
+    kept = mem.store_batch([turn("s1 one", "s1", 10), turn("s1 two", "s1", 20)]).results[1].record_id
+    late = mem.store_batch([turn("s1 early", "s1", 5)])
+    assert late.associations_inferred == 0 and linked(mem, late.results[0].record_id) == set()
+    assert mem.forget(kept, confirm=True) == 1
+    after = mem.store_batch([turn("s1 three", "s1", 30), turn("s1 four", "s1", 40)])
+    three, four = (r.record_id for r in after.results)
+    assert after.associations_inferred == 2 and linked(mem, three) == {four}
+    # the chain goes on from the newest turn
+    assert linked(mem, mem.store_batch([turn("s1 five", "s1", 50)]).results[0].record_id) == {four}
+
+
+def test_infer_associations_and_the_session_chain_make_each_edge_once(mem):
+    mem.store_batch([turn("a", "s1", 0)])
+    res = mem.store_batch([turn("b", "s1", 1), turn("c", "s1", 2)], infer_associations=True)
+    b, c = (r.record_id for r in res.results)
+    assert res.associations_inferred == 2 + 2  # b-c asked for, and b to the session's earlier turn
+    assert len(mem.inspect(b).associations) == 2 and linked(mem, c) == {b}
