@@ -215,6 +215,15 @@ SETTINGS = SETTINGS + (
     Setting("recall.temporal_weight", 1.0, _nonnegative_float,
             "How much a time the cue names (\"in May 2023\", \"last week\") favours memories whose "
             "event time falls in it; 0 turns it off."),
+    Setting("recall.session_weight", 0.0, _nonnegative_float,
+            "How much the other hits from a hit's conversation session (context.session_id) add to "
+            "it: a session many hits come from is evidence for each of them; 0 turns it off."),
+    Setting("recall.context_weight", 0.0, _nonnegative_float,
+            "The vote, in fusion, of the cue's cosine to each hit in its session context (its vector "
+            "plus 0.3 times each neighbouring turn's); 0 turns it off."),
+    Setting("recall.feedback", "off", _choice("off", "vector", "text"),
+            "Pseudo-relevance feedback: a second search from the best first hits (their mean vector "
+            "added to the cue's, or the words at least two of them share added to the cue)."),
 )
 
 SETTINGS = SETTINGS + (
@@ -426,6 +435,9 @@ class Config:
             "activation_weight": self["recall.activation_weight"],
             "question_cleanup": self["recall.question_cleanup"],
             "temporal_weight": self["recall.temporal_weight"],
+            "session_weight": self["recall.session_weight"],
+            "context_weight": self["recall.context_weight"],
+            "feedback": self["recall.feedback"],
             "audit": self["audit.enabled"],
             "allow_broken_audit": self["audit.allow_broken"],
             "audit_fsync_interval": self["audit.fsync_interval"],

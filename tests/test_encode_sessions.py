@@ -100,3 +100,61 @@ def test_infer_associations_and_the_session_chain_make_each_edge_once(mem):
     b, c = (r.record_id for r in res.results)
     assert res.associations_inferred == 2 + 2  # b-c asked for, and b to the session's earlier turn
     assert len(mem.inspect(b).associations) == 2 and linked(mem, c) == {b}
+
+
+def test_hits_from_one_session_are_evidence_for_each_other(mem):
+    options = mem.engine.core.options
+    options.activation_weight = 0.0  # session evidence alone
+    lone = mem.store_batch([turn("Ann: tomatoes tomatoes tomatoes garden", "s-lone", 0)]).results[0].record_id
+    many = mem.store_batch([turn("Bob: tomatoes in the garden", "s-many", 10),
+                            turn("Cleo: the garden again", "s-many", 11),
+                            turn("Dan: tomatoes, yes", "s-many", 12)])
+    options.session_weight = 0.0
+    alone = mem.recall("garden tomatoes", limit=4, reconsolidate=False).memories
+    assert alone[0].record.id == lone
+    options.session_weight = 0.3
+    together = mem.recall("garden tomatoes", limit=4, reconsolidate=False)
+    hits = together.memories
+    assert hits[0].record.id == many.results[0].record_id and lone in {h.record.id for h in hits}
+    assert all(0.0 <= h.relevance_score <= 1.0 for h in hits) and together.total_candidates == 4
+    assert hits[0].relevance_score >= hits[1].relevance_score
+
+
+def test_text_feedback_finds_what_the_best_hits_share(mem):
+    mem.store_batch([turn("tomatoes garden basil", None, 0), turn("tomatoes garden basil pesto", None, 1),
+                     turn("basil pesto recipe", None, 2)])
+    options = mem.engine.core.options
+    options.feedback = "off"
+    assert {h.record.content.plain_text() for h in mem.recall("tomatoes garden", reconsolidate=False).memories} \
+        == {"tomatoes garden basil pesto", "tomatoes garden basil"}
+    options.feedback = "text"
+    res = mem.recall("tomatoes garden", reconsolidate=False)
+    assert "basil pesto recipe" in {h.record.content.plain_text() for h in res.memories}
+    assert "feedback" in res.query_metadata.signals
+
+
+def vec_turn(text: str, session: str | None, second: int, vector: list[float]) -> dict:
+    record = turn(text, session, second)
+    record["content"]["blocks"][0]["embedding"] = vector
+    return record
+
+
+def test_a_turn_is_found_through_the_turns_around_it_and_through_vector_feedback(mem):
+    options = mem.engine.core.options
+    options.activation_weight, options.session_weight = 0.0, 0.0
+    res = mem.store_batch([vec_turn("how were the kids at the museum", "s1", 0, [1.0, 0.0, 0.0, 0.0]),
+                           vec_turn("they loved the dinosaurs", "s1", 1, [0.0, 1.0, 0.0, 0.0]),
+                           vec_turn("unrelated", "s2", 2, [0.0, 0.0, 0.0, 1.0])])
+    asked, answer, other = (r.record_id for r in res.results)
+    cue = {"cue": {"embedding": [1.0, 0.0, 0.0, 0.0]}, "limit": 3, "reconsolidate": False}
+    options.context_weight, options.feedback = 0.0, "off"
+    before = mem.recall_query(cue)
+    assert [h.record.id for h in before.memories][0] == asked
+    options.context_weight = 1.0
+    after = mem.recall_query(cue)
+    assert "context" in after.query_metadata.signals
+    ranked = [h.record.id for h in after.memories]
+    assert ranked.index(answer) < ranked.index(other)
+    assert all(0.0 <= h.relevance_score <= 1.0 for h in after.memories)
+    options.context_weight, options.feedback = 0.0, "vector"
+    assert "feedback" in mem.recall_query(cue).query_metadata.signals

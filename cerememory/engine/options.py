@@ -27,6 +27,9 @@ class EngineOptions:
     activation_weight: float = 0.6
     question_cleanup: bool = False
     temporal_weight: float = 1.0  # how much a time the cue names favours memories from then
+    session_weight: float = 0.0  # how much the other hits from a hit's session add to it
+    context_weight: float = 0.0  # the vote of the cue's cosine to each hit in its session context
+    feedback: str = "off"  # pseudo-relevance feedback: "vector", "text" or "off"
     embed: EmbedSettings = field(default_factory=EmbedSettings)
     decay: dict[StoreType, decay.DecayParams] = field(default_factory=lambda: dict(decay.DEFAULT_PARAMS))
     clock: Callable[[], float] = time.time  # seconds since the epoch; injectable for tests

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..index.graph import Edge
 from ..model import AssociationType, MemoryRecord, StoreType, to_ts
@@ -28,7 +29,12 @@ SEQUENTIAL = AssociationType.SEQUENTIAL.value
 
 def session_of(record: MemoryRecord) -> str | None:
     """The session a record was stored in, if any."""
-    context = (record.metadata or {}).get("_context")
+    return session_in(record.metadata)
+
+
+def session_in(metadata: Any) -> str | None:
+    """The session named by a record's metadata (`_context.session_id`), if any."""
+    context = metadata.get("_context") if isinstance(metadata, dict) else None
     session = context.get("session_id") if isinstance(context, dict) else None
     return session if isinstance(session, str) and session else None
 
