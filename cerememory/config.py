@@ -222,7 +222,7 @@ SETTINGS = SETTINGS + (
     Setting("recall.context_weight", 0.5, _nonnegative_float,
             "The vote, in fusion, of the cue's cosine to each hit in its session context (its vector "
             "plus 0.3 times each neighbouring turn's); 0 turns it off."),
-    Setting("recall.feedback", "text", _choice("off", "vector", "text"),
+    Setting("recall.feedback", "off", _choice("off", "vector", "text"),
             "Pseudo-relevance feedback: a second search from the best first hits (their mean vector "
             "added to the cue's, or the words at least two of them share added to the cue)."),
 )
