@@ -2,8 +2,9 @@
 
 Each dev conversation is stored once per analyzer (one memory per turn, `context.session_id` = the
 LoCoMo session, `created_at` = the session's date); questions are asked under each configuration
-of the knobs (fusion, rrf_k, per-signal weight, activation weight, question cleanup, temporal
-weight, analyzer) that the selection visits, by changing the engine's options between passes
+of the knobs (fusion, rrf_k, per-signal weight, activation weight and seeds, session evidence,
+neighbour context, pseudo-relevance feedback, question cleanup, temporal weight, analyzer) that
+the selection visits, by changing the engine's options between passes
 over the same data directory. For each held-out conversation the configuration is selected on
 the other four (coordinate ascent from the shipped defaults, see `select`), and its scores on the
 held-out one are what count. Rows:
@@ -95,7 +96,11 @@ def knobs_of_engine() -> dict[str, list[Any]]:
         "fusion": ["rrf", "normalized"],
         "rrf_k": [5, 10, 20],
         "text_weight": [1.0, 1.5, 2.0],
-        "activation_weight": [0.3, 0.0, 0.6],
+        "activation_weight": [0.3, 0.0, 0.6, 1.0, 1.5],
+        "activation_seeds": [3, 10],
+        "session_weight": [0.0, 0.1, 0.2, 0.3],
+        "context_weight": [0.0, 0.5, 1.0],
+        "feedback": ["off", "vector", "text"],
         "question_cleanup": [False, True],
         "temporal_weight": [0.0, 0.5, 1.0],
     }
@@ -108,7 +113,9 @@ def knobs_of_engine() -> dict[str, list[Any]]:
     return knobs
 
 
-FAMILIES = {"fusion": ["fusion", "rrf_k"], "weights": ["text_weight"], "activation": ["activation_weight"],
+FAMILIES = {"fusion": ["fusion", "rrf_k"], "weights": ["text_weight"],
+            "activation": ["activation_weight", "activation_seeds"], "session evidence": ["session_weight"],
+            "neighbour context": ["context_weight"], "feedback": ["feedback"],
             "question cleanup": ["question_cleanup"], "temporal": ["temporal_weight"], "analyzer": ["analyzer"]}
 
 

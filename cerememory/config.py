@@ -111,8 +111,9 @@ SETTINGS: tuple[Setting, ...] = (
             "PostgreSQL schema holding this memory: servers with the same namespace share one memory."),
     Setting("memory.working_capacity", 7, _positive_int,
             "Records the working memory holds before it evicts the least recently used."),
-    Setting("recall.fusion", "rrf", _choice("rrf", "normalized"),
-            "How BM25 and cosine rankings are combined: reciprocal rank fusion or min-max scores."),
+    Setting("recall.fusion", "normalized", _choice("rrf", "normalized"),
+            "How BM25 and cosine rankings are combined: reciprocal rank fusion or each divided by its "
+            "best score (chosen by cross-validation on LoCoMo, bench/locomo.py --cv)."),
     Setting("recall.rrf_k", 5, _positive_int,
             "The k constant of reciprocal rank fusion (chosen by cross-validation on LoCoMo, "
             "bench/locomo.py --cv)."),
@@ -210,7 +211,7 @@ def _patterns(value: Any) -> tuple[str, ...]:
 SETTINGS = SETTINGS + (
     Setting("recall.text_weight", 1.5, _positive_float,
             "Weight of the BM25 ranking against the cosine ranking (weight 1) when they are fused."),
-    Setting("recall.activation_weight", 0.6, _nonnegative_float,
+    Setting("recall.activation_weight", 1.5, _nonnegative_float,
             "How much spreading activation from the top results (e.g. the neighbouring turns of a "
             "session) adds to a memory's score; 0 turns it off."),
     Setting("recall.question_cleanup", False, _bool,
@@ -218,6 +219,15 @@ SETTINGS = SETTINGS + (
     Setting("recall.temporal_weight", 1.0, _nonnegative_float,
             "How much a time the cue names (\"in May 2023\", \"last week\") favours memories whose "
             "event time falls in it; 0 turns it off."),
+    Setting("recall.session_weight", 0.1, _nonnegative_float,
+            "How much the other hits from a hit's conversation session (context.session_id) add to "
+            "it: a session many hits come from is evidence for each of them; 0 turns it off."),
+    Setting("recall.context_weight", 0.5, _nonnegative_float,
+            "The vote, in fusion, of the cue's cosine to each hit in its session context (its vector "
+            "plus 0.3 times each neighbouring turn's); 0 turns it off."),
+    Setting("recall.feedback", "off", _choice("off", "vector", "text"),
+            "Pseudo-relevance feedback: a second search from the best first hits (their mean vector "
+            "added to the cue's, or the words at least two of them share added to the cue)."),
 )
 
 SETTINGS = SETTINGS + (
@@ -429,6 +439,9 @@ class Config:
             "activation_weight": self["recall.activation_weight"],
             "question_cleanup": self["recall.question_cleanup"],
             "temporal_weight": self["recall.temporal_weight"],
+            "session_weight": self["recall.session_weight"],
+            "context_weight": self["recall.context_weight"],
+            "feedback": self["recall.feedback"],
             "audit": self["audit.enabled"],
             "allow_broken_audit": self["audit.allow_broken"],
             "audit_fsync_interval": self["audit.fsync_interval"],

@@ -58,3 +58,103 @@ def test_a_neighbouring_turn_is_found_through_its_session(mem):
     # the answer shares no word with the question: only its session link brought it
     assert hits[1].score_breakdown.text is None
     assert hits[1].activation_path == [res.results[0].record_id, res.results[1].record_id]
+
+
+def test_a_session_stored_across_batches_and_one_turn_at_a_time_is_one_chain(data_dir):
+    with cerememory.open(data_dir, semantic="off") as mem:
+        first = mem.store_batch([turn("s1 one", "s1", 0), turn("s1 two", "s1", 1), turn("s2 one", "s2", 2)])
+        second = mem.store_batch([turn("s1 three", "s1", 3), turn("s1 four", "s1", 4)])
+        assert second.associations_inferred == 2 * 2  # three to two (the earlier batch), four to three
+        alone = mem.encode_store({**turn("s1 five", "s1", 5)})
+        other = mem.encode_store({**turn("s2 two", "s2", 6)})
+        one, two, s2_one = (r.record_id for r in first.results)
+        three, four = (r.record_id for r in second.results)
+        assert linked(mem, two) == {one, three}
+        assert linked(mem, three) == {two, four}
+        assert linked(mem, four) == {three, alone.record_id}
+        assert linked(mem, other.record_id) == {s2_one}
+        # the session date given is the event time, wherever the turn was stored from
+        assert mem.inspect(alone.record_id).created_at == T0 + timedelta(seconds=5)
+        assert mem.inspect(three).created_at == T0 + timedelta(seconds=3)
+    # the session's newest turn is remembered in the database: a reopened memory continues the chain
+    with cerememory.open(data_dir, semantic="off") as mem:
+        six = mem.store_batch([turn("s1 six", "s1", 7)]).results[0].record_id
+        assert linked(mem, six) == {alone.record_id}
+
+
+def test_a_late_turn_or_a_forgotten_tail_links_to_nothing_earlier(mem):
+    kept = mem.store_batch([turn("s1 one", "s1", 10), turn("s1 two", "s1", 20)]).results[1].record_id
+    late = mem.store_batch([turn("s1 early", "s1", 5)])
+    assert late.associations_inferred == 0 and linked(mem, late.results[0].record_id) == set()
+    assert mem.forget(kept, confirm=True) == 1
+    after = mem.store_batch([turn("s1 three", "s1", 30), turn("s1 four", "s1", 40)])
+    three, four = (r.record_id for r in after.results)
+    assert after.associations_inferred == 2 and linked(mem, three) == {four}
+    # the chain goes on from the newest turn
+    assert linked(mem, mem.store_batch([turn("s1 five", "s1", 50)]).results[0].record_id) == {four}
+
+
+def test_infer_associations_and_the_session_chain_make_each_edge_once(mem):
+    mem.store_batch([turn("a", "s1", 0)])
+    res = mem.store_batch([turn("b", "s1", 1), turn("c", "s1", 2)], infer_associations=True)
+    b, c = (r.record_id for r in res.results)
+    assert res.associations_inferred == 2 + 2  # b-c asked for, and b to the session's earlier turn
+    assert len(mem.inspect(b).associations) == 2 and linked(mem, c) == {b}
+
+
+def test_hits_from_one_session_are_evidence_for_each_other(mem):
+    options = mem.engine.core.options
+    options.activation_weight = 0.0  # session evidence alone
+    lone = mem.store_batch([turn("Ann: tomatoes tomatoes tomatoes garden", "s-lone", 0)]).results[0].record_id
+    many = mem.store_batch([turn("Bob: tomatoes in the garden", "s-many", 10),
+                            turn("Cleo: the garden again", "s-many", 11),
+                            turn("Dan: tomatoes, yes", "s-many", 12)])
+    options.session_weight = 0.0
+    alone = mem.recall("garden tomatoes", limit=4, reconsolidate=False).memories
+    assert alone[0].record.id == lone
+    options.session_weight = 0.3
+    together = mem.recall("garden tomatoes", limit=4, reconsolidate=False)
+    hits = together.memories
+    assert hits[0].record.id == many.results[0].record_id and lone in {h.record.id for h in hits}
+    assert all(0.0 <= h.relevance_score <= 1.0 for h in hits) and together.total_candidates == 4
+    assert hits[0].relevance_score >= hits[1].relevance_score
+
+
+def test_text_feedback_finds_what_the_best_hits_share(mem):
+    mem.store_batch([turn("tomatoes garden basil", None, 0), turn("tomatoes garden basil pesto", None, 1),
+                     turn("basil pesto recipe", None, 2)])
+    options = mem.engine.core.options
+    options.feedback = "off"
+    assert {h.record.content.plain_text() for h in mem.recall("tomatoes garden", reconsolidate=False).memories} \
+        == {"tomatoes garden basil pesto", "tomatoes garden basil"}
+    options.feedback = "text"
+    res = mem.recall("tomatoes garden", reconsolidate=False)
+    assert "basil pesto recipe" in {h.record.content.plain_text() for h in res.memories}
+    assert "feedback" in res.query_metadata.signals
+
+
+def vec_turn(text: str, session: str | None, second: int, vector: list[float]) -> dict:
+    record = turn(text, session, second)
+    record["content"]["blocks"][0]["embedding"] = vector
+    return record
+
+
+def test_a_turn_is_found_through_the_turns_around_it_and_through_vector_feedback(mem):
+    options = mem.engine.core.options
+    options.activation_weight, options.session_weight = 0.0, 0.0
+    res = mem.store_batch([vec_turn("how were the kids at the museum", "s1", 0, [1.0, 0.0, 0.0, 0.0]),
+                           vec_turn("they loved the dinosaurs", "s1", 1, [0.0, 1.0, 0.0, 0.0]),
+                           vec_turn("unrelated", "s2", 2, [0.0, 0.0, 0.0, 1.0])])
+    asked, answer, other = (r.record_id for r in res.results)
+    cue = {"cue": {"embedding": [1.0, 0.0, 0.0, 0.0]}, "limit": 3, "reconsolidate": False}
+    options.context_weight, options.feedback = 0.0, "off"
+    before = mem.recall_query(cue)
+    assert [h.record.id for h in before.memories][0] == asked
+    options.context_weight = 1.0
+    after = mem.recall_query(cue)
+    assert "context" in after.query_metadata.signals
+    ranked = [h.record.id for h in after.memories]
+    assert ranked.index(answer) < ranked.index(other)
+    assert all(0.0 <= h.relevance_score <= 1.0 for h in after.memories)
+    options.context_weight, options.feedback = 0.0, "vector"
+    assert "feedback" in mem.recall_query(cue).query_metadata.signals

@@ -186,7 +186,7 @@ def test_recall_by_caller_embedding_fuses_with_text(mem):
     assert by_vector.query_metadata.signals == ["cosine"]
     both = mem.recall("beta", embedding=[0.0, 1.0, 0.0])
     assert both.memories[0].record.id == b
-    assert both.query_metadata.fusion == "rrf"
+    assert both.query_metadata.fusion == "normalized"
     assert both.memories[0].score_breakdown.vector_rank == 1
 
 

@@ -72,6 +72,19 @@ def test_a_write_on_one_server_is_recalled_on_the_other(pair) -> None:
     eventually(lambda: not texts(b, "deploy key"), "B no longer recalls what A forgot")
 
 
+def test_a_session_written_through_both_servers_is_one_chain(pair) -> None:
+    a, b = pair
+
+    def turn(text: str) -> dict[str, Any]:
+        return {"content": {"blocks": [{"modality": "text", "text": text}]}, "context": {"session_id": "s-pg"}}
+
+    first = a.store_batch([turn("the kettle whistles at noon")]).results[0].record_id
+    eventually(lambda: texts(b, "kettle whistles"), "B recalls A's turn")
+    second = b.store_batch([turn("then the tea steeps")])
+    assert second.associations_inferred == 2
+    assert {x.target_id for x in b.inspect(second.results[0].record_id).associations} == {first}
+
+
 def test_recalls_on_both_servers_are_all_counted(pair) -> None:
     a, b = pair
     record_id = a.store("the staging database lives on host pg-7").record_id

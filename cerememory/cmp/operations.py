@@ -102,11 +102,13 @@ POST, GET, PATCH, PUT, DELETE = "POST", "GET", "PATCH", "PUT", "DELETE"
 _OPS = [
     # ------------------------------------------------------------ encode
     _op("encode.store", "EncodeStoreRequest", "EncodeStoreResponse",
-        "Store one memory record in a curated store.",
+        "Store one memory record in a curated store; a turn with `context.session_id` is linked to "
+        "its session's previous turn.",
         Route(POST, "/v1/encode"), "EncodeStore",
         mcp=Tool("store", "Remember one thing in a curated store. Returns its record_id.")),
     _op("encode.batch", "EncodeBatchRequest", "EncodeBatchResponse",
-        "Store up to 1000 records at once, linking the turns of each session (or, optionally, all) in sequence.",
+        "Store up to 1000 records at once, linking the turns of each session in sequence, across "
+        "batches (or, optionally, all records of the batch); `associations_inferred` counts the edges made.",
         Route(POST, "/v1/encode/batch"), "EncodeBatch",
         mcp=Tool("batch_store", "Remember many things at once (one transaction).")),
     _op("encode.update", "EncodeUpdateRequest", "Empty",

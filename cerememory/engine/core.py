@@ -43,6 +43,7 @@ from ..stores.undecodable import UndecodableLog, UndecodableRecord
 from ..stores.working import WorkingMemory
 from .docs import embedding_text
 from .options import EngineOptions
+from .sessions import session_in
 
 CALLER_MODEL = "caller"  # the embedding model of a vector the caller supplied
 Vectors = dict[uuid.UUID, tuple[np.ndarray, str]]  # record id -> (unit vector, embedding model)
@@ -180,6 +181,18 @@ class EngineCore:
     def fidelity(self, record_id: uuid.UUID, now: float | None = None) -> float:
         head = self.head(record_id)
         return self.state(head, now or self.clock())[0] if head is not None else 0.0
+
+    def sessions_of(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """The session each of `ids` was stored in (`context.session_id`); those of none are left out."""
+        out = {}
+        for record_id, values in self.records.body_values([i for i in ids if i in self.records.heads]).items():
+            if (session := session_in(values.get("metadata"))) is not None:
+                out[record_id] = session
+        for record_id in ids:
+            record = self.working.get(record_id)
+            if record is not None and (session := session_in(record.metadata)) is not None:
+                out[record_id] = session
+        return out
 
     def created(self, record_id: uuid.UUID) -> float:
         head = self.records.heads.get(record_id)

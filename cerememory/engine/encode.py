@@ -11,7 +11,6 @@ from ..cmp.errors import CMPError, ErrorCode, not_found
 from ..dynamics import decay
 from ..index.graph import Edge
 from ..model import (
-    AssociationType,
     EmotionVector,
     FidelityState,
     MemoryRecord,
@@ -22,9 +21,9 @@ from ..model import (
     to_ts,
 )
 from .core import EngineCore
+from .sessions import both_ways
 from .writer import NewRecords, Writer
 
-SEQUENTIAL_WEIGHT = 0.7
 FRESH_FIDELITY = {k: v.default for k, v in FidelityState.model_fields.items()
                   if k not in ("last_decay_tick", "stability", "decay_rate", "emotional_anchor")}
 
@@ -34,22 +33,6 @@ def route(req: m.EncodeStoreRequest) -> StoreType:
     if req.store is not None:
         return req.store
     return StoreType.SEMANTIC if req.content.summary else StoreType.EPISODIC
-
-
-def session_pairs(records: Sequence[MemoryRecord],
-                  reqs: Sequence[m.EncodeStoreRequest]) -> list[tuple[MemoryRecord, MemoryRecord]]:
-    """Neighbouring turns of each session in a batch (records sharing `context.session_id`, in
-    `created_at` order, ties in request order): a conversation stored turn by turn comes out
-    linked without the caller naming any association, so recall can follow a hit to its context."""
-    sessions: dict[str, list[MemoryRecord]] = {}
-    for record, req in zip(records, reqs, strict=True):
-        if req.context is not None and req.context.session_id:
-            sessions.setdefault(req.context.session_id, []).append(record)
-    pairs = []
-    for turns in sessions.values():
-        turns.sort(key=lambda r: r.created_at)
-        pairs += list(zip(turns, turns[1:], strict=False))
-    return pairs
 
 
 class Encoding:
@@ -116,13 +99,12 @@ class Encoding:
                 targets.append(link.target_id)
                 edges.append(Edge(record.id, link.target_id, link.association_type.value, link.weight, now_ts))
             manual_counts.append(len(req.associations or []))
-        kind = AssociationType.SEQUENTIAL.value
-        pairs = list(zip(records, records[1:], strict=False)) if infer else session_pairs(records, reqs)
-        for a, b in pairs:
-            edges.append(Edge(a.id, b.id, kind, SEQUENTIAL_WEIGHT, now_ts))
-            edges.append(Edge(b.id, a.id, kind, SEQUENTIAL_WEIGHT, now_ts))
-        inferred = 2 * len(pairs)
-        self.writer.add(NewRecords(records, edges, vectors, targets))
+        asked = []  # infer_associations: every record to the next; the writer links each session's turns
+        for a, b in zip(records, records[1:], strict=False) if infer else ():
+            asked += both_ways(a.id, b.id, now_ts)
+        write = NewRecords(records, edges + asked, vectors, targets)
+        self.writer.add(write)
+        inferred = len(asked) + write.session_links
         results = [
             m.EncodeStoreResponse(record_id=r.id, store=r.store, initial_fidelity=r.fidelity.score,
                                   associations_created=n)

@@ -19,14 +19,17 @@ from ..storage.backends import StorageSettings
 class EngineOptions:
     storage: StorageSettings = field(default_factory=StorageSettings)  # the system of record
     working_capacity: int = 7
-    fusion: str = "rrf"
     # recall defaults chosen by leave-one-conversation-out cross-validation (bench/locomo.py --cv)
+    fusion: str = "normalized"
     rrf_k: int = 5
     activation_seeds: int = 3
     text_weight: float = 1.5  # BM25's vote in fusion; cosine's is 1
-    activation_weight: float = 0.6
+    activation_weight: float = 1.5
     question_cleanup: bool = False
     temporal_weight: float = 1.0  # how much a time the cue names favours memories from then
+    session_weight: float = 0.1  # how much the other hits from a hit's session add to it
+    context_weight: float = 0.5  # the vote of the cue's cosine to each hit in its session context
+    feedback: str = "off"  # pseudo-relevance feedback: "vector", "text" or "off"
     embed: EmbedSettings = field(default_factory=EmbedSettings)
     decay: dict[StoreType, decay.DecayParams] = field(default_factory=lambda: dict(decay.DEFAULT_PARAMS))
     clock: Callable[[], float] = time.time  # seconds since the epoch; injectable for tests

@@ -7,6 +7,7 @@ their fusion, fidelity weighting and spreading activation live here.
 from __future__ import annotations
 
 import heapq
+import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -23,7 +24,7 @@ from ..dynamics.render import render
 from ..index.fusion import fuse
 from ..index.graph import Activation
 from ..index.when import time_span
-from ..index.words import QUESTION_WORDS
+from ..index.words import QUESTION_WORDS, STOP_WORDS
 from ..model import (
     ALL_STORES,
     EMOTION_CHANNELS,
@@ -47,6 +48,12 @@ from .core import EngineCore
 Paths = dict[uuid.UUID, list[uuid.UUID]]  # how activation reached each record, seed first
 ACTIVATION_DECAY = 0.5
 ACTIVATION_MIN_WEIGHT = 0.05
+CONTEXT_EDGES = (AssociationType.SEQUENTIAL.value,)  # the links between the turns of a session
+CONTEXT_SHARE = 0.3  # how much each neighbouring turn counts in a turn's context vector
+FEEDBACK_DOCS = 3  # the best first-pass hits pseudo-relevance feedback learns from
+FEEDBACK_WORDS = 10  # words feedback adds to the cue at most
+_WORDS = re.compile(r"[^\W_]+")
+SESSION_EVIDENCE_MIN = 20  # hits re-ranked by session evidence at least
 REACHED_SHARE = 0.5  # a memory only activation reached counts half its gain
 EMOTION_BONUS = 0.5  # a perfect affect match adds half again
 
@@ -132,6 +139,7 @@ class Recall:
         vector_hits: list[tuple[uuid.UUID, float]] = []
 
         options = self.core.options
+        groups = None
         if text:
             groups = None if len(stores) == len(ALL_STORES) else [s.value for s in stores]  # a filter costs ~0.7 ms
             words = topic_words(text) if options.question_cleanup else text
@@ -139,6 +147,7 @@ class Recall:
             rankings.append(text_hits)
             meta.signals.append("bm25")
         query_vec = None
+        codes = None
         if cue.embedding is not None:
             query_vec = np.asarray(cue.embedding, dtype=np.float32)
         elif text and self.core.embedder is not None:
@@ -159,6 +168,21 @@ class Recall:
         if rankings:
             weights = [options.text_weight if ranking is text_hits else 1.0 for ranking in rankings]
             scores = fuse(rankings, options.fusion, options.rrf_k, weights)
+            if query_vec is not None and options.context_weight > 0:
+                around = self._in_context(scores, query_vec, pool)
+                if around:
+                    rankings.append(around)
+                    weights.append(options.context_weight)
+                    scores = fuse(rankings, options.fusion, options.rrf_k, weights)
+                    meta.signals.append("context")
+            if options.feedback != "off":
+                feedback = (self._feedback(scores, query_vec, pool, codes) if options.feedback == "vector"
+                            else self._text_feedback(scores, text, pool, groups))
+                if feedback:
+                    rankings.append(feedback)
+                    weights.append(1.0)
+                    scores = fuse(rankings, options.fusion, options.rrf_k, weights)
+                    meta.signals.append("feedback")
             if len(rankings) > 1:
                 meta.fusion = options.fusion
             if text and options.temporal_weight > 0 and self._favour_named_time(scores, text, options.temporal_weight):
@@ -212,6 +236,9 @@ class Recall:
             affect = {i: self._affect_match(i, cue.emotion) for i in final}
             final = {i: s * (1.0 + EMOTION_BONUS * affect[i]) / (1.0 + EMOTION_BONUS) for i, s in final.items()}
             meta.signals.append("emotion")
+        candidates = len(final)
+        if options.session_weight > 0 and rankings:
+            final = self._session_evidence(final, req.limit, options.session_weight)
         top = heapq.nlargest(req.limit, final, key=lambda i: (final[i], self.core.created(i)))
         text_rank = {i: (r + 1, s) for r, (i, s) in enumerate(text_hits)}
         vector_rank = {i: (r + 1, s) for r, (i, s) in enumerate(vector_hits)}
@@ -234,9 +261,91 @@ class Recall:
         if req.reconsolidate:
             self._reconsolidate(top)
         self.core.count_recall()
-        return m.RecallQueryResponse(memories=memories, total_candidates=len(final),
+        return m.RecallQueryResponse(memories=memories, total_candidates=candidates,
                                      query_metadata=meta,
                                      activation_trace=_trace(top, gains, reached))
+
+    def _session_evidence(self, final: dict[uuid.UUID, float], limit: int,
+                          weight: float) -> dict[uuid.UUID, float]:
+        """The best hits re-ranked with their sessions as evidence: each of the best
+        `2 * limit` counts its rank's share (1 / (rrf_k + rank)) plus `weight` times the shares
+        of the other hits from the same conversation session, so a turn from a session that
+        many hits come from rises above a lone hit of another. Scores stay within [0, 1]
+        (1: the first hit with every other one from its session); the rest are left out."""
+        ranked = heapq.nlargest(max(2 * limit, SESSION_EVIDENCE_MIN), final,
+                                key=lambda i: (final[i], self.core.created(i)))
+        # only a turn linked in its session can share it with another hit: the others' bodies stay unread
+        sessions = self.core.sessions_of([i for i in ranked if self.core.graph.out_edges(i, CONTEXT_EDGES)])
+        if len(set(sessions.values())) == len(sessions):  # no two hits share a session
+            return final
+        k = self.core.options.rrf_k
+        share = {i: 1.0 / (k + rank + 1) for rank, i in enumerate(ranked)}
+        mass: dict[str, float] = {}
+        for i, session in sessions.items():
+            mass[session] = mass.get(session, 0.0) + share[i]
+        best = share[ranked[0]] + weight * (sum(share.values()) - share[ranked[0]])
+        return {i: (share[i] + weight * (mass[sessions[i]] - share[i] if i in sessions else 0.0)) / best
+                for i in ranked}
+
+    def _in_context(self, scores: dict[uuid.UUID, float], query_vec: np.ndarray,
+                    pool: int) -> list[tuple[uuid.UUID, float]]:
+        """The first-pass hits and their session neighbours ranked by the cue's cosine to each
+        one's vector in context (its own plus `CONTEXT_SHARE` times each neighbouring turn's):
+        a turn that answers a question it never names ("they loved the dinosaurs") is found
+        through the turns around it. Empty when no hit has a neighbour."""
+        around = {i: [e.target for e in self.core.graph.out_edges(i, CONTEXT_EDGES)] for i in scores}
+        if not any(around.values()):
+            return []
+        for i in {j for near in list(around.values()) for j in near} - around.keys():
+            around[i] = [e.target for e in self.core.graph.out_edges(i, CONTEXT_EDGES)]
+        wanted = list({*around, *(j for near in around.values() for j in near)})
+        found = self.core.vectors.rows(wanted).get(query_vec.shape[0])
+        if found is None:
+            return []
+        row = {i: n for n, i in enumerate(found[0])}
+        matrix = found[1]
+        ids = [i for i in around if i in row]
+        context = matrix[[row[i] for i in ids]].copy()
+        for n, i in enumerate(ids):
+            for j in around[i]:
+                if j in row:
+                    context[n] += CONTEXT_SHARE * matrix[row[j]]
+        context /= np.maximum(np.linalg.norm(context, axis=1, keepdims=True), 1e-12)
+        cosine = context @ (query_vec / (np.linalg.norm(query_vec) or 1.0))
+        order = np.argsort(-cosine, kind="stable")[:pool]
+        return [(ids[n], float(cosine[n])) for n in order]
+
+    def _text_feedback(self, scores: dict[uuid.UUID, float], text: str, pool: int,
+                       groups: list[str] | None) -> list[tuple[uuid.UUID, float]]:
+        """Pseudo-relevance feedback on words: the cue plus the words that at least two of the
+        best first-pass hits share (stop words and the cue's own words aside), searched again."""
+        if not text:
+            return []
+        best = heapq.nlargest(FEEDBACK_DOCS, scores, key=scores.__getitem__)
+        asked = {w.lower() for w in _WORDS.findall(text)}
+        seen: dict[str, int] = {}
+        for record in self.core.fetch(best).values():
+            for word in {w.lower() for w in _WORDS.findall(record.content.plain_text())}:
+                if len(word) > 2 and not word.isdigit() and word not in STOP_WORDS and word not in asked:
+                    seen[word] = seen.get(word, 0) + 1
+        extra = [w for w, n in sorted(seen.items(), key=lambda wn: -wn[1]) if n >= 2][:FEEDBACK_WORDS]
+        if not extra:
+            return []
+        return [(uuid_from_text(i), s) for i, s in self.core.text.search(f"{text} {' '.join(extra)}", pool, groups)]
+
+    def _feedback(self, scores: dict[uuid.UUID, float], query_vec: np.ndarray | None, pool: int,
+                  codes: list[int] | None) -> list[tuple[uuid.UUID, float]]:
+        """Pseudo-relevance feedback: the cue's vector moved towards the mean of the best
+        first-pass hits' vectors (Rocchio), searched again; finds memories that share the
+        answer's vocabulary rather than the question's."""
+        if query_vec is None:
+            return []
+        best = heapq.nlargest(FEEDBACK_DOCS, scores, key=scores.__getitem__)
+        found = self.core.vectors.rows(best).get(query_vec.shape[0])
+        if found is None:
+            return []
+        moved = query_vec / (np.linalg.norm(query_vec) or 1.0) + found[1].mean(axis=0)
+        return self.core.vectors.search(moved, pool, codes)
 
     def _favour_named_time(self, scores: dict[uuid.UUID, float], text: str, weight: float) -> bool:
         """Memories whose event time lies in the span the cue names ("in May 2023") score up

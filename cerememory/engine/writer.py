@@ -29,10 +29,11 @@ from ..cmp.errors import not_found
 from ..dream import failures
 from ..dream.grouping import Group
 from ..index.graph import Edge
-from ..model import STORE_CODE, MemoryRecord, RawJournalRecord, RecallMode, StoreType
+from ..model import STORE_CODE, MemoryRecord, RawJournalRecord, RecallMode, StoreType, to_ts
 from ..storage.base import Tables
 from ..storage.crypto import VECTOR, Plaintext
 from ..stores.records import Head, Written
+from . import sessions
 from .core import EngineCore, Vectors, by_dimension
 from .docs import raw_text_doc, record_text_doc
 from .group import GroupCommit, Pending
@@ -61,15 +62,17 @@ class Alongside:
 NOTHING = Alongside()
 
 
-@dataclass(frozen=True)
+@dataclass
 class NewRecords:
     """An encode's records with their edges and vectors, and the association targets that must
-    still exist when they commit."""
+    still exist when they commit. The writer links the turns of each session (`sessions.py`)
+    and sets `session_links` to the number of edges it made for this write."""
 
     records: Sequence[MemoryRecord]
     edges: Sequence[Edge]
     vectors: Vectors
     targets: Sequence[uuid.UUID] = ()
+    session_links: int = 0
 
 
 @dataclass
@@ -138,15 +141,27 @@ class Writer:
             vectors: Vectors = {}
             for pending in kept:
                 vectors.update(pending.write.vectors)
-            self._persist([r for p in kept for r in p.write.records], [e for p in kept for e in p.write.edges],
-                          vectors, NOTHING, intents)
+            edges = [e for p in kept for e in p.write.edges]
+
+            def link(uow: Tables) -> list[Edge]:  # inside the transaction: the session tails it reads and moves
+                taken = {(e.source, e.target, e.type) for e in edges}
+                made, counts = sessions.link_turns([p.write.records for p in kept], uow.state, self.core.exists,
+                                                   to_ts(self.core.now()), taken)
+                for pending, count in zip(kept, counts, strict=True):
+                    pending.write.session_links = count
+                return made
+
+            self._persist([r for p in kept for r in p.write.records], edges, vectors, NOTHING, intents, link)
 
     def _persist(self, records: Sequence[MemoryRecord], edges: Sequence[Edge], vectors: Vectors,
-                 alongside: Alongside, intents: Callable[[], None]) -> None:
+                 alongside: Alongside, intents: Callable[[], None],
+                 link: Callable[[Tables], list[Edge]] | None = None) -> None:
         core = self.core
         durable_ids = {r.id for r in records if r.store is not StoreType.WORKING}
-        kept_edges = [e for e in edges if e.source in durable_ids or e.source in core.records.heads]
         with self._transaction() as uow:
+            if link is not None:
+                edges = [*edges, *link(uow)]
+            kept_edges = [e for e in edges if e.source in durable_ids or e.source in core.records.heads]
             written = core.records.insert(uow, [r for r in records if r.id in durable_ids])
             self._insert_edges(uow, kept_edges)
             self._insert_vectors(uow, {i: v for i, v in vectors.items() if i in durable_ids})
