@@ -40,8 +40,9 @@ T0 = datetime(2025, 3, 10, 9, 0, tzinfo=UTC)
 
 def _open(data_dir: Path) -> cerememory.Memory:
     """An engine on a clock that stands still, so that fidelity (and relevance) cannot move
-    between the calls of a comparison."""
-    return cerememory.open(data_dir, semantic="off", clock=Clock())
+    between the calls of a comparison; fusing by rank, since a raw BM25 score moves with how the
+    background committer split the writes into index segments (see `canonical`)."""
+    return cerememory.open(data_dir, semantic="off", clock=Clock(), fusion="rrf")
 
 
 class Served:
