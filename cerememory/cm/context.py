@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..wording import count
 from .bullets import public
 from .playbook import Playbook
 from .scoring import (
@@ -38,7 +39,7 @@ def last_helpful(bullet: dict[str, Any], now: float) -> str:
     for amount, unit, limit in ((seconds // 60, "minute", 60), (seconds // 3600, "hour", 24), (days, "day", 7),
                                 (days // 7, "week", 4), (days // 30, "month", 12), (days // 365, "year", None)):
         if limit is None or amount < limit:
-            return f"{amount} {unit}{'' if amount == 1 else 's'} ago"
+            return f"{count(amount, unit)} ago"
     raise AssertionError("unreachable")
 
 

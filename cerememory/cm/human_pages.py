@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import PurePath
 from typing import Any
 
+from ..wording import count
 from .human_style import RULE, WIDTH, emoji, icon, icon_prefix, key_values, paint, truncate, wrap
 from .onboard_text import guided_text
 
@@ -250,7 +251,7 @@ def _ago(iso: str | None) -> str:
     for limit, size, unit in ((7, 1, "day"), (30, 7, "week"), (365, 30, "month"), (10**9, 365, "year")):
         if days < limit:
             n = days if size == 1 else round(days / size)
-            return f"{n} {unit}{'' if n == 1 else 's'} ago"
+            return f"{count(n, unit)} ago"
     return "never"
 
 
