@@ -125,7 +125,9 @@ class TextIndex:
                                  tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
         self.index: tantivy.Index | None = index  # None once closed
         self.writer: tantivy.IndexWriter | None = index.writer(heap_size=WRITER_HEAP, num_threads=1)
-        self._unsaved: list[TextDoc | str] = []  # staged since the last commit: a doc, or an id deleted
+        self._queued: list[TextDoc | str] = []  # staged, not yet given to the writer
+        self._queue_lock = threading.Lock()
+        self._unsaved: list[TextDoc | str] = []  # given to the writer since the last commit: a doc, or an id deleted
         self._lock = threading.RLock()  # tantivy's writer takes one caller at a time
         self._staged = self._visible = self.stamp() or 0
         self._pending = threading.Event()
@@ -176,18 +178,28 @@ class TextIndex:
     # returned before it.
 
     def stage(self, seq: int, *, add: Iterable[TextDoc] = (), delete: Iterable[str] = ()) -> None:
-        """Never raises for the writer's sake: the database has the change, so a writer that
-        fails here is replaced at the next commit and given everything staged again."""
-        with self._lock:
-            changes: list[TextDoc | str] = [*delete, *add]
-            self._unsaved.extend(changes)
+        """Queue changes for the next commit and return at once: a writer never waits for a
+        commit in progress, and analysing the text happens on the committing thread."""
+        changes: list[TextDoc | str] = [*delete, *add]
+        with self._queue_lock:
+            self._queued.extend(changes)
             self._staged = max(self._staged, seq)
-            if self.writer is not None:
-                try:
-                    for change in changes:
-                        self._apply(self.writer, change)
-                except ValueError as exc:
-                    self._drop_writer(exc)
+
+    def _drain(self) -> int:
+        """Hand the queued changes to the writer (caller holds `_lock`); returns the sequence
+        number they bring the index to. A writer that fails is replaced at the next commit
+        and given everything since the last commit again."""
+        with self._queue_lock:
+            changes, self._queued = self._queued, []
+            target = self._staged
+        self._unsaved.extend(changes)
+        if self.writer is not None:
+            try:
+                for change in changes:
+                    self._apply(self.writer, change)
+            except ValueError as exc:
+                self._drop_writer(exc)
+        return target
 
     def _apply(self, writer: tantivy.IndexWriter, change: TextDoc | str, *, replay: bool = False) -> None:
         if isinstance(change, str):
@@ -236,7 +248,7 @@ class TextIndex:
         with self._lock:
             if self._visible >= seq:
                 return
-            target = self._staged
+            target = self._drain()
             try:
                 self._writer().commit()
             except ValueError as exc:
@@ -250,6 +262,7 @@ class TextIndex:
     def purge_group(self, group: str) -> None:
         """Drop a whole group now, keeping the stamp (used for volatile working memory)."""
         with self._lock:
+            self._drain()
             writer = self._writer()
             writer.delete_documents_by_term("group", group)
             writer.commit()
@@ -260,6 +273,8 @@ class TextIndex:
         """Replace everything with `docs`. Not kept for a replay: a rebuild that fails leaves the
         stamp behind, so the next open rebuilds again from the database."""
         with self._lock:
+            with self._queue_lock:
+                self._queued.clear()
             self._unsaved.clear()
             writer = self._writer()
             writer.delete_all_documents()
@@ -267,7 +282,8 @@ class TextIndex:
             for doc in docs:
                 self._apply(writer, doc)
                 count += 1
-            self._staged = max(self._staged, seq)
+            with self._queue_lock:
+                self._staged = max(self._staged, seq)
             self._visible = -1
             self.commit_through(seq)
             return count

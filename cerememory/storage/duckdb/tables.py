@@ -24,6 +24,18 @@ from .database import Database
 _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "semantic_id", "first_raw_id"}
 
 
+_FEW_ROWS = 8
+
+
+def _param(name: str, value: Any) -> Any:
+    """One value as a statement parameter: ids as text (cast in SQL), numpy scalars as Python's."""
+    if value is None:
+        return None
+    if name in _UUID_COLUMNS:
+        return str(value)
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _column(name: str, values: Sequence[Any] | np.ndarray) -> np.ndarray:
     """One column of a batch as DuckDB scans it: numbers as they come (a float64 array stays
     one), everything else (and a column with nulls) as Python objects; ids as text, cast in SQL."""
@@ -66,11 +78,19 @@ class _Rows:
         return self._writer().execute(sql, list(params)).fetchall()
 
     def _insert(self, table: str, columns: Columns, *, replace: bool = True) -> None:
-        """Many rows in one statement, scanned from numpy columns."""
-        if not columns or not len(next(iter(columns.values()))):
+        """Many rows in one statement: a few as parameters, more scanned from numpy columns
+        (registering a scan costs DuckDB about as much as binding ten rows of parameters)."""
+        rows = len(next(iter(columns.values()))) if columns else 0
+        if not rows:
+            return
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        if rows <= _FEW_ROWS:
+            one = "(" + ", ".join("?::UUID" if k in _UUID_COLUMNS else "?" for k in columns) + ")"
+            params = [_param(k, v) for row in zip(*columns.values(), strict=True)
+                      for k, v in zip(columns, row, strict=True)]
+            self._write(f"{verb} INTO {table} ({', '.join(columns)}) VALUES {', '.join([one] * rows)}", params)
             return
         select = ", ".join(f"{k}::UUID" if k in _UUID_COLUMNS else k for k in columns)
-        verb = "INSERT OR REPLACE" if replace else "INSERT"
         name = f"_batch_{threading.get_ident()}"
         self._with_batch(name, columns, f"{verb} INTO {table} ({', '.join(columns)}) SELECT {select} FROM {name}")
 
@@ -236,10 +256,12 @@ class DuckState(_Rows):
         self._write("INSERT OR REPLACE INTO state VALUES (?, ?)", [key, value])
 
     def bump(self, key: str) -> int:
-        """Increment a counter; used to detect stale indexes."""
-        value = int(self.get(key, "0") or 0) + 1
-        self.set(key, str(value))
-        return value
+        """Increment a counter in one statement (used to detect stale indexes)."""
+        rows = self._write("UPDATE state SET value = (value::BIGINT + 1)::VARCHAR WHERE key = ? RETURNING value", [key])
+        if rows:
+            return int(rows[0][0])
+        self.set(key, "1")
+        return 1
 
     def delete_prefix(self, prefix: str) -> None:
         self._write("DELETE FROM state WHERE starts_with(key, ?)", [prefix])
