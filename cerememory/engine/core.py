@@ -22,7 +22,7 @@ from ..cmp.errors import CMPError, ErrorCode, not_found
 from ..dynamics import decay, evolution
 from ..embed import Embedder, EmbeddingUnavailable, make_embedder, normalise_rows
 from ..index.fulltext import TextIndex
-from ..index.graph import AssociationGraph, Edge
+from ..index.graph import AssociationGraph
 from ..index.vectors import VectorIndex
 from ..model import (
     ALL_STORES,
@@ -101,7 +101,7 @@ class EngineCore:
         self.working = WorkingMemory(options.working_capacity)
         self.graph = AssociationGraph()
         heads = self.records.heads
-        self.graph.add(Edge(*row) for row in read.edges.load() if row[0] in heads and row[1] in heads)
+        self.graph.load(read.edges.load(), heads.__contains__)
         self.vectors = VectorIndex()
         self.load_vectors([row for row in read.vectors.load() if row[0] in heads])
         index_dir = data_dir / "index"

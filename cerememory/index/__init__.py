@@ -1,1 +1,1 @@
-"""Derived indexes: full text (tantivy), vectors (numpy), associations (networkx)."""
+"""Derived indexes: full text (tantivy), vectors (numpy), associations (numpy columns)."""

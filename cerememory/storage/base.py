@@ -88,8 +88,35 @@ class JournalRows(Protocol):
     def set_flags(self, record_id: uuid.UUID, changes: Mapping[str, Any]) -> int: ...
 
 
+@dataclass
+class EdgeColumns:
+    """Every edge as columns over node numbers: edge i runs from `nodes[source[i]]` to
+    `nodes[target[i]]` (a memory of many associations loads without an object per edge)."""
+
+    nodes: list[uuid.UUID]
+    source: np.ndarray  # int, into `nodes`
+    target: np.ndarray
+    type: list[str]
+    weight: np.ndarray  # float64
+    created_at: np.ndarray
+    last_co_activation: np.ndarray  # NaN: never co-activated since it was made
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[Row]) -> EdgeColumns:
+        """From (source, target, type, weight, created_at, last_co_activation) rows."""
+        import numpy as np
+
+        numbers: dict[uuid.UUID, int] = {}
+        source = [numbers.setdefault(row[0], len(numbers)) for row in rows]
+        target = [numbers.setdefault(row[1], len(numbers)) for row in rows]
+        return cls(list(numbers), np.array(source, dtype=np.int64), np.array(target, dtype=np.int64),
+                   [row[2] for row in rows], np.array([row[3] for row in rows], dtype=np.float64),
+                   np.array([row[4] for row in rows], dtype=np.float64),
+                   np.array([np.nan if row[5] is None else row[5] for row in rows], dtype=np.float64))
+
+
 class EdgeRows(Protocol):
-    def load(self) -> list[Row]: ...  # (source, target, type, weight, created_at, last_co_activation)
+    def load(self) -> EdgeColumns: ...
     def load_from(self, ids: Sequence[uuid.UUID]) -> list[Row]: ...  # the edges out of `ids`
     def insert(self, columns: Columns) -> None: ...
     def delete_from(self, ids: Sequence[uuid.UUID]) -> None: ...

@@ -18,13 +18,16 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import duckdb
 
 from ...cmp.errors import CMPError, ErrorCode
 from ..full import is_disk_full, storage_full
 from .errors import translate
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger("cerememory.storage")
 DB_NAME = "cerememory.duckdb"
@@ -279,6 +282,13 @@ class Database:
             self._invalidate(exc)
         try:
             return self.reader().execute(sql, params or []).fetchall()
+        except duckdb.Error as exc:
+            self._raise(exc)
+
+    def query_columns(self, sql: str, params: Sequence[Any] | None = None) -> dict[str, np.ndarray]:
+        """One read as numpy columns (a null in a numeric column comes out masked)."""
+        try:
+            return self.reader().execute(sql, params or []).fetchnumpy()
         except duckdb.Error as exc:
             self._raise(exc)
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...model import uuid_from_text
 from .. import sql
-from ..base import HEAD_COLUMNS, Columns, Row
+from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row
 from ..sql import Dialect
 from .database import Database
 
@@ -200,8 +200,20 @@ class DuckJournal(_Rows, sql.SqlJournal):
 
 
 class DuckEdges(_Rows):
-    def load(self) -> list[Row]:
-        return self._read(sql.EDGES)
+    def load(self) -> EdgeColumns:
+        # as numpy columns, ids as text: each id becomes a UUID once, however many edges it ends
+        columns = self.db.query_columns(sql.EDGES.replace("source_id, target_id",
+                                                          "source_id::VARCHAR AS source_id, "
+                                                          "target_id::VARCHAR AS target_id", 1))
+        numbers: dict[str, int] = {}
+        source = [numbers.setdefault(text, len(numbers)) for text in columns["source_id"]]
+        target = [numbers.setdefault(text, len(numbers)) for text in columns["target_id"]]
+        last = columns["last_co_activation"]
+        return EdgeColumns([uuid_from_text(text) for text in numbers], np.array(source, dtype=np.int64),
+                           np.array(target, dtype=np.int64), list(columns["association_type"]),
+                           np.asarray(columns["weight"], dtype=np.float64),
+                           np.asarray(columns["created_at"], dtype=np.float64),
+                           np.ma.filled(np.ma.asarray(last, dtype=np.float64), np.nan))
 
     def load_from(self, ids: Sequence[uuid.UUID]) -> list[Row]:
         return self._read(f"{sql.EDGES} WHERE source_id IN (SELECT unnest(?::UUID[]))", [_ids(ids)])

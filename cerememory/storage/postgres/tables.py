@@ -17,7 +17,7 @@ import numpy as np
 import psycopg
 
 from .. import sql
-from ..base import HEAD_COLUMNS, Columns, Row
+from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row
 from ..sql import Dialect
 from .database import PRIMARY_KEYS, Database
 
@@ -192,8 +192,8 @@ class PgJournal(_Rows, sql.SqlJournal):
 
 
 class PgEdges(_Rows):
-    def load(self) -> list[Row]:
-        return self._read(sql.EDGES)
+    def load(self) -> EdgeColumns:
+        return EdgeColumns.of_rows(self._read(sql.EDGES))
 
     def load_from(self, ids: Sequence[uuid.UUID]) -> list[Row]:
         return self._read(f"{sql.EDGES} WHERE source_id = ANY(%s::uuid[])", [list(ids)])
