@@ -528,8 +528,25 @@ def _common(parser: argparse.ArgumentParser, *, remote: bool = True) -> None:
 STORES = ["episodic", "semantic", "procedural", "emotional", "working"]
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, sized without `shutil` (argparse makes one per argument it adds, and
+    importing shutil for the terminal size costs a short command more than its parser)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        if width is None:
+            from .plaintable import width_of
+
+            width = width_of(sys.stdout) - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage mistakes become CMP errors, so `--json` callers get an envelope too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise CMPError(ErrorCode.VALIDATION_ERROR, f"{self.prog}: {message}",

@@ -10,6 +10,7 @@ system's trust store (`SSL_CERT_FILE` and `SSL_CERT_DIR` apply) and the URL's ho
 from __future__ import annotations
 
 import socket
+from typing import cast
 
 MAX_HEAD = 64 * 1024  # status line and headers of one answer
 _CHUNK = 64 * 1024
@@ -65,7 +66,11 @@ class Connection:
         self.sock, self._buffer = None, b""
 
     def _connect(self) -> socket.socket:
-        sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        # An ASCII name goes to the resolver as bytes: as str it is IDNA-encoded first, and the
+        # codec's import alone costs a short command more than its connection.
+        # (The resolver takes bytes; typeshed names only str.)
+        address = cast(str, self.host.encode("ascii")) if self.host.isascii() else self.host
+        sock = socket.create_connection((address, self.port), timeout=self.timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.tls:
             import ssl
