@@ -5,9 +5,13 @@
 One `cerememory serve` of this checkout over 1,000 records; then, each round, `--runs` whole
 processes of `cerememory recall "<cue>"` from the tree given as `--before`, from this checkout
 and a bare `python -c pass`, interleaved run by run, so all see the same machine load. The CLI
-finds the server through the data directory's lock file, as a user's command does. Both trees are
-byte-compiled first (a CLI that compiles its modules on every start measures the compiler).
+finds the server through the data directory's lock file, as a user's command does. Every process
+runs in a scratch directory: `python -m` puts the working directory first on the path, and run
+from a checkout every way would import that checkout. Both trees are byte-compiled first (a CLI
+that compiles its modules on every start measures the compiler).
 Reports wall-clock p50 and CPU (user + system) p50 per process, and the ratios within each round.
+With `--instructions`, each way also runs once under valgrind (callgrind) and the report gives the
+instructions it executed: a count the other processes on a shared machine do not disturb.
 Writes bench/results/cli_start.md and cli_start.json.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import compileall
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -30,14 +35,24 @@ from common import REPO_DIR, RESULTS_DIR, ab_parser, clean_env, median_ratio, pi
 CUE = "rotating the deploy key"
 
 
-def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+def timed(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one whole process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(command, env=env, check=True, capture_output=True)
+    subprocess.run(command, env=env, cwd=cwd, check=True, capture_output=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def instructions(command: list[str], env: dict[str, str], cwd: Path) -> int:
+    """Instructions one whole process executes, counted by valgrind."""
+    run = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command], env=env,
+                         cwd=cwd, check=True, capture_output=True, text=True)
+    found = re.search(r"Collected : (\d+)", run.stderr)
+    if found is None:
+        raise SystemExit(f"valgrind gave no count: {run.stderr[-500:]}")
+    return int(found.group(1))
 
 
 def serve(data_dir: Path, port: int) -> subprocess.Popen:
@@ -67,6 +82,7 @@ def main() -> None:
     parser = ab_parser(__doc__, rounds=3)
     parser.add_argument("--runs", type=int, default=15, help="processes per tree and round")
     parser.add_argument("--port", type=int, default=18721)
+    parser.add_argument("--instructions", action="store_true", help="also count instructions under valgrind")
     args = parser.parse_args()
     clean_env()
     trees = {"before": args.before.resolve(), "after": REPO_DIR}
@@ -86,12 +102,14 @@ def main() -> None:
             load = os.getloadavg()[0]
             for _ in range(args.runs):
                 for label, command in commands.items():
-                    samples[label].append(timed(command, envs[label]))
+                    samples[label].append(timed(command, envs[label], work))
             for label, pairs in samples.items():
                 walls, cpus = sorted(p[0] for p in pairs), sorted(p[1] for p in pairs)
                 rows.append({"round": r, "way": label, "load1": load, "wall_p50_ms": 1000 * walls[len(walls) // 2],
                              "cpu_p50_ms": 1000 * cpus[len(cpus) // 2]})
                 print(json.dumps(rows[-1]), flush=True)
+        counts = {label: instructions(command, envs[label], work) for label, command in commands.items()} \
+            if args.instructions else {}
     finally:
         server.terminate()
         server.wait(timeout=60)
@@ -113,6 +131,11 @@ def main() -> None:
     wall, cpu = (median_ratio(rows, metric, {"way": "after"}, {"way": "before"})
                  for metric in ("wall_p50_ms", "cpu_p50_ms"))
     lines.append(f"| median over rounds | after | | | {wall:.2f}× | {cpu:.2f}× | |")
+    if counts:
+        lines += ["", "Instructions one process executes (valgrind `--tool=callgrind`, one run of each way):", "",
+                  "| way | instructions | / before |", "|---|---|---|"]
+        lines += [f"| {label} | {n / 1e6:.0f}M | {n / counts['before']:.2f}× |" for label, n in counts.items()]
+        rows.append({"instructions": counts})
     RESULTS_DIR.joinpath("cli_start.md").write_text("\n".join(lines) + "\n")
     RESULTS_DIR.joinpath("cli_start.json").write_text(json.dumps(rows, indent=1) + "\n")
 

@@ -12,12 +12,12 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from .cmp import build
-from .cmp.context import bound
 from .cmp.errors import CMPError, ErrorCode
 from .version import __version__
 from .wording import count
@@ -303,6 +303,13 @@ class Output:
         if exc.hint:
             console.print(f"[dim]hint:[/] {escape(exc.hint)}", markup=True)
 
+    def note(self, text: str) -> None:
+        """A dim line on stderr for people (nothing under --json)."""
+        if not self.as_json:
+            from .plaintable import styled
+
+            sys.stderr.write(styled(text, "dim", sys.stderr) + "\n")
+
     def progress(self, label: str, total: int | None) -> Any:
         from contextlib import contextmanager
 
@@ -319,6 +326,10 @@ class Output:
     def render(self, op: str, result: dict) -> None:
         if self.as_json:
             self.json(result)
+            return
+        plain = PLAIN_RENDERERS.get(op)
+        if plain is not None:
+            sys.stdout.write(plain(result, sys.stdout))
             return
         renderer = RENDERERS.get(op)
         if renderer is None:
@@ -346,26 +357,26 @@ def _block_text(content: dict) -> str:
     return " ".join(parts) or content.get("summary") or ""
 
 
-def _render_memories(console: Any, result: dict) -> None:
-    from rich.table import Table
+def _render_memories(result: dict, stream: Any) -> str:
+    """Recalled memories as a table (plain text: this is the output of the quickest commands)."""
+    from .plaintable import Column, render, styled
 
     memories = result.get("memories", [])
-    table = Table(title=f"{len(memories)} of {result.get('total_candidates', len(memories))} memories")
-    for column in ("#", "score", "store", "fidelity", "created", "id", "content"):
-        table.add_column(column, overflow="fold" if column == "content" else "ellipsis")
-    for n, hit in enumerate(memories, 1):
-        record = hit["record"]
-        table.add_row(str(n), f"{hit['relevance_score']:.3f}", record["store"],
-                      f"{record['fidelity']['score']:.2f}", record["created_at"][:19],
-                      record["id"], _short(_block_text(hit["rendered_content"])))
-    console.print(table)
+    columns = [Column(name, fold=name == "content")
+               for name in ("#", "score", "store", "fidelity", "created", "id", "content")]
+    rows = [[str(n), f"{hit['relevance_score']:.3f}", hit["record"]["store"],
+             f"{hit['record']['fidelity']['score']:.2f}", hit["record"]["created_at"][:19], hit["record"]["id"],
+             _short(_block_text(hit["rendered_content"]))] for n, hit in enumerate(memories, 1)]
+    text = render(columns, rows, title=f"{len(memories)} of {result.get('total_candidates', len(memories))} memories",
+                  stream=stream)
     meta = result.get("query_metadata")
     if meta:
         signals = ", ".join(meta.get("signals", [])) or "none"
         note = f"signals: {signals}"
         if meta.get("semantic_off_reason"):
             note += f" — {meta['semantic_off_reason']}"
-        console.print(f"[dim]{escape(note)}[/]", markup=True)
+        text += styled(note, "dim", stream) + "\n"
+    return text
 
 
 def _render_raw(console: Any, result: dict) -> None:
@@ -467,9 +478,12 @@ def _render_ok(message: Callable[[dict], str]) -> Callable[[Any, dict], None]:
     return lambda console, result: console.print(message(result))
 
 
-RENDERERS: dict[str, Callable[[Any, dict], None]] = {
+# Renderers that return text without rich (the result and the stream it goes to).
+PLAIN_RENDERERS: dict[str, Callable[[dict, Any], str]] = {
     "recall.query": _render_memories,
     "recall.associate": _render_memories,
+}
+RENDERERS: dict[str, Callable[[Any, dict], None]] = {
     "recall.raw_query": _render_raw,
     "recall.timeline": _render_timeline,
     "recall.graph": _render_graph,
@@ -514,8 +528,25 @@ def _common(parser: argparse.ArgumentParser, *, remote: bool = True) -> None:
 STORES = ["episodic", "semantic", "procedural", "emotional", "working"]
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, sized without `shutil` (argparse makes one per argument it adds, and
+    importing shutil for the terminal size costs a short command more than its parser)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        if width is None:
+            from .plaintable import width_of
+
+            width = width_of(sys.stdout) - 2
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage mistakes become CMP errors, so `--json` callers get an envelope too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise CMPError(ErrorCode.VALIDATION_ERROR, f"{self.prog}: {message}",
@@ -645,14 +676,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     add("stats", "Counts, fidelity and index figures.", cmd_stats)
     add("decay-tick", "Materialise fidelity now and count forgotten records.", cmd_decay_tick)
-    from .dream import cli as dream_cli
+    if command in (None, "dream-tick"):
+        from .dream import cli as dream_cli
 
-    dream_cli.add_arguments(add("dream-tick", "Summarise unprocessed raw journal topics into episodic memories "
-                                "and semantic facts.", None))
-    from .ingest import cli as ingest_cli
+        dream_cli.add_arguments(add("dream-tick", "Summarise unprocessed raw journal topics into episodic memories "
+                                    "and semantic facts.", None))
+    if command in (None, "ingest"):
+        from .ingest import cli as ingest_cli
 
-    ingest_cli.add_arguments(add("ingest", "Ingest agent sessions (Claude Code, Codex, Gemini, Cursor, Aider, Pi) "
-                                 "into the raw journal, secrets redacted; reruns add only new turns.", None))
+        ingest_cli.add_arguments(add("ingest", "Ingest agent sessions (Claude Code, Codex, Gemini, Cursor, Aider, "
+                                     "Pi) into the raw journal, secrets redacted; reruns add only new turns.", None))
     p = add("forecast", "Fidelity of records at a future instant, and when each will be forgotten.", cmd_forecast)
     p.add_argument("record_ids", nargs="+")
     p.add_argument("--at", help="the instant to forecast (ISO 8601; default: in 30 days)")
@@ -726,15 +759,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     show = config_sub.add_parser("show", help="Every setting, its value and where it came from.")
     _common(show, remote=False)
 
-    from .security import cli as security_cli
+    if command in (None, "keys", "audit-verify"):
+        from .security import cli as security_cli
 
-    security_cli.add_parsers(sub, _common, _Parser)
-    from .storage import cli as storage_cli
+        security_cli.add_parsers(sub, _common, _Parser)
+    if command in (None, "migrate-schema"):
+        from .storage import cli as storage_cli
 
-    storage_cli.add_parsers(sub, _common)
-    from . import cli_migrate
+        storage_cli.add_parsers(sub, _common)
+    if command in (None, "migrate"):
+        from . import cli_migrate
 
-    cli_migrate.add_parser(sub, _common)
+        cli_migrate.add_parser(sub, _common)
     return parser if sub.built or command is None else build_parser()
 
 
@@ -753,10 +789,11 @@ def _load_config(args: argparse.Namespace, **flags: Any) -> Any:
 TYPED_COMMANDS = frozenset({"ingest", "reindex", "export", "import"})
 
 
-def _open(args: argparse.Namespace, out: Output) -> Any:
+def _open(args: argparse.Namespace, out: Output, stack: ExitStack) -> Any:
     """The server `--server-url` names; else the running server that owns the data directory (its
     lock file names its URL; asked first, so a client command never loads the engine); else the
-    data directory in this process."""
+    data directory in this process, its calls bound to the CLI's call context on `stack` (the
+    audit log names the transport; a server binds its own)."""
     config = _load_config(args)
     key, plain = config["server_api_key"], args.command not in TYPED_COMMANDS
     if config["server_url"]:
@@ -767,7 +804,9 @@ def _open(args: argparse.Namespace, out: Output) -> Any:
     client = _answering(owner, key, plain) if owner else None
     if client is None:
         from .api import open_config
+        from .cmp.context import bound
 
+        stack.enter_context(bound(transport="cli"))
         try:
             mem = open_config(config)
         except CMPError as exc:  # a server took the directory since we asked: go through it
@@ -777,8 +816,7 @@ def _open(args: argparse.Namespace, out: Output) -> Any:
                 raise
         else:
             return _in_process(mem, out)
-    if not out.as_json:
-        out.console(stderr=True).print(f"using the server that owns {config.data_dir}: {owner}", style="dim")
+    out.note(f"using the server that owns {config.data_dir}: {owner}")
     return client
 
 
@@ -923,7 +961,8 @@ def main(argv: list[str] | None = None) -> int:
             run_security = security_cli.run_keys if args.command == "keys" else security_cli.run_audit_verify
             return run_security(args, _load_config(args), out)
         request: Any = args.handler(args) if args.handler else None
-        with bound(transport="cli"), _open(args, out) as mem:
+        with ExitStack() as stack:
+            mem = stack.enter_context(_open(args, out, stack))
             if args.command == "dream-tick":
                 from .dream import cli as dream_cli
 

@@ -33,6 +33,7 @@ from cerememory.v1 import cerememory_pb2 as pb
 from cerememory.v1 import cerememory_pb2_grpc as pb_grpc
 
 from .conftest import Clock, Retargetable
+from .tls import self_signed
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2025, 3, 10, 9, 0, tzinfo=UTC)
@@ -612,33 +613,8 @@ def test_blocks_beyond_the_default_message_size(client: GrpcClient):
 # ---------------------------------------------------------------- TLS
 
 
-def _self_signed() -> tuple[bytes, bytes]:
-    pytest.importorskip("cryptography")
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.now(UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - timedelta(minutes=1))
-            .not_valid_after(now + timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-    return cert.public_bytes(serialization.Encoding.PEM), key_pem
-
-
 def test_tls(tmp_path: Path):
-    cert, key = _self_signed()
+    cert, key = self_signed()
     served = Served(tmp_path / "tls", tls=(cert, key))
     try:
         with GrpcClient(served.target, tls_root_cert=cert) as client:

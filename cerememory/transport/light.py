@@ -1,8 +1,9 @@
 """A CMP client over HTTP on the standard library alone, speaking plain dicts.
 
-For short-lived processes (`cm`, hooks, scripts) where importing httpx and the pydantic models
-costs more than the call itself. Nothing is validated locally: the server validates every
-request and answers a bad one with the same CMP error envelope `Client` raises.
+For short-lived processes (`cm`, `cerememory recall`, hooks, scripts) where importing httpx and
+the pydantic models costs more than the call itself; it speaks HTTP/1.1 on a socket of its own
+(`wire.py`), and loads `ssl` only for an https:// URL. Nothing is validated locally: the server
+validates every request and answers a bad one with the same CMP error envelope `Client` raises.
 
 ```python
 client = LightClient("http://127.0.0.1:8420")
@@ -12,7 +13,6 @@ client.dispatch("recall.list", {"store": "procedural"})["records"]
 
 from __future__ import annotations
 
-import http.client
 import json
 import time
 from collections.abc import Iterator
@@ -22,6 +22,7 @@ from urllib.parse import urlencode, urlsplit
 
 from ..cmp.errors import CMPError, ErrorCode
 from ..cmp.operations import Operation, operation
+from .wire import Connection, Disconnected
 
 
 def request_parts(op: Operation, request: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any] | None]:
@@ -68,8 +69,7 @@ class LightClient:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise CMPError(ErrorCode.VALIDATION_ERROR, f"not a server URL: {url!r}",
                            hint="give it as http://host:port")
-        connection = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        self._connection = connection(parts.hostname, parts.port, timeout=timeout)
+        self._connection = Connection(parts.hostname, parts.port, tls=parts.scheme == "https", timeout=timeout)
         self._prefix = parts.path
         self._served = 0  # responses read on the current connection
         self.retries = retries
@@ -100,22 +100,18 @@ class LightClient:
         while True:
             try:
                 with self._timeout(timeout):
-                    self._connection.request(method, target, body=payload, headers=self.headers)
-                    response = self._connection.getresponse()
-                    data = response.read()
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
-                self._connection.close()
+                    status, data = self._connection.exchange(method, target, self.headers, payload)
+            except (Disconnected, BrokenPipeError, ConnectionResetError) as exc:
                 self._served = 0
                 if not retry:
                     raise unreachable(self.url, exc) from exc
                 retry = False
                 continue
-            except (OSError, http.client.HTTPException) as exc:
-                self._connection.close()
+            except OSError as exc:
                 self._served = 0
                 raise unreachable(self.url, exc) from exc
-            self._served += 1
-            return response.status, data
+            self._served = self._served + 1 if self._connection.sock is not None else 0
+            return status, data
 
     @contextmanager
     def _timeout(self, seconds: float | None) -> Iterator[None]:
@@ -123,15 +119,12 @@ class LightClient:
         if seconds is None:
             yield
             return
-        usual, self._connection.timeout = self._connection.timeout, seconds
-        if self._connection.sock is not None:
-            self._connection.sock.settimeout(seconds)
+        usual = self._connection.timeout
+        self._connection.set_timeout(seconds)
         try:
             yield
         finally:
-            self._connection.timeout = usual
-            if self._connection.sock is not None:
-                self._connection.sock.settimeout(usual)
+            self._connection.set_timeout(usual)
 
     def health(self, timeout: float | None = None) -> dict[str, Any]:
         """The server's liveness answer (`{"status": "ok"}`, without touching its engine);
