@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 from ..cmp import messages as m
 from ..cmp.errors import CMPError
+from ..heap import release_free_memory
 from ..model import MemoryRecord
 from ..progress import ProgressFn
 from ..security.audit import AuditLog
@@ -37,6 +38,8 @@ from .writer import Writer
 
 log = logging.getLogger("cerememory")
 
+
+TRIM_AFTER_RECORDS = 10_000  # below this, what opening leaves behind is not worth a trim
 
 class Engine:
     """One data directory: the five stores, the raw journal, their indexes and the CMP operations."""
@@ -67,6 +70,8 @@ class Engine:
             raise
         else:  # what opening built lives as long as the engine: later full collections skip it
             gc.freeze()
+            if len(self.core.records.heads) >= TRIM_AFTER_RECORDS:
+                release_free_memory()  # the rows opening read and dropped
             make_private(self.data_dir)  # the files the stores and indexes just created
         finally:
             if collecting:
