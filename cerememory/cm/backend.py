@@ -462,6 +462,16 @@ class Backend:
         except CmError:
             return 0
 
+    def journal_empty(self) -> bool:
+        """Whether the raw journal holds no record at all (of any visibility or secrecy): one
+        counted page of one record, cheaper than the whole of `introspect.stats`."""
+        try:
+            page = self.call("recall.raw_query", {"limit": 1, "include_private_scratch": True, "include_sealed": True,
+                                                  "secrecy_levels": ["public", "sensitive", "secret"]})
+        except CmError:
+            return True
+        return not (page.get("records") or page.get("total_candidates"))
+
     def session(self, session_id: str) -> list[dict[str, Any]]:
         return self.call("recall.raw_query", {"session_id": session_id, "limit": PAGE}).get("records", [])
 

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from . import cmd_feedback, cmd_info, cmd_ingest, cmd_playbook, cmd_reflect, cmd_serve, cmd_trauma
 from .app import Ctx, Result, emit, error_envelope, render_human, success_envelope
@@ -222,5 +222,20 @@ def main(argv: list[str] | None = None) -> int:
             ctx.close()
 
 
+def run() -> NoReturn:
+    """The `cm` program: `main()`, then straight out. cm runs once per agent hook, so it skips
+    what a long-lived interpreter needs: plugin discovery by pydantic (none is installed for
+    cm's models) and the teardown of every imported module at exit. Storage is closed by then
+    (`main` closes its context), and stdout and stderr are flushed first."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away, or a closed stream: nothing to keep
+            code = code or 1
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
