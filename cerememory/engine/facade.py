@@ -2,7 +2,7 @@
 
 Each method is a line or two over the parts it is built from (`core`, `writer`, and one part
 per family of operations); the parts hold the logic, the façade only joins them, opens them
-in order and closes them in reverse.
+in order (the ones that only change things on request, on first use) and closes them in reverse.
 """
 
 from __future__ import annotations
