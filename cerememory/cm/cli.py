@@ -8,6 +8,7 @@ are INVALID_INPUT envelopes under --json (the reference printed plain text), wit
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -188,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser(rest[0] if rest and not rest[0].startswith("-") else None)
         if "--info" in rest:  # as the reference: before any parsing, whatever else is on the line
             rest = ["--info"]
+        if rest == ["onboard"] and not flags.json:  # as the reference: the group's help, on stderr, exit 1
+            with contextlib.redirect_stdout(sys.stderr), contextlib.suppress(SystemExit):
+                parser.parse_args(["onboard", "--help"])
+            return 1
         args = parser.parse_args(rest)
         if args.version:
             from . import CM_VERSION
