@@ -98,7 +98,8 @@ def main() -> None:
             b, a = (pick(rows, round=r, tree=t) for t in ("before", "after"))
             lines.append(f"| {name} | {r + 1} | {b[key]:,.2f} | {a[key]:,.2f} | {a[key] / b[key]:.2f}× | "
                          f"{b['load1']:.1f} / {a['load1']:.1f} |")
-        lines.append(f"| {name}: median ratio | | | | {median_ratio(rows, key, {'tree': 'after'}, {'tree': 'before'}):.2f}× | |")
+        ratio = median_ratio(rows, key, {"tree": "after"}, {"tree": "before"})
+        lines.append(f"| {name}: median ratio | | | | {ratio:.2f}× | |")
     RESULTS.joinpath("open_ab.md").write_text("\n".join(lines) + "\n")
     RESULTS.joinpath("open_ab.json").write_text(json.dumps(rows, indent=1) + "\n")
 

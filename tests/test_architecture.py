@@ -134,6 +134,7 @@ def test_no_import_cycles_counting_imports_inside_functions():
 # every ban at once, so storage could import tantivy as soon as it may import duckdb.
 ALLOWED_ONLY_IN = {
     "duckdb": ("cerememory.storage.duckdb",),
+    "_duckdb": ("cerememory.storage.duckdb",),
     "psycopg": ("cerememory.storage.postgres",),
     "psycopg_pool": ("cerememory.storage.postgres",),
     "tantivy": ("cerememory.index",),

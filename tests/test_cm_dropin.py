@@ -237,8 +237,8 @@ def test_errors_exit_as_the_originals(scenario: dict[str, Run], served: Served, 
         {k: ref[k] for k in ("message", "code", "exitCode", "hint")}
     assert healed["details"]["traumaId"] == "trauma-nope" and healed["details"]["checkedPaths"]
     cm = Served(tmp_path, served.url)
-    assert scenario["trauma_bad_severity"].env["error"]["message"] == \
-        recorded("trauma_bad_severity")["stdout"]["error"]["message"]
+    for name in ("trauma_bad_severity", "trauma_bad_regex"):
+        assert scenario[name].env["error"]["message"] == recorded(name)["stdout"]["error"]["message"]
     human = cm("frobnicate", json_=False)  # commander's words, as the original prints them without --json
     assert (human.code, human.stdout, human.stderr) == \
         (1, "", "error: unknown command 'frobnicate'\n(add --help for additional information)\n")
@@ -249,6 +249,27 @@ def test_errors_exit_as_the_originals(scenario: dict[str, Run], served: Served, 
     assert usage_message("the following arguments are required: bullet_id") == \
         ("missing required argument 'bulletId'", 1)
     assert cm("context", "task", "--limit", "x").code == 2  # a bad value: the original's own check, exit 2
+
+
+def test_invalid_trauma_patterns_are_described_in_the_originals_words() -> None:
+    from cerememory.cm.errors import CmError
+    from cerememory.cm.trauma import compile_pattern
+
+    said = {")": "unmatched parentheses", "[a": "missing terminating ] for character class",  # by 0.2.13 on Bun
+            "a**": "nothing to repeat", "\\": "\\ at end of pattern", "[z-a]": "range out of order in character class",
+            "a{3,1}": "numbers out of order in {} quantifier", "(?<x)": "invalid group specifier name"}
+    for pattern, words in said.items():
+        with pytest.raises(CmError) as caught:
+            compile_pattern(pattern)
+        assert caught.value.message == f"Invalid regex pattern: Invalid regular expression: {words}"
+
+
+def test_onboard_without_an_action_shows_its_help_as_the_original(capsys: pytest.CaptureFixture[str]) -> None:
+    from cerememory.cm.cli import main
+
+    assert main(["onboard"]) == 1  # the original (commander) prints the group's help on stderr, exit 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("usage: cm onboard") and "status" in err and "guided" in err
 
 
 def test_a_server_that_needs_a_key_or_is_not_running(tmp_path: Path) -> None:

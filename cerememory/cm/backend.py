@@ -433,7 +433,7 @@ class Backend:
         records = sorted(raw.get("records", []), key=lambda r: r.get("created_at") or "", reverse=True)
         hits = [raw_snippet(r) for r in records]
         hits = [h for h in hits if keep(h["agent"] if h["agent"] != "unknown" else None, h.get("workspace"))][:limit]
-        if len(hits) < limit:
+        if len(hits) < limit and not self._store_empty("episodic"):
             temporal = _recent(days)
             episodic = self.call("recall.query", {"cue": {"text": query, "temporal": temporal},
                                                   "stores": ["episodic"], "limit": fetch,
@@ -442,6 +442,15 @@ class Backend:
             hits += [h for h in more if keep(h["agent"] if h["agent"] != "unknown" else None,
                                              h.get("workspace"))][:limit - len(hits)]
         return hits[:limit]
+
+    def _store_empty(self, store: str) -> bool:
+        """Whether `store` holds no record, asked only of embedded storage: there a one-record
+        listing costs far less than the first recall query of a process (cm diaries are the
+        only episodic records, and a playbook-only home has none). A server answers the query
+        at once, so it is simply asked."""
+        if self.mode != "embedded":
+            return False
+        return not self.call("recall.list", {"store": store, "limit": 1, "fields": ["metadata"]})["records"]
 
     def sessions(self, days: int, limit: int = PAGE) -> dict[str, list[dict[str, Any]]]:
         """Recent raw-journal records grouped by session (for reflect), oldest turn first."""
@@ -461,6 +470,16 @@ class Backend:
             return int(self.call("introspect.stats", {}).get("raw_journal_records", 0))
         except CmError:
             return 0
+
+    def journal_empty(self) -> bool:
+        """Whether the raw journal holds no record at all (of any visibility or secrecy): one
+        counted page of one record, cheaper than the whole of `introspect.stats`."""
+        try:
+            page = self.call("recall.raw_query", {"limit": 1, "include_private_scratch": True, "include_sealed": True,
+                                                  "secrecy_levels": ["public", "sensitive", "secret"]})
+        except CmError:
+            return True
+        return not (page.get("records") or page.get("total_candidates"))
 
     def session(self, session_id: str) -> list[dict[str, Any]]:
         return self.call("recall.raw_query", {"session_id": session_id, "limit": PAGE}).get("records", [])

@@ -8,11 +8,12 @@ are INVALID_INPUT envelopes under --json (the reference printed plain text), wit
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from . import cmd_feedback, cmd_info, cmd_ingest, cmd_playbook, cmd_reflect, cmd_serve, cmd_trauma
 from .app import Ctx, Result, emit, error_envelope, render_human, success_envelope
@@ -28,7 +29,27 @@ LISTED = ("init", "starters", "context", "history", "ingest", "similar", "playbo
 ACTION_NAMES = {"ls": "list", "rm": "remove"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unused:
+    """A command not on this command line: whatever its register() declares goes nowhere."""
+
+    def __getattr__(self, name: str) -> Callable[..., _Unused]:
+        return lambda *args, **kwargs: self
+
+
+def _only(sub: Any, wanted: str) -> None:
+    """Let `sub` build the parser of `wanted` alone: declaring every command's options costs
+    more than parsing a line, and cm runs once per agent hook."""
+    add_parser = sub.add_parser
+
+    def one(name: str, **options: Any) -> Any:
+        return add_parser(name, **options) if wanted in (name, *options.get("aliases", ())) else _Unused()
+
+    setattr(sub, "add_parser", one)  # noqa: B010 (an instance's method, replaced)
+
+
+def build_parser(wanted: str | None = None) -> argparse.ArgumentParser:
+    """cm's parser; with `wanted`, a command name, only that command is declared (the whole
+    parser when no command has that name, so the error lists them all)."""
     from .helptext import GLOBAL_OPTIONS
 
     p = Parser(prog="cm", usage="cm [global options] COMMAND [arguments]",
@@ -45,8 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
             shown.add_argument(*names, action="store_true", dest=f"global_{flag[2:]}", help=text)
     p.set_defaults(handler=None, run=None, command_name=None)
     sub = p.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND", prog="cm")
+    if wanted is not None:
+        _only(sub, wanted)
     for group in GROUPS:
         group.register(sub)
+    if wanted is not None and wanted not in sub.choices:
+        return build_parser()
     _in_listed_order(sub.choices)
     lines = getattr(sub, "_choices_actions", None)  # argparse's command lines of `cm --help`: the same order
     if isinstance(lines, list):
@@ -161,9 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     ctx: Ctx | None = None
     command = failing = rest[0] if rest else "cm"
     try:
-        parser = build_parser()
+        parser = build_parser(rest[0] if rest and not rest[0].startswith("-") else None)
         if "--info" in rest:  # as the reference: before any parsing, whatever else is on the line
             rest = ["--info"]
+        if rest == ["onboard"] and not flags.json:  # as the reference: the group's help, on stderr, exit 1
+            with contextlib.redirect_stdout(sys.stderr), contextlib.suppress(SystemExit):
+                parser.parse_args(["onboard", "--help"])
+            return 1
         args = parser.parse_args(rest)
         if args.version:
             from . import CM_VERSION
@@ -222,5 +251,20 @@ def main(argv: list[str] | None = None) -> int:
             ctx.close()
 
 
+def run() -> NoReturn:
+    """The `cm` program: `main()`, then straight out. cm runs once per agent hook, so it skips
+    what a long-lived interpreter needs: plugin discovery by pydantic (none is installed for
+    cm's models) and the teardown of every imported module at exit. Storage is closed by then
+    (`main` closes its context), and stdout and stderr are flushed first."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away, or a closed stream: nothing to keep
+            code = code or 1
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -238,7 +238,7 @@ def build_context(playbook: Playbook, config: dict[str, Any], task: str, *, limi
                 out["degraded"] = {"cass": {"available": False, "reason": "OTHER",
                                             "message": f"History search in the raw journal failed: {exc}",
                                             "suggestedFix": ["check the Cerememory server", "cm doctor"]}}
-            if not snippets and "degraded" not in out and not playbook.backend.journal_records():
+            if not snippets and "degraded" not in out and playbook.backend.journal_empty():
                 out["degraded"] = {"cass": {
                     "available": False, "reason": "INDEX_MISSING",
                     "message": "The raw journal holds no records yet, so there is no history: playbook-only mode "

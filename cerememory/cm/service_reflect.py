@@ -450,9 +450,13 @@ def _llm_audit(ctx: Ctx, sessions: dict[str, list[dict[str, Any]]]) -> Result:
 
     session, source = open_session(ctx.config)
     if session is None:
-        raise CmError("MISSING_API_KEY", f"Rule-violation audit needs an LLM: {source}",
-                      recovery=["Set ANTHROPIC_API_KEY or OPENAI_API_KEY (or apiKey in config.json)",
-                                "cm audit --trauma scans for dangerous commands without an LLM"])
+        raise CmError("MISSING_API_KEY", "Audit requires LLM access. Set one of: ANTHROPIC_API_KEY, OPENAI_API_KEY, "
+                                         "GOOGLE_GENERATIVE_AI_API_KEY, OLLAMA_BASE_URL.",
+                      recovery=["Set credentials for your chosen provider (OPENAI_API_KEY / ANTHROPIC_API_KEY / "
+                                "GOOGLE_GENERATIVE_AI_API_KEY / OLLAMA_BASE_URL).",
+                                "Or store the key in config.json (apiKey) and re-run the command.",
+                                "cm audit --trauma scans for dangerous commands without an LLM."],
+                      hint=source)
     now = now_ms()
     rules = sorted((b for b in ctx.playbook.active() if not is_anti_pattern(b)),
                    key=lambda b: (b.get("maturity") != "proven", -effective_score(b, ctx.config, now)))

@@ -67,11 +67,31 @@ def load(scope: str = "all", active_only: bool = False) -> list[dict[str, Any]]:
     return [e for e in entries if e.get("status", "active") == "active"] if active_only else entries
 
 
+# Python's words for a broken regex -> the JavaScript engine's, which the reference reported
+# (`Invalid regular expression: missing )`); a message not listed keeps Python's words.
+_REGEX_WORDS = (("missing ), unterminated subpattern", "missing )"),
+                ("unbalanced parenthesis", "unmatched parentheses"),
+                ("unterminated character set", "missing terminating ] for character class"),
+                ("nothing to repeat", "nothing to repeat"),
+                ("multiple repeat", "nothing to repeat"),
+                ("bad escape (end of pattern)", "\\ at end of pattern"),
+                ("bad character range", "range out of order in character class"),
+                ("min repeat greater than max repeat", "numbers out of order in {} quantifier"),
+                ("unknown extension ?<", "invalid group specifier name"),
+                ("unknown extension", "unrecognized character after (?"))
+
+
+def regex_error(exc: re.error) -> str:
+    """What the reference said of an invalid trauma pattern."""
+    words = next((js for python, js in _REGEX_WORDS if exc.msg.startswith(python)), exc.msg)
+    return f"Invalid regex pattern: Invalid regular expression: {words}"
+
+
 def compile_pattern(pattern: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern, re.IGNORECASE)
     except re.error as exc:
-        raise CmError("INVALID_INPUT", f"Invalid regex pattern: {exc}") from None
+        raise CmError("INVALID_INPUT", regex_error(exc)) from None
 
 
 def new_entry(pattern: str, *, severity: str = "CRITICAL", scope: str = "global", message: str | None = None,

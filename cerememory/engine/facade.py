@@ -2,7 +2,7 @@
 
 Each method is a line or two over the parts it is built from (`core`, `writer`, and one part
 per family of operations); the parts hold the logic, the façade only joins them, opens them
-in order and closes them in reverse.
+in order (the ones that only change things on request, on first use) and closes them in reverse.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, TypeVar, cast
 
 from ..cmp import messages as m
 from ..cmp.errors import CMPError
@@ -22,21 +23,24 @@ from ..security.audit import AuditLog
 from ..shutdown import close_at_exit
 from ..storage.lock import DataDirLock
 from ..storage.modes import make_private, private_dir
-from .archive import Archives
-from .consolidate import Consolidation
 from .core import EngineCore
-from .dreams import Dreaming
 from .encode import Encoding
-from .follow import Follower
 from .indexes import TextIndexes
 from .introspect import Introspection
-from .lifecycle import Lifecycle
 from .listing import Listing
 from .options import EngineOptions
 from .recall import Recall
 from .writer import Writer
 
+if TYPE_CHECKING:
+    from .archive import Archives
+    from .consolidate import Consolidation
+    from .dreams import Dreaming
+    from .follow import Follower
+    from .lifecycle import Lifecycle
+
 log = logging.getLogger("cerememory")
+P = TypeVar("P")
 
 
 TRIM_AFTER_RECORDS = 10_000  # below this, what opening leaves behind is not worth a trim
@@ -83,17 +87,18 @@ class Engine:
         self.writer = writer = Writer(core)
         self.indexes = TextIndexes(core, writer)
         self.indexes.repair(progress)
-        self.encoding = encoding = Encoding(core, writer)
+        self.encoding = Encoding(core, writer)
         self.recall = Recall(core)
         self.listing = Listing(core)
-        self.consolidation = Consolidation(core, writer, encoding)
-        self.dreaming = Dreaming(core, writer, encoding, closing=self._stop.is_set)
-        self.lifecycle = Lifecycle(core, writer)
         self.introspection = Introspection(core)
-        self.archives = Archives(core, writer)
+        self._parts_lock = threading.Lock()
+        self._parts: dict[str, object] = {}
+        self.follower: Follower | None = None
         feed = core.backend.changes
-        self.follower = Follower(core, writer, feed, stopping=self._stop.is_set) if feed is not None else None
-        if self.follower is not None:
+        if feed is not None:
+            from .follow import Follower
+
+            self.follower = Follower(core, writer, feed, stopping=self._stop.is_set)
             self.follower.start()
         self._flusher = threading.Thread(target=self._flush_loop, name="cerememory-flush", daemon=True)
         self._flusher.start()
@@ -102,6 +107,41 @@ class Engine:
             self._warmer = threading.Thread(target=core.records.warm, args=(self._stop,),
                                             name="cerememory-warm", daemon=True)
             self._warmer.start()
+
+    # The parts below are made on first use: a short process (one `cm` command) that only reads
+    # never imports the code of dreams, consolidation, forgetting or archives.
+
+    def _part(self, name: str, make: Callable[[], P]) -> P:
+        with self._parts_lock:
+            part = self._parts.get(name)
+            if part is None:
+                part = self._parts[name] = make()
+            return cast(P, part)
+
+    @property
+    def consolidation(self) -> Consolidation:
+        from .consolidate import Consolidation
+
+        return self._part("consolidation", lambda: Consolidation(self.core, self.writer, self.encoding))
+
+    @property
+    def dreaming(self) -> Dreaming:
+        from .dreams import Dreaming
+
+        return self._part("dreaming", lambda: Dreaming(self.core, self.writer, self.encoding,
+                                                       closing=self._stop.is_set))
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        from .lifecycle import Lifecycle
+
+        return self._part("lifecycle", lambda: Lifecycle(self.core, self.writer))
+
+    @property
+    def archives(self) -> Archives:
+        from .archive import Archives
+
+        return self._part("archives", lambda: Archives(self.core, self.writer))
 
     @property
     def audit(self) -> AuditLog | None:

@@ -260,14 +260,22 @@ class TextIndex:
             self._visible = target
 
     def purge_group(self, group: str) -> None:
-        """Drop a whole group now, keeping the stamp (used for volatile working memory)."""
+        """Drop a whole group now, keeping the stamp (used for volatile working memory). A group
+        with no document costs one count, not a commit (whose fsyncs every open would pay)."""
         with self._lock:
             self._drain()
+            if not self._unsaved and not self._holds(group):
+                return
             writer = self._writer()
             writer.delete_documents_by_term("group", group)
             writer.commit()
             self._unsaved.clear()
             self._open_index().reload()
+
+    def _holds(self, group: str) -> bool:
+        """Whether a committed, undeleted document of `group` is in the index."""
+        query = tantivy.Query.term_query(self.schema, "group", group)
+        return bool(self._open_index().searcher().search(query, 1).hits)
 
     def rebuild(self, docs: Iterable[TextDoc], seq: int) -> int:
         """Replace everything with `docs`. Not kept for a replay: a rebuild that fails leaves the

@@ -20,10 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import duckdb
-
 from ...cmp.errors import CMPError, ErrorCode
 from ..full import is_disk_full, storage_full
+from .driver import duckdb
 from .errors import translate
 
 if TYPE_CHECKING:

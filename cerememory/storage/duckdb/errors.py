@@ -11,11 +11,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import duckdb
-
 from ...cmp.errors import CMPError, ErrorCode
 from ..base import StorageUnavailable
 from ..full import is_disk_full, storage_full
+from .driver import duckdb
 
 log = logging.getLogger("cerememory.storage")
 

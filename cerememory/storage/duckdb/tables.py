@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import duckdb
 import numpy as np
 
 from ...model import uuid_from_text
@@ -20,6 +19,7 @@ from .. import sql
 from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row
 from ..sql import Dialect
 from .database import Database
+from .driver import duckdb
 
 _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "semantic_id", "first_raw_id"}
 
