@@ -369,7 +369,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "visibility": None if probe is None else {
             "probes": len(probe.lags), "p50_ms": pct(probe.lags, 50) * 1000, "p99_ms": pct(probe.lags, 99) * 1000,
             "max_ms": max(probe.lags, default=float("nan")) * 1000, "own_misses": probe.own_misses,
-            "errors": dict(probe.errors)},
+            "errors": dict(probe.errors), "lags_ms": [round(lag * 1000, 1) for lag in probe.lags]},
         "verify": checked,
     }
 
