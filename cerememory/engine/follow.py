@@ -56,7 +56,7 @@ class RecordsRead:
 
 @dataclass(frozen=True)
 class Batch:
-    """One round of other servers' changes, read outside the writer's lock (`Follower._read`)
+    """One round of other servers' changes, read outside the writer's lock (`Follower.read`)
     up to change number `upto`."""
 
     upto: int
