@@ -72,6 +72,32 @@ def test_a_write_on_one_server_is_recalled_on_the_other(pair) -> None:
     eventually(lambda: not texts(b, "deploy key"), "B no longer recalls what A forgot")
 
 
+def test_a_late_read_of_other_servers_changes_never_undoes_a_local_write(pair) -> None:
+    """B reads what A changed, then changes the same records itself before applying the read
+    (the follower reads outside the writer's lock): the records B changed are read again, so its
+    update and its forget stand, and the rest of the read applies."""
+    a, b = pair
+    kept = a.store("the build cache lives on the nfs share").record_id
+    doomed = a.store("the old runner image is debian buster").record_id
+    eventually(lambda: texts(b, "build cache") and texts(b, "runner image"), "B has A's records")
+    feed, follower = b.engine.core.backend.changes, b.engine.follower
+    position = feed.last()
+    a.update(kept, text="the build cache lives on the object store")
+    a.update(doomed, text="the old runner image is debian bullseye")
+    a.store("the deploy window opens at noon")
+    changes, complete = feed.since(position)
+    assert complete and changes
+    batch = follower.read(changes)  # what A wrote, as B read it
+    b.update(kept, text="the build cache lives on a local disk")  # B writes after the read...
+    b.forget([doomed], confirm=True)
+    with b.engine.writer.lock:
+        follower.apply(batch)  # ...and applies the read only then
+    assert texts(b, "build cache") == ["the build cache lives on a local disk"]
+    assert texts(b, "runner image") == [] and uuid.UUID(str(doomed)) not in b.engine.core.records.heads
+    assert texts(b, "deploy window") == ["the deploy window opens at noon"]
+    eventually(lambda: texts(a, "build cache local disk") and not texts(a, "runner image"), "A sees B's changes")
+
+
 def test_a_session_written_through_both_servers_is_one_chain(pair) -> None:
     a, b = pair
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 from ..cmp import messages as m
 from ..index.fulltext import TextDoc, TextIndex
-from ..model import StoreType
+from ..model import RawJournalRecord, StoreType
 from ..progress import ProgressFn
 from ..stores.undecodable import UndecodableRecord
 from .core import EngineCore
@@ -19,24 +19,39 @@ from .docs import raw_text_doc, record_text_doc
 from .writer import JOURNAL_SEQ, RECORDS_SEQ, Writer
 
 LOG_BATCH = 10_000  # change-log entries read at a time
+Restage = Callable[[EngineCore, list[uuid.UUID]], None]  # stages the current text of some records
 
 
-def stage_records(core: EngineCore, ids: list[uuid.UUID]) -> None:
+def stage_records(core: EngineCore, ids: list[uuid.UUID], seq: int | None = None) -> None:
     """Stage the current text of curated records `ids`: the ones that still exist again, the
-    others deleted (another server changed or forgot them)."""
-    seq = int(core.read.state.get(RECORDS_SEQ, "0") or 0)
+    others deleted (another server changed or forgot them). `seq` is the database's records
+    sequence number when the caller read it already."""
+    if seq is None:
+        seq = sequence(core, RECORDS_SEQ)
     records = core.fetch([i for i in ids if i in core.records.heads])
     core.text.stage(seq, delete=[str(i) for i in ids],
                     add=[record_text_doc(r) for r in records.values() if r.store is not StoreType.WORKING])
     core.text.mark_pending()
 
 
-def stage_raw(core: EngineCore, ids: list[uuid.UUID]) -> None:
-    """Stage the current text of journal records `ids` (deleted when they are gone)."""
-    seq = int(core.read.state.get(JOURNAL_SEQ, "0") or 0)
-    core.sealer.prefetch(ids)
-    core.raw_text.stage(seq, delete=[str(i) for i in ids], add=[raw_text_doc(r) for r in core.journal.get(ids)])
+def stage_raw(core: EngineCore, ids: list[uuid.UUID], read: tuple[int, list[RawJournalRecord]] | None = None) -> None:
+    """Stage the current text of journal records `ids` (deleted when they are gone); `read` is
+    the journal sequence number and the records when the caller read them already."""
+    seq, records = read if read is not None else read_raw(core, ids)
+    core.raw_text.stage(seq, delete=[str(i) for i in ids], add=[raw_text_doc(r) for r in records])
     core.raw_text.mark_pending()
+
+
+def read_raw(core: EngineCore, ids: list[uuid.UUID]) -> tuple[int, list[RawJournalRecord]]:
+    """The journal's sequence number and the journal records `ids` still stored, as `stage_raw` takes them."""
+    seq = sequence(core, JOURNAL_SEQ)
+    core.sealer.prefetch(ids)
+    return seq, core.journal.get(ids)
+
+
+def sequence(core: EngineCore, key: str) -> int:
+    """The database's sequence number `key` (RECORDS_SEQ, JOURNAL_SEQ): a text index's stamp."""
+    return int(core.read.state.get(key, "0") or 0)
 
 
 class TextIndexes:
@@ -51,8 +66,10 @@ class TextIndexes:
         core = self.core
         core.text.purge_group(StoreType.WORKING.value)  # working memory did not survive
         journal_total, _ = core.journal.counts()
-        checks = [("records", core.text, RECORDS_SEQ, len(core.records.heads), self.rebuild_records, stage_records),
-                  ("journal", core.raw_text, JOURNAL_SEQ, journal_total, self.rebuild_journal, stage_raw)]
+        restage_records: Restage = stage_records
+        restage_raw: Restage = stage_raw
+        checks = [("records", core.text, RECORDS_SEQ, len(core.records.heads), self.rebuild_records, restage_records),
+                  ("journal", core.raw_text, JOURNAL_SEQ, journal_total, self.rebuild_journal, restage_raw)]
         for name, index, key, expected, rebuild, restage in checks:
             seq = self._seq(key)
             if index.stamp() == seq and index.num_docs() == expected:
@@ -67,7 +84,7 @@ class TextIndexes:
             rebuild(progress)
             self.repaired.append(name)
 
-    def _catch_up(self, index: TextIndex, kind: str, restage: Callable[[EngineCore, list[uuid.UUID]], None],
+    def _catch_up(self, index: TextIndex, kind: str, restage: Restage,
                   seq: int) -> bool:
         """Index again what the change log says changed since the index's position; False when
         there is no position or the log was pruned past it."""
@@ -95,7 +112,7 @@ class TextIndexes:
             journal=self.rebuild_journal(progress) if wanted in (both, m.ReindexTarget.JOURNAL) else None)
 
     def _seq(self, key: str) -> int:
-        return int(self.core.read.state.get(key, "0") or 0)
+        return sequence(self.core, key)
 
     def rebuild_records(self, progress: ProgressFn | None = None) -> int:
         core = self.core

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -37,6 +36,7 @@ from . import sessions
 from .core import EngineCore, Vectors, by_dimension
 from .docs import raw_text_doc, record_text_doc
 from .group import GroupCommit, Pending
+from .handoff import HandoffLock
 
 log = logging.getLogger("cerememory")
 
@@ -95,7 +95,7 @@ class Writer:
 
     def __init__(self, core: EngineCore) -> None:
         self.core = core
-        self.lock = threading.RLock()
+        self.lock = HandoffLock()  # the follower hands its changes here (handoff.py)
         self.group: GroupCommit[NewRecords] = GroupCommit(self._commit_group)
         self._flushed_recall_count = core.total_recall_count
 

@@ -244,9 +244,11 @@ class TextIndex:
                 log.exception("background commit of %s failed", self.path)
 
     def commit_through(self, seq: int) -> None:
-        """Return once everything staged up to `seq` is searchable and durable."""
+        """Return once everything staged up to `seq` is searchable and durable. Changes staged
+        at a number already visible (another server's, whose number a later local write had
+        already reached) are committed too."""
         with self._lock:
-            if self._visible >= seq:
+            if self._visible >= seq and not self._unsaved:
                 return
             target = self._drain()
             try:
@@ -305,7 +307,7 @@ class TextIndex:
         terms = query_terms(self._hashed(text))
         if not terms or limit <= 0:
             return []
-        if self._staged > self._visible:
+        if self._staged > self._visible or self._unsaved:
             try:
                 self.commit_through(self._staged)  # read your writes
             except ValueError as exc:

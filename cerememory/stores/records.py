@@ -171,6 +171,21 @@ class BodyCache:
                     self.bytes -= len(old)
 
 
+@dataclass(frozen=True)
+class FreshRecords:
+    """Heads (and bodies, opened, when `bodies`) of some records as the database held them."""
+
+    ids: list[uuid.UUID]
+    rows: list[tuple[uuid.UUID, Any]]
+    bodies: list[tuple[uuid.UUID, bytes]]
+    with_bodies: bool
+
+    def without(self, ids: Collection[uuid.UUID]) -> FreshRecords:
+        """The same read, leaving `ids` out."""
+        return FreshRecords([i for i in self.ids if i not in ids], [r for r in self.rows if r[0] not in ids],
+                            [b for b in self.bodies if b[0] not in ids], self.with_bodies)
+
+
 class RecordStore:
     """Persistence and RAM heads for the curated records that live on disk."""
 
@@ -205,12 +220,21 @@ class RecordStore:
             head.store = stores[head.store]
             heads[record_id] = head
 
-    def refresh(self, ids: Sequence[uuid.UUID], *, bodies: bool) -> None:
-        """Read the heads of `ids` again (another server changed them); `bodies` when their
-        content may have changed too. Ids no longer in the database are forgotten."""
+    def read_fresh(self, ids: Sequence[uuid.UUID], *, bodies: bool) -> FreshRecords:
+        """What the database holds now for `ids`, without touching RAM: a server following
+        another's writes reads this outside the writer's lock and applies it under it."""
         rows = self.rows.heads_of(ids)
-        found = {row[0] for row in rows}
-        self._put_rows(rows)
+        opened = self._open_rows(self.rows.bodies([row[0] for row in rows])) if bodies and rows else []
+        return FreshRecords(list(ids), rows, opened, bodies)
+
+    def refresh(self, ids: Sequence[uuid.UUID], *, bodies: bool, fresh: FreshRecords | None = None) -> None:
+        """Take the heads of `ids` again (another server changed them) from `fresh`, or from the
+        database now; `bodies` when their content may have changed too. Ids no longer in the
+        database are forgotten."""
+        if fresh is None:
+            fresh = self.read_fresh(ids, bodies=bodies)
+        found = {row[0] for row in fresh.rows}
+        self._put_rows(fresh.rows)
         with self._queue_lock:
             self._stale = True
         gone = [i for i in ids if i not in found]
@@ -218,6 +242,7 @@ class RecordStore:
             self.forget_heads(gone)
         if bodies:
             self.cache.discard(ids)
+            self.cache.put_many(fresh.bodies)
             self.revision += 1
 
     def __contains__(self, record_id: uuid.UUID) -> bool:

@@ -43,6 +43,12 @@ class ChangeFeed:
         complete = not pruned or int(pruned[0][0]) <= seq
         return [Change(row[0], row[1] == self.origin, row[2], row[3]) for row in rows], complete
 
+    def mine_since(self, seq: int) -> set[str]:
+        """Keys (record ids, state keys) this server changed after `seq`: what its RAM may hold
+        newer than a read of the database made when the log stood at `seq`."""
+        rows = self.db.query("SELECT DISTINCT key FROM changes WHERE seq > %s AND origin = %s", [seq, self.origin])
+        return {row[0] for row in rows}
+
     def wait(self, timeout: float) -> None:
         """Return when another server commits a change, or after `timeout` seconds."""
         with self._lock:
