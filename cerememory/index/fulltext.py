@@ -185,6 +185,10 @@ class TextIndex:
             self._queued.extend(changes)
             self._staged = max(self._staged, seq)
 
+    def _uncommitted(self) -> bool:
+        """Whether any change is staged and not yet committed, whatever its number."""
+        return bool(self._unsaved or self._queued)
+
     def _drain(self) -> int:
         """Hand the queued changes to the writer (caller holds `_lock`); returns the sequence
         number they bring the index to. A writer that fails is replaced at the next commit
@@ -248,7 +252,7 @@ class TextIndex:
         at a number already visible (another server's, whose number a later local write had
         already reached) are committed too."""
         with self._lock:
-            if self._visible >= seq and not self._unsaved:
+            if self._visible >= seq and not self._uncommitted():
                 return
             target = self._drain()
             try:
@@ -307,7 +311,7 @@ class TextIndex:
         terms = query_terms(self._hashed(text))
         if not terms or limit <= 0:
             return []
-        if self._staged > self._visible or self._unsaved:
+        if self._staged > self._visible or self._uncommitted():
             try:
                 self.commit_through(self._staged)  # read your writes
             except ValueError as exc:
