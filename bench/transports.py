@@ -130,12 +130,13 @@ def load(client_or_mem, n: int) -> None:
                                    for _ in range(min(1000, n - start))])
 
 
-def start_server(data_dir: Path, tree: Path | None = None) -> tuple[subprocess.Popen, dict]:
-    """`cerememory serve` over `data_dir`, from the source tree `tree` (default: this checkout)."""
+def start_server(data_dir: Path, tree: Path | None = None, hide: Path | None = None) -> tuple[subprocess.Popen, dict]:
+    """`cerememory serve` over `data_dir`, from the source tree `tree` (default: this checkout);
+    the modules stubbed out in the directory `hide` fail to import in it."""
     port, grpc_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
     if tree is not None:
-        env["PYTHONPATH"] = str(tree)
+        env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (hide, tree) if p is not None)
     env.update(CEREMEMORY_EMBED__SEMANTIC="off", CEREMEMORY_CONFIG=str(data_dir / "none.toml"))
     # `python -m` puts the working directory first on the path: run in the tree that is served
     proc = subprocess.Popen([sys.executable, "-m", "cerememory", "serve", "--data-dir", str(data_dir),
@@ -161,6 +162,8 @@ def main() -> int:
                         "of this earlier source tree, side by side (writes transports_ab.md)")
     parser.add_argument("--clients", type=int, default=32, help="clients of the --before comparison")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the --before comparison")
+    parser.add_argument("--before-without", type=lambda text: [n for n in text.split(",") if n], default=[],
+                        help="modules the --before server runs without, e.g. uvloop,httptools")
     args = parser.parse_args()
     clean_env()
     if args.before is not None:
@@ -195,45 +198,81 @@ def main() -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, every thread) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def hidden_modules(names: list[str], where: Path) -> Path | None:
+    """A directory whose stubs make `names` fail to import (for a before tree run without them)."""
+    if not names:
+        return None
+    where.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (where / f"{name}.py").write_text('raise ImportError("left out of this run")\n')
+    return where
+
+
+AB_OPS = (("encode.store", None), ("recall.query", 8))  # clients: None = --clients
+
+
 def compare(args: argparse.Namespace) -> int:
-    """encode.store from `--clients` client processes against a server of `--before` and one of
-    this checkout, alternating (before, after) per transport and round on the same machine load."""
+    """encode.store from `--clients` client processes and recall.query from 8 (over 10,000
+    records) against a server of `--before` and one of this checkout, alternating (before,
+    after) per transport and round on the same machine load; with the server's CPU per call."""
     after = Path(__file__).resolve().parent.parent
-    per = max(400 // args.clients, 20)
     rows: list[dict] = []
-    for round_ in range(args.rounds):
-        for kind in ("http", "grpc"):
-            for label, tree in (("before", args.before.resolve()), ("after", after)):
-                with tempfile.TemporaryDirectory() as tmp:
-                    server, target = start_server(Path(tmp) / "served", tree)
-                    try:
-                        load_before = os.getloadavg()[0]
-                        stats = concurrent(kind, target, "encode.store", args.clients, per)
-                    finally:
-                        server.terminate()
-                        server.wait(timeout=60)
-                rows.append({"round": round_, "transport": kind, "tree": label, "load1": load_before, **stats})
-                print(f"round {round_ + 1} {kind:5} {label:6} p50 {stats['p50_ms']:.1f} ms  "
-                      f"{stats['throughput']:.0f}/s  load {load_before:.1f}", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as stubs:
+        hide = hidden_modules(args.before_without, Path(stubs))
+        for round_ in range(args.rounds):
+            for op, op_clients in AB_OPS:
+                clients = op_clients or args.clients
+                per = max(400 // clients, 20)
+                for kind in ("http", "grpc"):
+                    for label, tree, hidden in (("before", args.before.resolve(), hide), ("after", after, None)):
+                        with tempfile.TemporaryDirectory() as tmp:
+                            server, target = start_server(Path(tmp) / "served", tree, hidden)
+                            try:
+                                if op == "recall.query":
+                                    with make_client("http", target) as client:
+                                        load(client, args.records)
+                                load_before, cpu_before = os.getloadavg()[0], cpu_seconds(server.pid)
+                                stats = concurrent(kind, target, op, clients, per)
+                                used = cpu_seconds(server.pid) - cpu_before
+                                stats["server_cpu_ms"] = used / (clients * (per + 3)) * 1000  # 3 warm-up calls
+                            finally:
+                                server.terminate()
+                                server.wait(timeout=60)
+                        rows.append({"round": round_, "op": op, "clients": clients, "transport": kind, "tree": label,
+                                     "load1": load_before, **stats})
+                        print(f"round {round_ + 1} {op} x{clients} {kind:5} {label:6} p50 {stats['p50_ms']:.1f} ms  "
+                              f"{stats['throughput']:.0f}/s  server CPU {stats['server_cpu_ms']:.2f} ms/call  "
+                              f"load {load_before:.1f}", file=sys.stderr)
     RESULTS_DIR.mkdir(exist_ok=True)
     (RESULTS_DIR / "transports_ab.json").write_text(json.dumps(rows, indent=2))
-    lines = ["# encode.store with many clients, before and after, side by side", "",
-             f"`bench/transports.py --before <tree> --clients {args.clients} --rounds {args.rounds}` — "
+    without = f" --before-without {','.join(args.before_without)}" if args.before_without else ""
+    lines = ["# Many clients, before and after, side by side", "",
+             f"`bench/transports.py --before <tree>{without} --clients {args.clients} --rounds {args.rounds}` — "
              f"{env_line(environment())}", "",
-             f"A real `cerememory serve` (HTTP + gRPC) of each source tree over a fresh data directory, "
-             f"{args.clients} client processes, {per} `encode.store` calls each; before and after alternate "
-             "per transport and round so both see the same load. The 1-minute load average of the 2-core "
-             "machine (shared with other work) is given for each run.", "",
-             "| round | transport | before calls/s | after calls/s | after / before | before p50 ms "
-             "| after p50 ms | load |",
-             "|---|---|---|---|---|---|---|---|"]
+             "A real `cerememory serve` (HTTP + gRPC) of each source tree over a fresh data directory; client "
+             "processes on the same 2 cores; before and after alternate per operation, transport and round so "
+             "both see the same load. The server's CPU per call (all its threads, over the calls of the run) "
+             "moves far less with other work than throughput does. The 1-minute load average is given for each "
+             "run; the clients themselves are most of it."
+             + (f" The before server ran without {', '.join(args.before_without)}." if args.before_without else ""), "",
+             "| round | operation | clients | transport | before calls/s | after calls/s | after / before "
+             "| before p50 ms | after p50 ms | before server CPU ms/call | after server CPU ms/call | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for round_ in range(args.rounds):
-        for kind in ("http", "grpc"):
-            b, a = (next(r for r in rows if r["round"] == round_ and r["transport"] == kind and r["tree"] == t)
-                    for t in ("before", "after"))
-            lines.append(f"| {round_ + 1} | {kind} | {b['throughput']:,.0f} | {a['throughput']:,.0f} | "
-                         f"{a['throughput'] / b['throughput']:.1f}× | {b['p50_ms']:.1f} | {a['p50_ms']:.1f} | "
-                         f"{b['load1']:.1f} / {a['load1']:.1f} |")
+        for op, _ in AB_OPS:
+            for kind in ("http", "grpc"):
+                b, a = (next(r for r in rows if r["round"] == round_ and r["op"] == op and r["transport"] == kind
+                             and r["tree"] == t) for t in ("before", "after"))
+                lines.append(f"| {round_ + 1} | {op} | {a['clients']} | {kind} | {b['throughput']:,.0f} | "
+                             f"{a['throughput']:,.0f} | {a['throughput'] / b['throughput']:.2f}× | {b['p50_ms']:.1f} | "
+                             f"{a['p50_ms']:.1f} | {b['server_cpu_ms']:.2f} | {a['server_cpu_ms']:.2f} | "
+                             f"{b['load1']:.1f} / {a['load1']:.1f} |")
     (RESULTS_DIR / "transports_ab.md").write_text("\n".join(lines) + "\n")
     return 0
 
