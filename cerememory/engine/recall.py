@@ -175,6 +175,13 @@ class Recall:
                     weights.append(options.context_weight)
                     scores = fuse(rankings, options.fusion, options.rrf_k, weights)
                     meta.signals.append("context")
+            if text_hits and options.text_context_weight > 0:
+                around = self._text_in_context(text_hits)
+                if around:
+                    rankings.append(around)
+                    weights.append(options.text_context_weight)
+                    scores = fuse(rankings, options.fusion, options.rrf_k, weights)
+                    meta.signals.append("text context")
             if options.feedback != "off":
                 feedback = (self._feedback(scores, query_vec, pool, codes) if options.feedback == "vector"
                             else self._text_feedback(scores, text, pool, groups))
@@ -314,6 +321,21 @@ class Recall:
         cosine = context @ (query_vec / (np.linalg.norm(query_vec) or 1.0))
         order = np.argsort(-cosine, kind="stable")[:pool]
         return [(ids[n], float(cosine[n])) for n in order]
+
+    def _text_in_context(self, hits: list[tuple[uuid.UUID, float]]) -> list[tuple[uuid.UUID, float]]:
+        """The BM25 hits and their session neighbours ranked by BM25 in context: a turn's own
+        score plus `CONTEXT_SHARE` times each neighbouring turn's, as if every turn were indexed
+        with the turns around it. A turn that shares no word with the cue is found when the turn
+        before or after it does. Empty when no hit has a neighbour."""
+        context = dict(hits)
+        linked = False
+        for i, score in hits:
+            for edge in self.core.graph.out_edges(i, CONTEXT_EDGES):  # the links run both ways
+                context[edge.target] = context.get(edge.target, 0.0) + CONTEXT_SHARE * score
+                linked = True
+        if not linked:
+            return []
+        return sorted(context.items(), key=lambda item: -item[1])
 
     def _text_feedback(self, scores: dict[uuid.UUID, float], text: str, pool: int,
                        groups: list[str] | None) -> list[tuple[uuid.UUID, float]]:
