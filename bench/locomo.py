@@ -36,7 +36,9 @@ category is reported with and without the dream's summaries in the candidate set
 dream's throughput (raw records per second). Writes bench/results/locomo_dream.md and .json.
 
 `--cv` cross-validates every tuned choice, leaving one conversation out at a time (see
-bench/locomo_cv.py); writes bench/results/locomo_cv.md, .json and locomo_cv.png.
+bench/locomo_cv.py); writes bench/results/locomo_cv.md, .json and locomo_cv.png. With
+`--cv-families 'text context'` only the named families are selected (a few configurations
+instead of the whole grid), written to locomo_cv_text_context.md.
 
 `--backends` runs the engine (BM25 only, and the defaults with MiniLM) on both storage backends
 side by side: DuckDB in a data directory, and PostgreSQL (the self-contained server of the
@@ -379,6 +381,8 @@ def main() -> None:
                     help="journal, dream, and compare recall with and without dream summaries (locomo_dream.md)")
     ap.add_argument("--cv", action="store_true",
                     help="leave-one-conversation-out cross-validation of the tuned settings (locomo_cv.md)")
+    ap.add_argument("--cv-families", help="with --cv: only these comma-separated families (e.g. 'text "
+                    "context'), against the defaults; writes locomo_cv_<families>.md instead")
     ap.add_argument("--dream-semantic", choices=["off", "on"], default="off",
                     help="semantic search for the --dream comparison (default off: BM25)")
     ap.add_argument("--backends", action="store_true",

@@ -7,7 +7,8 @@ plus a caller-supplied 384-d vector each, stored by checkout A; B rebuilds its f
 open if its analyzer differs) in their own worker process, with their default settings. The
 workers then answer the same queries (text plus embedding cue, reconsolidate=False, limit 10,
 so the query embedding is excluded) in alternating rounds of 20, so that both see the same
-load. Reports p50 / p95 of each and the ratio B / A; writes nothing unless --out is given.
+load. Reports p50 / p95 of each and the ratio B / A, in wall-clock and in the worker process's
+CPU time per query (which load stretches far less); writes nothing unless --out is given.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -50,12 +52,13 @@ def worker(data_dir: str, build: int) -> None:
             reply = {"open_s": now() - t0, "repaired": list(mem.engine.repaired)}
         elif req["op"] == "round":
             assert mem is not None
-            times = []
+            times, cpu = [], []
             for text, vec in zip(req["texts"], req["vectors"], strict=True):
-                t0 = now()
+                t0, c0 = now(), time.process_time()
                 mem.recall(text, embedding=vec, limit=10, reconsolidate=False)
                 times.append(now() - t0)
-            reply = {"times": times}
+                cpu.append(time.process_time() - c0)
+            reply = {"times": times, "cpu": cpu}
         else:
             if mem is not None:
                 mem.close()
@@ -105,21 +108,28 @@ def main() -> None:
             w.ask(op="round", texts=texts[:ROUND], vectors=vectors[:ROUND])
         load = LoadMonitor()
         times: dict[str, list[float]] = {"A": [], "B": []}
+        cpu: dict[str, list[float]] = {"A": [], "B": []}
         for start in range(0, args.queries, ROUND):
             order = ("A", "B") if (start // ROUND) % 2 == 0 else ("B", "A")
             for k in order:
-                times[k] += workers[k].ask(op="round", texts=texts[start:start + ROUND],
-                                           vectors=vectors[start:start + ROUND])["times"]
+                got = workers[k].ask(op="round", texts=texts[start:start + ROUND],
+                                     vectors=vectors[start:start + ROUND])
+                times[k] += got["times"]
+                cpu[k] += got["cpu"]
         busy = load.others_cores()
         for w in workers.values():
             w.ask(op="close")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     stats = {k: ms_stats(v) for k, v in times.items()}
+    cpu_stats = {k: ms_stats(v) for k, v in cpu.items()}
     result = {"n": args.n, "queries": args.queries, "build_s": built["build_s"], "open": opened,
               "others_busy_cores": busy, "A": stats["A"], "B": stats["B"],
               "ratio_p50": stats["B"]["p50_ms"] / stats["A"]["p50_ms"],
-              "ratio_p95": stats["B"]["p95_ms"] / stats["A"]["p95_ms"]}
+              "ratio_p95": stats["B"]["p95_ms"] / stats["A"]["p95_ms"],
+              # CPU time of the worker process per query (every thread): what load does not stretch
+              "cpu_A": cpu_stats["A"], "cpu_B": cpu_stats["B"],
+              "cpu_ratio_p50": cpu_stats["B"]["p50_ms"] / cpu_stats["A"]["p50_ms"]}
     print(json.dumps(result, indent=1))
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))

@@ -225,6 +225,10 @@ SETTINGS = SETTINGS + (
     Setting("recall.context_weight", 0.5, _nonnegative_float,
             "The vote, in fusion, of the cue's cosine to each hit in its session context (its vector "
             "plus 0.3 times each neighbouring turn's); 0 turns it off."),
+    Setting("recall.text_context_weight", 1.0, _nonnegative_float,
+            "The vote, in fusion, of BM25 in session context: each hit and its neighbouring turns "
+            "scored by their own BM25 plus 0.3 times their neighbours' (as if each turn were "
+            "indexed with the turns around it); 0 turns it off."),
     Setting("recall.feedback", "off", _choice("off", "vector", "text"),
             "Pseudo-relevance feedback: a second search from the best first hits (their mean vector "
             "added to the cue's, or the words at least two of them share added to the cue)."),
@@ -441,6 +445,7 @@ class Config:
             "temporal_weight": self["recall.temporal_weight"],
             "session_weight": self["recall.session_weight"],
             "context_weight": self["recall.context_weight"],
+            "text_context_weight": self["recall.text_context_weight"],
             "feedback": self["recall.feedback"],
             "audit": self["audit.enabled"],
             "allow_broken_audit": self["audit.allow_broken"],

@@ -158,3 +158,18 @@ def test_a_turn_is_found_through_the_turns_around_it_and_through_vector_feedback
     assert all(0.0 <= h.relevance_score <= 1.0 for h in after.memories)
     options.context_weight, options.feedback = 0.0, "vector"
     assert "feedback" in mem.recall_query(cue).query_metadata.signals
+
+
+def test_text_in_context_finds_a_turn_through_the_words_of_the_turn_before_it(mem):
+    options = mem.engine.core.options
+    options.activation_weight, options.session_weight = 0.0, 0.0
+    mem.store_batch([turn("how were the kids at the museum", "s1", 0), turn("they loved the dinosaurs", "s1", 1),
+                     turn("museum tickets are cheaper on sunday", None, 2)])
+    options.text_context_weight = 0.0
+    before = mem.recall("kids museum", reconsolidate=False)
+    assert "they loved the dinosaurs" not in {h.record.content.plain_text() for h in before.memories}
+    options.text_context_weight = 1.0
+    after = mem.recall("kids museum", reconsolidate=False)
+    assert "text context" in after.query_metadata.signals
+    assert "they loved the dinosaurs" in {h.record.content.plain_text() for h in after.memories}
+    assert all(0.0 <= h.relevance_score <= 1.0 for h in after.memories)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from cerememory.embed.base import normalise_rows
-from cerememory.index.vectors import PARALLEL_ROWS, VectorIndex
+from cerememory.index.coarse import Int8Rows
+from cerememory.index.vectors import COARSE_ROWS, PARALLEL_ROWS, VectorIndex
 
 
 @pytest.mark.parametrize("rows", [50, PARALLEL_ROWS + 1_000])
@@ -59,3 +60,51 @@ def test_a_blas_thread_count_the_user_set_is_left_alone() -> None:
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": ""}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.startswith("True"), out.stdout
+
+
+def test_the_int8_first_pass_returns_the_float32_top_k() -> None:
+    """A large group answers from its int8 copy plus a float32 rescoring of what the copy keeps:
+    the ids are the exact scan's, with and without a filter, also after the copy has followed
+    removes (rows moved into holes) and adds that grow the matrix."""
+    rows, dim = COARSE_ROWS + 4_000, 64
+    rng = np.random.default_rng(20261202)
+    matrix = normalise_rows(rng.standard_normal((rows, dim)).astype(np.float32))
+    ids = [uuid.UUID(int=i + 1) for i in range(rows)]
+    codes = rng.integers(0, 3, rows)
+    index = VectorIndex()
+    index.add(ids[:-3_000], codes[:-3_000].tolist(), matrix[:-3_000])
+    index.search(matrix[0], 1)  # the first search scans float32; the second makes the copy
+    index.search(matrix[0], 1)
+    index.remove(ids[:11])
+    index.add(ids[-3_000:], codes[-3_000:].tolist(), matrix[-3_000:])  # grows the matrix
+    kept = np.arange(11, rows)
+    group = index._groups[dim]  # noqa: SLF001 - the test checks which path answered
+    assert group.small is not None
+    for _ in range(20):
+        # a noisy copy of a stored row: one clear neighbour, then the crowd the bound must sort
+        query = matrix[rng.integers(0, rows)] + 0.6 * rng.standard_normal(dim).astype(np.float32) / 8
+        unit = query / np.linalg.norm(query)
+        scores = matrix[kept] @ unit
+        for allowed in (None, [1, 2]):
+            mask = np.ones(len(kept), bool) if allowed is None else np.isin(codes[kept], allowed)
+            expected = [ids[kept[i]] for i in np.argsort(-np.where(mask, scores, -np.inf))[:50]]
+            assert [i for i, _ in index.search(query, 50, allowed)] == expected
+        picked = group.small.candidates(len(group.ids), unit, 50, None)
+        assert picked is not None and len(picked) < len(group.ids) // 4  # the pass did prune
+
+
+def test_the_int8_bound_holds_for_every_row() -> None:
+    """The bound of the first pass is never smaller than the true error of a row's int8 score."""
+    rng = np.random.default_rng(7)
+    matrix = normalise_rows(rng.standard_normal((5_000, 384)).astype(np.float32))
+    matrix[3] = 0.0  # a zero row stays exact
+    small = Int8Rows(len(matrix), 384)
+    small.set(0, matrix)
+    for _ in range(5):
+        query = normalise_rows(rng.standard_normal(384).astype(np.float32))
+        q = Int8Rows(1, 384)
+        q.set(0, query.reshape(1, -1))
+        approx = (small.codes.astype(np.int64) @ q.codes[0].astype(np.int64)) * small.scales * q.scales[0]
+        exact = matrix.astype(np.float64) @ query.astype(np.float64)
+        bound = small.errors * (1 + q.errors[0]) + q.errors[0]
+        assert np.all(np.abs(exact - approx) <= bound + 1e-6)

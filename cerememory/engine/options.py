@@ -29,6 +29,7 @@ class EngineOptions:
     temporal_weight: float = 1.0  # how much a time the cue names favours memories from then
     session_weight: float = 0.1  # how much the other hits from a hit's session add to it
     context_weight: float = 0.5  # the vote of the cue's cosine to each hit in its session context
+    text_context_weight: float = 1.0  # the vote of BM25 over each hit and its session neighbours
     feedback: str = "off"  # pseudo-relevance feedback: "vector", "text" or "off"
     embed: EmbedSettings = field(default_factory=EmbedSettings)
     decay: dict[StoreType, decay.DecayParams] = field(default_factory=lambda: dict(decay.DEFAULT_PARAMS))

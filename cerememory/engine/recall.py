@@ -22,7 +22,7 @@ from ..dream.sources import sources_of
 from ..dynamics import decay
 from ..dynamics.render import render
 from ..index.fusion import fuse
-from ..index.graph import Activation
+from ..index.graph import Activation, AssociationGraph
 from ..index.when import time_span
 from ..index.words import QUESTION_WORDS, STOP_WORDS
 from ..model import (
@@ -58,6 +58,21 @@ REACHED_SHARE = 0.5  # a memory only activation reached counts half its gain
 EMOTION_BONUS = 0.5  # a perfect affect match adds half again
 
 RAW_SEARCH_CAP = 20_000  # journal text hits considered at most, however strict the filters
+
+
+class _Turns:
+    """The session neighbours (sequential links, both ways) of records, each looked up once per
+    query: neighbour context, BM25 in context and session evidence ask about the same hits."""
+
+    def __init__(self, graph: AssociationGraph) -> None:
+        self.graph = graph
+        self.seen: dict[uuid.UUID, list[uuid.UUID]] = {}
+
+    def __call__(self, record_id: uuid.UUID) -> list[uuid.UUID]:
+        found = self.seen.get(record_id)
+        if found is None:
+            found = self.seen[record_id] = [e.target for e in self.graph.out_edges(record_id, CONTEXT_EDGES)]
+        return found
 
 
 class Recall:
@@ -165,16 +180,24 @@ class Recall:
         start = to_ts(cue.temporal.start) if cue.temporal else None
         end = to_ts(cue.temporal.end) if cue.temporal else None
         in_window = self._in_window(start, end)
+        near = _Turns(self.core.graph)
         if rankings:
             weights = [options.text_weight if ranking is text_hits else 1.0 for ranking in rankings]
             scores = fuse(rankings, options.fusion, options.rrf_k, weights)
             if query_vec is not None and options.context_weight > 0:
-                around = self._in_context(scores, query_vec, pool)
+                around = self._in_context(scores, query_vec, pool, near)
                 if around:
                     rankings.append(around)
                     weights.append(options.context_weight)
                     scores = fuse(rankings, options.fusion, options.rrf_k, weights)
                     meta.signals.append("context")
+            if text_hits and options.text_context_weight > 0:
+                around = self._text_in_context(text_hits, near)
+                if around:
+                    rankings.append(around)
+                    weights.append(options.text_context_weight)
+                    scores = fuse(rankings, options.fusion, options.rrf_k, weights)
+                    meta.signals.append("text context")
             if options.feedback != "off":
                 feedback = (self._feedback(scores, query_vec, pool, codes) if options.feedback == "vector"
                             else self._text_feedback(scores, text, pool, groups))
@@ -238,7 +261,7 @@ class Recall:
             meta.signals.append("emotion")
         candidates = len(final)
         if options.session_weight > 0 and rankings:
-            final = self._session_evidence(final, req.limit, options.session_weight)
+            final = self._session_evidence(final, req.limit, options.session_weight, near)
         top = heapq.nlargest(req.limit, final, key=lambda i: (final[i], self.core.created(i)))
         text_rank = {i: (r + 1, s) for r, (i, s) in enumerate(text_hits)}
         vector_rank = {i: (r + 1, s) for r, (i, s) in enumerate(vector_hits)}
@@ -266,7 +289,7 @@ class Recall:
                                      activation_trace=_trace(top, gains, reached))
 
     def _session_evidence(self, final: dict[uuid.UUID, float], limit: int,
-                          weight: float) -> dict[uuid.UUID, float]:
+                          weight: float, near: _Turns) -> dict[uuid.UUID, float]:
         """The best hits re-ranked with their sessions as evidence: each of the best
         `2 * limit` counts its rank's share (1 / (rrf_k + rank)) plus `weight` times the shares
         of the other hits from the same conversation session, so a turn from a session that
@@ -275,7 +298,7 @@ class Recall:
         ranked = heapq.nlargest(max(2 * limit, SESSION_EVIDENCE_MIN), final,
                                 key=lambda i: (final[i], self.core.created(i)))
         # only a turn linked in its session can share it with another hit: the others' bodies stay unread
-        sessions = self.core.sessions_of([i for i in ranked if self.core.graph.out_edges(i, CONTEXT_EDGES)])
+        sessions = self.core.sessions_of([i for i in ranked if near(i)])
         if len(set(sessions.values())) == len(sessions):  # no two hits share a session
             return final
         k = self.core.options.rrf_k
@@ -288,17 +311,17 @@ class Recall:
                 for i in ranked}
 
     def _in_context(self, scores: dict[uuid.UUID, float], query_vec: np.ndarray,
-                    pool: int) -> list[tuple[uuid.UUID, float]]:
+                    pool: int, near: _Turns) -> list[tuple[uuid.UUID, float]]:
         """The first-pass hits and their session neighbours ranked by the cue's cosine to each
         one's vector in context (its own plus `CONTEXT_SHARE` times each neighbouring turn's):
         a turn that answers a question it never names ("they loved the dinosaurs") is found
         through the turns around it. Empty when no hit has a neighbour."""
-        around = {i: [e.target for e in self.core.graph.out_edges(i, CONTEXT_EDGES)] for i in scores}
+        around = {i: near(i) for i in scores}
         if not any(around.values()):
             return []
-        for i in {j for near in list(around.values()) for j in near} - around.keys():
-            around[i] = [e.target for e in self.core.graph.out_edges(i, CONTEXT_EDGES)]
-        wanted = list({*around, *(j for near in around.values() for j in near)})
+        for i in {j for turns in list(around.values()) for j in turns} - around.keys():
+            around[i] = near(i)
+        wanted = list({*around, *(j for turns in around.values() for j in turns)})
         found = self.core.vectors.rows(wanted).get(query_vec.shape[0])
         if found is None:
             return []
@@ -314,6 +337,22 @@ class Recall:
         cosine = context @ (query_vec / (np.linalg.norm(query_vec) or 1.0))
         order = np.argsort(-cosine, kind="stable")[:pool]
         return [(ids[n], float(cosine[n])) for n in order]
+
+    def _text_in_context(self, hits: list[tuple[uuid.UUID, float]],
+                         near: _Turns) -> list[tuple[uuid.UUID, float]]:
+        """The BM25 hits and their session neighbours ranked by BM25 in context: a turn's own
+        score plus `CONTEXT_SHARE` times each neighbouring turn's, as if every turn were indexed
+        with the turns around it. A turn that shares no word with the cue is found when the turn
+        before or after it does. Empty when no hit has a neighbour."""
+        context = dict(hits)
+        linked = False
+        for i, score in hits:
+            for j in near(i):  # the links run both ways
+                context[j] = context.get(j, 0.0) + CONTEXT_SHARE * score
+                linked = True
+        if not linked:
+            return []
+        return sorted(context.items(), key=lambda item: -item[1])
 
     def _text_feedback(self, scores: dict[uuid.UUID, float], text: str, pool: int,
                        groups: list[str] | None) -> list[tuple[uuid.UUID, float]]:
