@@ -165,6 +165,8 @@ class Recall:
         codes = None
         if cue.embedding is not None:
             query_vec = np.asarray(cue.embedding, dtype=np.float32)
+        elif text and self.core.embedder is not None and not len(self.core.vectors):
+            meta.semantic_off_reason = "no record has a vector yet, so the query was not embedded"
         elif text and self.core.embedder is not None:
             started = time.perf_counter()
             query_vec = self.core.embed([text])[0]
