@@ -19,6 +19,7 @@ from typing import Any
 
 from .cmp import build
 from .cmp.errors import CMPError, ErrorCode
+from .subcommands import OnlyWanted
 from .version import __version__
 from .wording import count
 
@@ -553,33 +554,13 @@ class _Parser(argparse.ArgumentParser):
                        hint=f"run `{self.prog} --help` for the usage")
 
 
-class _Unused:
-    """Stands in for the parser of a command this run does not use: every call on it does nothing."""
-
-    def __getattr__(self, name: str) -> Callable[..., _Unused]:
-        return lambda *args, **kwargs: self
-
-
-class _Subcommands:
-    """The subparsers, building only `wanted` when it is given."""
-
-    def __init__(self, action: Any, wanted: str | None) -> None:
-        self.action, self.wanted, self.built = action, wanted, False
-
-    def add_parser(self, name: str, **kwargs: Any) -> Any:
-        if self.wanted is not None and name != self.wanted:
-            return _Unused()
-        self.built = True
-        return self.action.add_parser(name, **kwargs)
-
-
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole parser, or with `command` only that command's: a short client call would
     otherwise spend more time building thirty parsers than running its own. An unknown
     `command` builds them all, so the error lists every command."""
     parser = _Parser(prog="cerememory", description="A living memory database for LLM agents.")
     parser.add_argument("--version", action="version", version=f"cerememory {__version__}")
-    sub = _Subcommands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+    sub = OnlyWanted(parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                              parser_class=_Parser), command)
 
     def add(name: str, help_text: str, handler: Any) -> argparse.ArgumentParser:

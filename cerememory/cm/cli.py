@@ -11,10 +11,11 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from ..subcommands import OnlyWanted
 from . import cmd_feedback, cmd_info, cmd_ingest, cmd_playbook, cmd_reflect, cmd_serve, cmd_trauma
 from .app import Ctx, Result, emit, error_envelope, render_human, success_envelope
 from .args import Parser, usage_text
@@ -27,24 +28,6 @@ LISTED = ("init", "starters", "context", "history", "ingest", "similar", "playbo
           "undo", "forget", "why", "top", "stale", "stats", "outcome", "outcome-apply", "reflect", "validate",
           "audit", "project", "quickstart", "usage", "doctor", "privacy", "onboard", "trauma", "guard", "serve")
 ACTION_NAMES = {"ls": "list", "rm": "remove"}
-
-
-class _Unused:
-    """A command not on this command line: whatever its register() declares goes nowhere."""
-
-    def __getattr__(self, name: str) -> Callable[..., _Unused]:
-        return lambda *args, **kwargs: self
-
-
-def _only(sub: Any, wanted: str) -> None:
-    """Let `sub` build the parser of `wanted` alone: declaring every command's options costs
-    more than parsing a line, and cm runs once per agent hook."""
-    add_parser = sub.add_parser
-
-    def one(name: str, **options: Any) -> Any:
-        return add_parser(name, **options) if wanted in (name, *options.get("aliases", ())) else _Unused()
-
-    setattr(sub, "add_parser", one)  # noqa: B010 (an instance's method, replaced)
 
 
 def build_parser(wanted: str | None = None) -> argparse.ArgumentParser:
@@ -66,11 +49,10 @@ def build_parser(wanted: str | None = None) -> argparse.ArgumentParser:
             shown.add_argument(*names, action="store_true", dest=f"global_{flag[2:]}", help=text)
     p.set_defaults(handler=None, run=None, command_name=None)
     sub = p.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND", prog="cm")
-    if wanted is not None:
-        _only(sub, wanted)
+    only = OnlyWanted(sub, wanted)
     for group in GROUPS:
-        group.register(sub)
-    if wanted is not None and wanted not in sub.choices:
+        group.register(only)
+    if wanted is not None and not only.built:
         return build_parser()
     _in_listed_order(sub.choices)
     lines = getattr(sub, "_choices_actions", None)  # argparse's command lines of `cm --help`: the same order
