@@ -202,9 +202,9 @@ class DuckJournal(_Rows, sql.SqlJournal):
 class DuckEdges(_Rows):
     def load(self) -> EdgeColumns:
         # as numpy columns, ids as text: each id becomes a UUID once, however many edges it ends
-        columns = self.db.query_columns(sql.EDGES.replace("source_id, target_id",
-                                                          "source_id::VARCHAR AS source_id, "
-                                                          "target_id::VARCHAR AS target_id", 1))
+        columns = self.db.query_columns(
+            "SELECT source_id::VARCHAR AS source_id, target_id::VARCHAR AS target_id, association_type, weight, "
+            "created_at, last_co_activation FROM associations")
         numbers: dict[str, int] = {}
         source = [numbers.setdefault(text, len(numbers)) for text in columns["source_id"]]
         target = [numbers.setdefault(text, len(numbers)) for text in columns["target_id"]]
