@@ -2,18 +2,22 @@
 
 Each row x is kept as x ~ s * c (c in int8, s = max|x| / 127) with the norm of what rounding
 lost, |e_x| = |x - s*c|. A query q is quantised the same way, so the pass is one int8 dot product
-per row (simsimd's SIMD kernels over a quarter of float32's bytes), and Cauchy-Schwarz bounds
-its error: |x.q - (s*c).(t*d)| <= |e_x| |q| + |x| |e_q| + |e_x| |e_q|. Every row whose upper
-bound reaches the k-th best lower bound is rescored in float32; a row outside that set cannot
-be in the exact top k, so the answer is the float32 scan's.
+per row (simsimd's SIMD kernels over a quarter of float32's bytes, in pieces shared by the
+search's threads: threads.py), and Cauchy-Schwarz bounds its error:
+|x.q - (s*c).(t*d)| <= |e_x| |q| + |x| |e_q| + |e_x| |e_q|. Every row whose upper bound reaches
+the k-th best lower bound is rescored in float32; a row outside that set cannot be in the exact
+top k, so the answer is the float32 scan's.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from . import threads
+
 ROUNDING_SLACK = 1e-5  # float32 rounding of the scores themselves (an exact score has ~1e-7)
 CHUNK_ROWS = 1_024  # rows quantised per step: the temporaries stay in the core's cache
+PIECE_ROWS = 16_384  # rows of the int8 pass a search thread takes at a time (6 MB at 384-d)
 
 
 class Int8Rows:
@@ -59,7 +63,15 @@ class Int8Rows:
         q = Int8Rows(1, len(query))
         q.set(0, query.reshape(1, -1))
         q_scale, q_error = float(q.scales[0]), float(q.errors[0])
-        dots = np.asarray(simsimd.cdist(q.codes, self.codes[:n], metric="dot", out_dtype="float32"))[0]
+        pieces: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * -(-n // PIECE_ROWS)
+
+        def piece(p: int) -> None:  # the int8 dot products of one piece of rows
+            codes = self.codes[p * PIECE_ROWS:min(n, (p + 1) * PIECE_ROWS)]
+            # not out=: simsimd 6.5 returns None from it without a reference, which frees None
+            pieces[p] = np.asarray(simsimd.cdist(q.codes, codes, metric="dot", out_dtype="float32"))[0]
+
+        threads.share(len(pieces), piece)
+        dots = np.concatenate(pieces)
         coarse = dots * (self.scales[:n] * q_scale)  # exact integers times the scales
         bound = self.errors[:n] * (1.0 + q_error) + (q_error + ROUNDING_SLACK)
         lower = coarse - bound

@@ -8,46 +8,21 @@ in float32 (coarse.py); the answer is the float32 scan's either way.
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..embed.base import normalise_rows
-from . import coarse
+from . import coarse, threads
 
 PARALLEL_ROWS = 32_768  # below this one thread scans faster than a hand-off to others
+SCAN_PIECE_ROWS = 16_384  # rows a thread scans and cuts to its k best at a time
 # from this many rows a group keeps an int8 copy for the first pass. It is made at the group's
 # second search (about 0.2 s at 100k rows: more than the float32 scans of a short command that
 # searches once, and nothing at open), and kept up to date from then on.
 COARSE_ROWS = 32_768
-_WORKERS = max(1, min(os.cpu_count() or 1, 8))
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-# a thread count the user set for BLAS; the engine then leaves BLAS alone
-BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
-_blas_set = False
-
-
-def set_blas_policy() -> None:
-    """BLAS runs one thread per call in this process, once, unless the user set a BLAS thread
-    count. The scan spreads a large matrix over the cores itself, and numpy releases the GIL,
-    so BLAS threads of its own would only compete with those slices (and with the server's
-    other requests) for the same cores: on 2 cores, numpy's default made vector search
-    1.5-1.8 times slower than one thread."""
-    global _blas_set
-    with _pool_lock:
-        if _blas_set:
-            return
-        _blas_set = True
-    if any(os.environ.get(name) for name in BLAS_THREAD_VARIABLES):
-        return
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1, user_api="blas")
 
 
 def _top(matrix: np.ndarray, codes: np.ndarray, query: np.ndarray, k: int,
@@ -64,20 +39,19 @@ def _top(matrix: np.ndarray, codes: np.ndarray, query: np.ndarray, k: int,
 
 def _scan_top(matrix: np.ndarray, codes: np.ndarray, query: np.ndarray, k: int,
               allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """The k best rows of `matrix` for `query`. A large matrix is cut into one slice per core,
-    each scanned and cut to its own k best side by side (the product is bound by memory
-    bandwidth and numpy releases the GIL); the few survivors are merged here."""
-    global _pool
-    if len(matrix) < PARALLEL_ROWS or _WORKERS == 1:
+    """The k best rows of `matrix` for `query`. A large matrix is scanned in pieces shared by
+    the search's threads (threads.py), each piece cut to its own k best; the few survivors are
+    merged here."""
+    if len(matrix) < PARALLEL_ROWS or threads.search_threads() == 1:
         return _top(matrix, codes, query, k, allowed)
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(_WORKERS - 1, thread_name_prefix="cerememory-scan")
-    bounds = np.linspace(0, len(matrix), _WORKERS + 1, dtype=np.int64)
-    parts = [_pool.submit(_top, matrix[a:b], codes[a:b], query, k, allowed, int(a))
-             for a, b in zip(bounds[:-2], bounds[1:-1], strict=True)]
-    last = _top(matrix[bounds[-2]:], codes[bounds[-2]:], query, k, allowed, int(bounds[-2]))
-    found = [p.result() for p in parts] + [last]
+    starts = range(0, len(matrix), SCAN_PIECE_ROWS)
+    found: list[tuple[np.ndarray, np.ndarray]] = [(np.empty(0, np.int64), np.empty(0, np.float32))] * len(starts)
+
+    def piece(p: int) -> None:
+        a = starts[p]
+        found[p] = _top(matrix[a:a + SCAN_PIECE_ROWS], codes[a:a + SCAN_PIECE_ROWS], query, k, allowed, a)
+
+    threads.share(len(starts), piece)
     return np.concatenate([rows for rows, _ in found]), np.concatenate([scores for _, scores in found])
 
 
@@ -228,7 +202,7 @@ class VectorIndex:
     def search(
         self, query: Sequence[float] | np.ndarray, k: int, allowed_codes: Sequence[int] | None = None
     ) -> list[tuple[uuid.UUID, float]]:
-        set_blas_policy()  # at the first search, not at open: a short command may never search
+        threads.set_blas_policy()  # at the first search, not at open: a short command may never search
         q = normalise_rows(query)
         with self._lock:
             group = self._groups.get(q.shape[0])
