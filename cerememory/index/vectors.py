@@ -119,7 +119,9 @@ class _Group:
         rows, scores = found if found is not None else _scan_top(
             self.matrix[:n], self.codes[:n], query, min(k, n), allowed)
         best = np.argsort(-scores, kind="stable")[:k]
-        return [(self.ids[rows[i]], float(scores[i])) for i in best if np.isfinite(scores[i])]
+        best = best[np.isfinite(scores[best])]
+        ids = self.ids  # plain ints and floats: no numpy scalar per hit
+        return [(ids[r], s) for r, s in zip(rows[best].tolist(), scores[best].tolist(), strict=True)]
 
     def _coarse_top(self, query: np.ndarray, k: int,
                     allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
