@@ -63,15 +63,15 @@ class Int8Rows:
         q = Int8Rows(1, len(query))
         q.set(0, query.reshape(1, -1))
         q_scale, q_error = float(q.scales[0]), float(q.errors[0])
-        pieces: list[np.ndarray] = [np.empty(0, dtype=np.float32)] * -(-n // PIECE_ROWS)
+        parts: dict[int, np.ndarray] = {}
 
-        def piece(p: int) -> None:  # the int8 dot products of one piece of rows
-            codes = self.codes[p * PIECE_ROWS:min(n, (p + 1) * PIECE_ROWS)]
+        def dot_rows(start: int, stop: int) -> None:  # the int8 dot products of rows start..stop
             # not out=: simsimd 6.5 returns None from it without a reference, which frees None
-            pieces[p] = np.asarray(simsimd.cdist(q.codes, codes, metric="dot", out_dtype="float32"))[0]
+            parts[start] = np.asarray(simsimd.cdist(q.codes, self.codes[start:stop], metric="dot",
+                                                    out_dtype="float32"))[0]
 
-        threads.share(len(pieces), piece)
-        dots = np.concatenate(pieces)
+        threads.share(n, PIECE_ROWS, dot_rows)
+        dots = parts[0] if len(parts) == 1 else np.concatenate([parts[a] for a in sorted(parts)])
         coarse = dots * (self.scales[:n] * q_scale)  # exact integers times the scales
         bound = self.errors[:n] * (1.0 + q_error) + (q_error + ROUNDING_SLACK)
         lower = coarse - bound

@@ -9,7 +9,9 @@ two threads on two cores finish one in about half the time. Each thread takes th
 when it is done with one: when another process holds a core, the pool's thread starts late (or
 after the work is gone) and just takes fewer pieces, so a search is not slower than the calling
 thread alone (see _Pieces). A fixed split waits for its slow half instead: simsimd's own `threads=2` made the
-int8 pass 1.4 times slower than one thread while the other core was busy.
+int8 pass 1.4 times slower than one thread while the other core was busy. And when other
+processes already keep the other cores busy (measured from /proc/stat every half second), a
+scan does not share at all: it runs as one piece on the calling thread, as it would alone.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from functools import partial
 # a thread count the user set for BLAS; the engine then leaves BLAS alone
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 MAX_THREADS = 8
+LOAD_SAMPLE_S = 0.5  # how often a search re-reads how busy the other processes keep the cores
 _pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
 _blas_set = False
@@ -61,6 +64,51 @@ def set_blas_policy() -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")
+
+
+def _busy_seconds() -> float | None:
+    """CPU seconds all cores spent busy since boot (Linux); None where /proc/stat is missing."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            ticks = [int(x) for x in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError):
+        return None
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+class _Others:
+    """How many cores other processes kept busy over the last LOAD_SAMPLE_S or so: the machine's
+    busy time less this process's own (all its threads, helpers included)."""
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+        self.busy = self.own = self.cores = 0.0
+
+    def cores_busy(self) -> float:
+        now = time.monotonic()
+        if self.at is not None and now - self.at < LOAD_SAMPLE_S:
+            return self.cores
+        busy, own = _busy_seconds(), time.process_time()
+        if busy is None:
+            return 0.0
+        with _lock:
+            if self.at is not None and now > self.at:
+                self.cores = max(0.0, (busy - self.busy) - (own - self.own)) / (now - self.at)
+            self.at, self.busy, self.own = now, busy, own
+        return self.cores
+
+
+_others = _Others()
+
+
+def helper_threads(pieces: int) -> int:
+    """Pool threads worth handing a scan of `pieces` pieces: search_threads() - 1, fewer when
+    other processes keep those cores busy, never more than the pieces after the caller's."""
+    wanted = min(search_threads(), pieces) - 1
+    if wanted <= 0:
+        return 0
+    spare = (os.cpu_count() or 1) - 1 - _others.cores_busy()
+    return max(0, min(wanted, int(spare + 0.5)))
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
@@ -111,17 +159,22 @@ class _Pieces:
                 self._run(piece)
 
 
-def share(count: int, work: Callable[[int], None]) -> None:
-    """Run work(0), ..., work(count - 1), each once, on the calling thread and up to
-    search_threads() - 1 pool threads, each taking the next piece when it is done with one;
-    returns when every piece is done (some perhaps twice) and raises the error a piece raised
-    on the calling thread."""
-    helpers = min(search_threads(), count) - 1
+def share(rows: int, piece_rows: int, work: Callable[[int, int], None]) -> None:
+    """Run work(start, stop) over rows [0, rows): with spare cores, in pieces of `piece_rows`
+    shared by the calling thread and helper_threads() pool threads, each taking the next piece
+    when it is done with one; otherwise once, over all rows, on the calling thread. Returns when
+    every row is done (some perhaps twice) and raises the error a piece raised on the calling
+    thread."""
+    count = -(-rows // piece_rows)
+    helpers = helper_threads(count)
     if helpers <= 0:
-        for piece in range(count):
-            work(piece)
+        work(0, rows)
         return
-    pieces = _Pieces(count, work)
+
+    def piece(p: int) -> None:
+        work(p * piece_rows, min(rows, (p + 1) * piece_rows))
+
+    pieces = _Pieces(count, piece)
     pool = _executor(search_threads() - 1)
     for _ in range(helpers):
         pool.submit(pieces.help)

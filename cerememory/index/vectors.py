@@ -42,17 +42,19 @@ def _scan_top(matrix: np.ndarray, codes: np.ndarray, query: np.ndarray, k: int,
     """The k best rows of `matrix` for `query`. A large matrix is scanned in pieces shared by
     the search's threads (threads.py), each piece cut to its own k best; the few survivors are
     merged here."""
-    if len(matrix) < PARALLEL_ROWS or threads.search_threads() == 1:
+    if len(matrix) < PARALLEL_ROWS:
         return _top(matrix, codes, query, k, allowed)
-    starts = range(0, len(matrix), SCAN_PIECE_ROWS)
-    found: list[tuple[np.ndarray, np.ndarray]] = [(np.empty(0, np.int64), np.empty(0, np.float32))] * len(starts)
+    found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def piece(p: int) -> None:
-        a = starts[p]
-        found[p] = _top(matrix[a:a + SCAN_PIECE_ROWS], codes[a:a + SCAN_PIECE_ROWS], query, k, allowed, a)
+    def top_rows(start: int, stop: int) -> None:
+        found[start] = _top(matrix[start:stop], codes[start:stop], query, k, allowed, start)
 
-    threads.share(len(starts), piece)
-    return np.concatenate([rows for rows, _ in found]), np.concatenate([scores for _, scores in found])
+    threads.share(len(matrix), SCAN_PIECE_ROWS, top_rows)
+    if len(found) == 1:
+        return found[0]
+    found = dict(sorted(found.items()))
+    return (np.concatenate([rows for rows, _ in found.values()]),
+            np.concatenate([scores for _, scores in found.values()]))
 
 
 class _Group:
