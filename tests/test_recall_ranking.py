@@ -3,13 +3,15 @@ names, and an index built by an earlier analyzer rebuilt on open."""
 
 from __future__ import annotations
 
+import heapq
+import random
 import uuid
 from datetime import UTC, datetime
 
 import pytest
 
 import cerememory
-from cerememory.engine.recall import topic_words
+from cerememory.engine.recall import best_first, topic_words
 from cerememory.index import fulltext
 from cerememory.index.fusion import fuse
 
@@ -104,3 +106,16 @@ def test_the_best_match_scores_1_when_nothing_adds_to_it(mem):
     mem.store("walruses eat clams")
     top = mem.recall("penguins", reconsolidate=False).memories[0]
     assert top.relevance_score == pytest.approx(1.0, abs=1e-3)  # fidelity fades from 1 as time runs
+
+
+def test_best_first_is_nlargest_by_score_then_newest() -> None:
+    """The ranking's last step reads the created times of the few ids that can make the cut
+    only; the order is heapq.nlargest's by (score, created), ties included."""
+    rng = random.Random(19)
+    for _ in range(200):
+        ids = [uuid.UUID(int=rng.getrandbits(128)) for _ in range(rng.randint(0, 40))]
+        scores = {i: rng.choice([0.1, 0.2, 0.5, 0.5, 1.0, rng.random()]) for i in ids}
+        created = {i: float(rng.randint(0, 3)) for i in ids}
+        for n in (0, 1, 3, 10, 50):
+            expected = heapq.nlargest(n, scores, key=lambda i: (scores[i], created[i]))
+            assert best_first(scores, n, created.__getitem__) == expected

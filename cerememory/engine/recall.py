@@ -264,7 +264,7 @@ class Recall:
         candidates = len(final)
         if options.session_weight > 0 and rankings:
             final = self._session_evidence(final, req.limit, options.session_weight, near)
-        top = heapq.nlargest(req.limit, final, key=lambda i: (final[i], self.core.created(i)))
+        top = best_first(final, req.limit, self.core.created)
         text_rank = {i: (r + 1, s) for r, (i, s) in enumerate(text_hits)}
         vector_rank = {i: (r + 1, s) for r, (i, s) in enumerate(vector_hits)}
         breakdown = {}
@@ -297,8 +297,7 @@ class Recall:
         of the other hits from the same conversation session, so a turn from a session that
         many hits come from rises above a lone hit of another. Scores stay within [0, 1]
         (1: the first hit with every other one from its session); the rest are left out."""
-        ranked = heapq.nlargest(max(2 * limit, SESSION_EVIDENCE_MIN), final,
-                                key=lambda i: (final[i], self.core.created(i)))
+        ranked = best_first(final, max(2 * limit, SESSION_EVIDENCE_MIN), self.core.created)
         # only a turn linked in its session can share it with another hit: the others' bodies stay unread
         sessions = self.core.sessions_of([i for i in ranked if near(i)])
         if len(set(sessions.values())) == len(sessions):  # no two hits share a session
@@ -658,6 +657,19 @@ def _trace(top: Sequence[uuid.UUID], gains: dict[uuid.UUID, float],
                      for i in touched],
         gains={str(i): round(gains[i], 6) for i in touched},
     )
+
+
+def best_first(scores: dict[uuid.UUID, float], n: int,
+               created: Callable[[uuid.UUID], float]) -> list[uuid.UUID]:
+    """The `n` best of `scores`, best first, the newer first among equal scores: what
+    heapq.nlargest by (score, created) gives, with the created times read only for the ids at
+    or above the n-th best score (the others cannot be among the n)."""
+    if n <= 0:
+        return []
+    if len(scores) > n:
+        floor = heapq.nlargest(n, scores.values())[-1]
+        scores = {i: s for i, s in scores.items() if s >= floor}
+    return heapq.nlargest(n, scores, key=lambda i: (scores[i], created(i)))
 
 
 def topic_words(text: str) -> str:
