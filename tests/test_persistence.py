@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 
+import numpy as np
 import pytest
 
 import cerememory
 from cerememory import CMPError, ErrorCode
+from cerememory.storage.duckdb import tables
 
 
 def open_mem(data_dir, **settings):
@@ -36,6 +38,28 @@ def test_everything_survives_reopen(data_dir):
         assert mem.recall("deploy key").memories[0].record.id == a
         assert mem.recall(embedding=[1.0, 0.1]).memories[0].record.id == a
         assert mem.raw_recall("rotate").records[0].id == raw
+
+
+def test_vectors_read_at_first_use_see_every_change_since_open(data_dir, monkeypatch):
+    """Opening leaves the vectors in storage; stores and forgets made before the first vector
+    search are all in the index it reads then (two dimensions, several read batches)."""
+    monkeypatch.setattr(tables, "LOAD_BATCH", 4)
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((23, 8))
+    with open_mem(data_dir) as mem:
+        stored = mem.store_batch([{"content": {"blocks": [{"text": f"note {i}", "embedding": row.tolist()}]}}
+                                  for i, row in enumerate(rows)]).results
+        stored = [r.record_id for r in stored]
+        wide = mem.store("a wider vector", embedding=[0.0, 1.0, 0.0]).record_id
+    with open_mem(data_dir) as mem:
+        gone = stored[-1]
+        mem.forget(gone, confirm=True)
+        late = mem.store("stored after the reopen", embedding=(-rows[0]).tolist()).record_id
+        assert mem.recall(embedding=rows[-2].tolist(), limit=1).memories[0].record.id == stored[-2]
+        assert mem.recall(embedding=(-rows[0]).tolist(), limit=1).memories[0].record.id == late
+        assert mem.recall(embedding=rows[-1].tolist(), limit=3).memories[0].record.id != gone
+        assert mem.recall(embedding=[0.0, 1.0, 0.1], limit=1).memories[0].record.id == wide
+        assert mem.stats().vector_index_records == len(rows) + 1
 
 
 def test_reopen_does_not_re_embed(data_dir):

@@ -102,8 +102,8 @@ class EngineCore:
         self.graph = AssociationGraph()
         heads = self.records.heads
         self.graph.load(read.edges.load(), heads.__contains__)
-        self.vectors = VectorIndex()
-        self.load_vectors([row for row in read.vectors.load() if row[0] in heads])
+        self._vectors: VectorIndex | None = None  # read at its first use (`vectors`)
+        self._vectors_lock = threading.Lock()
         index_dir = data_dir / "index"
         self.text = TextIndex(index_dir / "records", hash_term=self.sealer.token)
         self.raw_text = TextIndex(index_dir / "journal", hash_term=self.sealer.token)
@@ -112,6 +112,43 @@ class EngineCore:
         self.load_evolution()
         self.total_recall_count = int(read.state.get("total_recall_count", "0") or 0)
         self._count_lock = threading.Lock()
+
+    @property
+    def vectors(self) -> VectorIndex:
+        """The vector index, read from storage at its first use. Opening a data directory does
+        not read every vector (at 100k records of 384-d, a third of a second and 150 MB), so a
+        command or a first query that never compares vectors never pays for them. Whoever
+        changes vectors in RAM goes through here first, so no change is made before the load
+        and the load sees every committed row."""
+        index = self._vectors
+        if index is None:
+            with self._vectors_lock:
+                if self._vectors is None:
+                    self._vectors = self._read_vectors()
+                index = self._vectors
+        return index
+
+    def _read_vectors(self) -> VectorIndex:
+        """Every stored vector of a record whose head is loaded, a batch at a time, each
+        dimension's rows of a batch joined into one matrix (each row opened first when
+        encrypted)."""
+        index = VectorIndex()
+        heads = self.records.heads
+        for stored in self.read.vectors.load():
+            kept = np.fromiter((i in heads for i in stored.ids), dtype=bool, count=len(stored.ids))
+            for dim in np.unique(stored.dims[kept]).tolist():
+                rows = np.flatnonzero(kept & (stored.dims == dim)).tolist()
+                ids = [stored.ids[row] for row in rows]
+                if self.sealer is PLAINTEXT:
+                    data = b"".join([stored.vecs[row] for row in rows])
+                else:
+                    data = b"".join([self.sealer.open(i, stored.vecs[row], VECTOR)
+                                     for i, row in zip(ids, rows, strict=True)])
+                # a record forgotten meanwhile is removed by its writer, which waits for this load
+                codes = [STORE_CODE[h.store] if (h := heads.get(i)) is not None else 0 for i in ids]
+                index.add(ids, codes, np.frombuffer(data, dtype=np.float32).reshape(-1, dim))
+        self.backend.release_cache()  # DuckDB would keep about the vectors' size cached
+        return index
 
     def load_vectors(self, rows: list[tuple[uuid.UUID, int, bytes]]) -> None:
         """Add stored (sealed) vectors of records whose heads are loaded to the vector index."""

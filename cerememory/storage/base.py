@@ -123,8 +123,18 @@ class EdgeRows(Protocol):
     def delete_to(self, ids: Sequence[uuid.UUID]) -> None: ...
 
 
+@dataclass(frozen=True)
+class StoredVectors:
+    """Stored vectors as columns, a batch of them: the RAM index takes each dimension's rows of
+    a batch as one matrix."""
+
+    ids: list[uuid.UUID]
+    dims: np.ndarray  # int, one per id
+    vecs: Sequence[bytes]  # sealed as stored (unencrypted: the row's float32 bytes)
+
+
 class VectorRows(Protocol):
-    def load(self) -> Iterator[tuple[uuid.UUID, int, bytes]]: ...  # (record id, dimension, sealed vector)
+    def load(self) -> Iterator[StoredVectors]: ...  # every stored vector, in batches
     def load_for(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, int, bytes]]: ...
     # columns record_id, dim, model; `vec` is sealed bytes per row or, unencrypted, one float32
     # matrix of shape (rows, dim) whose rows are stored as their raw bytes
@@ -256,4 +266,5 @@ class Backend(Protocol):
     def leads(self) -> bool: ...  # whether this process runs the background work (decay, dreams)
     def audit_chain(self) -> AuditChain | None: ...  # None: the audit log is a file in the data directory
     def key_store(self) -> KeyStore: ...  # where an encrypted memory's keys live
+    def release_cache(self) -> None: ...  # let go of what a bulk read left cached in this process
     def close(self) -> None: ...

@@ -32,6 +32,7 @@ log = logging.getLogger("cerememory.storage")
 DB_NAME = "cerememory.duckdb"
 _INVALIDATED = "database has been invalidated"
 _DURABLE = "commit succeeded and is durable"
+RELEASED_LIMIT = "64MB"  # what DuckDB may keep cached when `release_cache` lets go of the rest
 
 # Append-only: an applied migration is never edited (its hash is checked on every open).
 MIGRATIONS: list[tuple[int, str, str]] = [
@@ -303,6 +304,21 @@ class Database:
             self._raise(exc)
         finally:
             cursor.close()
+
+    def release_cache(self) -> None:
+        """Let DuckDB drop the table blocks it keeps cached after a bulk read (loading every
+        vector leaves about their size cached): it evicts unpinned blocks down to a lowered
+        memory limit, then the default limit is set back (Cerememory sets none of its own).
+        The blocks are on disk; a query that reads them again reads them from there."""
+        with self._write_lock:
+            conn = self._usable()
+            try:
+                try:
+                    conn.execute(f"SET memory_limit = '{RELEASED_LIMIT}'")
+                finally:
+                    conn.execute("RESET memory_limit")
+            except duckdb.Error:
+                log.debug("could not release DuckDB's cache", exc_info=True)  # best effort: it only costs RAM
 
     def close(self) -> None:
         self._conn.close()

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...model import uuid_from_text
 from .. import sql
-from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row
+from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row, StoredVectors
 from ..sql import Dialect
 from .database import Database
 from .driver import duckdb
@@ -25,6 +25,7 @@ _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "se
 
 
 _FEW_ROWS = 8
+LOAD_BATCH = 8192  # rows a bulk load holds as Python objects at a time
 
 
 def _param(name: str, value: Any) -> Any:
@@ -229,9 +230,12 @@ class DuckEdges(_Rows):
 
 
 class DuckVectors(_Rows):
-    def load(self) -> Iterator[tuple[uuid.UUID, int, bytes]]:
-        for text, dim, vec in self._read("SELECT record_id::VARCHAR, dim, vec FROM vectors"):
-            yield uuid_from_text(text), dim, vec
+    def load(self) -> Iterator[StoredVectors]:
+        # in batches: the blobs of one batch at a time are Python objects, not all of them
+        for rows in self._stream("SELECT record_id::VARCHAR, dim, vec FROM vectors", [], LOAD_BATCH):
+            yield StoredVectors([uuid_from_text(row[0]) for row in rows],
+                                np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows)),
+                                [row[2] for row in rows])
 
     def load_for(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, int, bytes]]:
         rows = self._read("SELECT record_id, dim, vec FROM vectors WHERE record_id IN (SELECT unnest(?::UUID[]))",

@@ -17,7 +17,7 @@ import numpy as np
 import psycopg
 
 from .. import sql
-from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row
+from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row, StoredVectors
 from ..sql import Dialect
 from .database import PRIMARY_KEYS, Database
 
@@ -213,9 +213,12 @@ class PgEdges(_Rows):
 
 
 class PgVectors(_Rows):
-    def load(self) -> Iterator[tuple[uuid.UUID, int, bytes]]:
-        for record_id, dim, vec in self._read("SELECT record_id, dim, vec FROM vectors"):
-            yield record_id, dim, bytes(vec)
+    def load(self, batch: int = 8192) -> Iterator[StoredVectors]:
+        rows = self._read("SELECT record_id, dim, vec FROM vectors")
+        for start in range(0, len(rows), batch):
+            part = rows[start:start + batch]
+            yield StoredVectors([row[0] for row in part], np.array([row[1] for row in part], dtype=np.int64),
+                                [bytes(row[2]) for row in part])
 
     def load_for(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, int, bytes]]:
         rows = self._read("SELECT record_id, dim, vec FROM vectors WHERE record_id = ANY(%s::uuid[])", [list(ids)])
