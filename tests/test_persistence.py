@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
+import uuid
 
 import numpy as np
 import pytest
 
 import cerememory
 from cerememory import CMPError, ErrorCode
+from cerememory.model import uuids_of_hex
 from cerememory.storage.duckdb import tables
 
 
@@ -130,3 +133,11 @@ def test_failed_open_releases_the_lock(data_dir):
         cerememory.open(data_dir, semantic="on", embedder="http")  # http backend without a URL
     with open_mem(data_dir) as mem:
         assert mem.stats().total_records == 0
+
+
+def test_ids_read_in_bulk_are_ordinary_uuids():
+    ids = [uuid.uuid4() for _ in range(5)] + [uuid.UUID(int=0), uuid.UUID(int=2**128 - 1)]
+    made = uuids_of_hex([i.hex for i in ids])
+    assert made == ids and [hash(i) for i in made] == [hash(i) for i in ids]
+    assert {made[0]: 1}[ids[0]] == 1 and str(made[-1]) == str(ids[-1])
+    assert pickle.loads(pickle.dumps(made)) == ids

@@ -51,10 +51,19 @@ class StorageUnavailable(CMPError):
         super().__init__(ErrorCode.INTERNAL_ERROR, message, hint=hint)
 
 
+@dataclass(frozen=True)
+class StoredHeads:
+    """Every record's head as columns of Python values: `values[k][i]` is HEAD_COLUMNS[k] of
+    `ids[i]` (the stores above build a head per record without a row tuple per record)."""
+
+    ids: list[uuid.UUID]
+    values: list[list[Any]]
+
+
 class RecordRows(Protocol):
     """Curated records: a head (HEAD_COLUMNS) and a sealed body per id."""
 
-    def heads(self) -> Iterator[tuple[uuid.UUID, Row]]: ...  # (id, HEAD_COLUMNS values) of every record
+    def heads(self) -> StoredHeads: ...  # every record's
     def heads_of(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, Row]]: ...
     def bodies(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, bytes]]: ...
     def scan_bodies(self, stores: Sequence[str] | None, batch: int) -> Iterator[list[tuple[uuid.UUID, bytes]]]: ...

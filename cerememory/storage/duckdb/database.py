@@ -292,6 +292,18 @@ class Database:
         except duckdb.Error as exc:
             self._raise(exc)
 
+    def query_columns_together(self, *sqls: str) -> list[dict[str, np.ndarray]]:
+        """Several reads as numpy columns, all of one snapshot (one read transaction)."""
+        cursor = self.reader()
+        try:
+            cursor.execute("BEGIN TRANSACTION")
+            try:
+                return [cursor.execute(sql).fetchnumpy() for sql in sqls]
+            finally:
+                cursor.execute("COMMIT")
+        except duckdb.Error as exc:
+            self._raise(exc)
+
     def stream(self, sql: str, params: Sequence[Any], batch: int) -> Iterator[list[tuple[Any, ...]]]:
         """Rows of one long read in batches, on a cursor of its own (so the thread's cursor is
         free for other reads meanwhile)."""

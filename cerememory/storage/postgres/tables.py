@@ -17,7 +17,7 @@ import numpy as np
 import psycopg
 
 from .. import sql
-from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row, StoredVectors
+from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row, StoredHeads, StoredVectors
 from ..sql import Dialect
 from .database import PRIMARY_KEYS, Database
 
@@ -130,9 +130,10 @@ _HEADS = f"SELECT id, {', '.join(HEAD_COLUMNS)} FROM records"
 
 
 class PgRecords(_Rows):
-    def heads(self) -> Iterator[tuple[uuid.UUID, Row]]:
-        for row in self._read(_HEADS):
-            yield row[0], row[1:]
+    def heads(self) -> StoredHeads:
+        rows = self._read(_HEADS)
+        values = [[row[k] for row in rows] for k in range(1, 1 + len(HEAD_COLUMNS))]
+        return StoredHeads([row[0] for row in rows], values)
 
     def heads_of(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, Row]]:
         return [(row[0], row[1:]) for row in self._read(f"{_HEADS} WHERE id = ANY(%s::uuid[])", [list(ids)])]
