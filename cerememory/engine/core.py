@@ -129,25 +129,32 @@ class EngineCore:
         return index
 
     def _read_vectors(self) -> VectorIndex:
-        """Every stored vector of a record whose head is loaded, a batch at a time, each
-        dimension's rows of a batch joined into one matrix (each row opened first when
-        encrypted)."""
-        index = VectorIndex()
+        """Every stored vector of a record whose head is loaded: storage hands them over in
+        batches, each dimension's rows of a batch are joined into one matrix (each row opened
+        first when encrypted), and the index takes each dimension's rows at once."""
         heads = self.records.heads
+        parts: dict[int, tuple[list[uuid.UUID], list[int], list[np.ndarray]]] = {}
         for stored in self.read.vectors.load():
-            kept = np.fromiter((i in heads for i in stored.ids), dtype=bool, count=len(stored.ids))
+            found = list(map(heads.get, stored.ids))
+            kept = np.fromiter((h is not None for h in found), dtype=bool, count=len(found))
             for dim in np.unique(stored.dims[kept]).tolist():
-                rows = np.flatnonzero(kept & (stored.dims == dim)).tolist()
-                ids = [stored.ids[row] for row in rows]
-                if self.sealer is PLAINTEXT:
-                    data = b"".join([stored.vecs[row] for row in rows])
+                chosen = kept & (stored.dims == dim)
+                if chosen.all():  # the usual batch: one dimension, every record loaded
+                    ids, vecs, heads_of = stored.ids, stored.vecs, found
                 else:
-                    data = b"".join([self.sealer.open(i, stored.vecs[row], VECTOR)
-                                     for i, row in zip(ids, rows, strict=True)])
-                # a record forgotten meanwhile is removed by its writer, which waits for this load
-                codes = [STORE_CODE[h.store] if (h := heads.get(i)) is not None else 0 for i in ids]
-                index.add(ids, codes, np.frombuffer(data, dtype=np.float32).reshape(-1, dim))
+                    rows = np.flatnonzero(chosen).tolist()
+                    ids, vecs = [stored.ids[row] for row in rows], [stored.vecs[row] for row in rows]
+                    heads_of = [found[row] for row in rows]
+                if self.sealer is not PLAINTEXT:
+                    vecs = [self.sealer.open(i, vec, VECTOR) for i, vec in zip(ids, vecs, strict=True)]
+                part = parts.setdefault(dim, ([], [], []))
+                part[0].extend(ids)
+                part[1].extend(STORE_CODE[h.store] if h is not None else 0 for h in heads_of)
+                part[2].append(np.frombuffer(b"".join(vecs), dtype=np.float32).reshape(-1, dim))
         self.backend.release_cache()  # DuckDB would keep about the vectors' size cached
+        index = VectorIndex()
+        for ids, codes, matrices in parts.values():
+            index.add(ids, codes, np.concatenate(matrices) if len(matrices) > 1 else matrices[0].copy())
         return index
 
     def load_vectors(self, rows: list[tuple[uuid.UUID, int, bytes]]) -> None:
