@@ -44,6 +44,8 @@ def _column(name: str, values: Sequence[Any] | np.ndarray) -> np.ndarray:
         return values
     if name in _UUID_COLUMNS:
         return np.array([None if v is None else str(v) for v in values], dtype=object)
+    if len(values) and isinstance(values[0], bytes | str):  # blobs and text: never a fixed-width copy first
+        return np.array(values, dtype=object)
     typed = np.asarray(values)
     if typed.ndim == 1 and typed.dtype.kind in "biuf":
         return typed
