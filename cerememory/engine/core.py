@@ -21,6 +21,7 @@ import numpy as np
 from ..cmp.errors import CMPError, ErrorCode, not_found
 from ..dynamics import decay, evolution
 from ..embed import Embedder, EmbeddingUnavailable, make_embedder, normalise_rows
+from ..heap import TRIM_AFTER_RECORDS, release_free_memory
 from ..index.fulltext import TextIndex
 from ..index.graph import AssociationGraph
 from ..index.vectors import VectorIndex
@@ -155,6 +156,9 @@ class EngineCore:
         index = VectorIndex()
         for ids, codes, matrices in parts.values():
             index.add(ids, codes, np.concatenate(matrices) if len(matrices) > 1 else matrices[0].copy())
+        del parts
+        if len(index) >= TRIM_AFTER_RECORDS:
+            release_free_memory()  # the rows read and dropped: glibc would keep their pages
         return index
 
     def load_vectors(self, rows: list[tuple[uuid.UUID, int, bytes]]) -> None:
