@@ -7,7 +7,8 @@ caller 384-d unit vector each, stored as conversations (sessions of 20 turns, ea
 to the one before, as `encode.batch` links them: about two association rows a record). Each
 round then opens it in a fresh process of the `--before` tree and of this checkout, alternating,
 and reports: the wall and CPU time of `cerememory.open`, the RSS right after it, and the time
-from the start of opening to the first recall.query answered (text, semantic off). CPU time and
+from the start of opening to the first recall.query answered (text, semantic off), then the time
+of a first vector query after it and the RSS after that. CPU time and
 RSS move far less with other work on a shared machine than wall time; the load average is
 given for each run. Writes bench/results/open_ab.md and open_ab.json.
 """
@@ -43,7 +44,7 @@ with cerememory.open(data_dir, semantic="off") as mem:
 """
 
 OPEN = r"""
-import json, sys, time
+import json, math, sys, time
 import cerememory, cerememory.engine  # the engine's import is not part of opening
 
 def rss_mb():
@@ -56,9 +57,15 @@ mem = cerememory.open(sys.argv[1], semantic="off")
 opened, opened_cpu, rss = time.perf_counter() - wall, time.process_time() - cpu, rss_mb()
 hits = mem.recall("budget review with the team", limit=10, reconsolidate=False)
 first = time.perf_counter() - wall
+cue = [math.sin(i) for i in range(384)]
+start = time.perf_counter()
+mem.recall(embedding=cue, limit=10, reconsolidate=False)
+vector = time.perf_counter() - start
+rss_vector = rss_mb()
 mem.close()
 print(json.dumps({"open_s": opened, "open_cpu_s": opened_cpu, "rss_after_open_mb": rss,
-                  "open_to_first_query_s": first, "hits": len(hits.memories)}))
+                  "open_to_first_query_s": first, "first_vector_query_s": vector,
+                  "rss_after_vector_query_mb": rss_vector, "hits": len(hits.memories)}))
 """
 
 
@@ -87,7 +94,9 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     metrics = (("open_s", "open, wall s"), ("open_cpu_s", "open, CPU s"), ("rss_after_open_mb", "RSS after open, MB"),
-               ("open_to_first_query_s", "open → first query, s"))
+               ("open_to_first_query_s", "open → first query, s"),
+               ("first_vector_query_s", "then the first vector query, s"),
+               ("rss_after_vector_query_mb", "RSS after it, MB"))
     lines = ["# Opening a large data directory, before and after, side by side", "",
              f"`bench/open_ab.py --n {args.n} --rounds {args.rounds}`: {args.n:,} records with 384-d caller vectors, "
              f"in sessions of {SESSION} linked turns; each figure a fresh process, before and after alternating. "

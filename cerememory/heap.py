@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sys
 
+TRIM_AFTER_RECORDS = 10_000  # below this, what a bulk read leaves behind is not worth a trim
+
 
 def release_free_memory() -> None:
     if not sys.platform.startswith("linux"):

@@ -12,8 +12,11 @@ import os
 import threading
 import time
 import uuid
+from collections import deque
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
+from itertools import repeat
 from typing import Annotated, Any
 
 from pydantic import (
@@ -68,6 +71,17 @@ def _uuid_of_int(number: int) -> uuid.UUID:
     object.__setattr__(value, "int", number)
     object.__setattr__(value, "is_safe", uuid.SafeUUID.unknown)
     return value
+
+
+def uuids_of_hex(hexes: Sequence[str]) -> list[uuid.UUID]:
+    """`[uuid.UUID(h) for h in hexes]` for trusted 32-digit hex ids (a bulk read from our own
+    database), about twice as fast: every step is a builtin mapped over the whole list, so no
+    Python frame runs per id. Opening 100k records builds 100k of these."""
+    n = len(hexes)
+    ids = list(map(object.__new__, repeat(uuid.UUID, n)))
+    deque(map(object.__setattr__, ids, repeat("int", n), map(int, hexes, repeat(16, n))), maxlen=0)
+    deque(map(object.__setattr__, ids, repeat("is_safe", n), repeat(uuid.SafeUUID.unknown, n)), maxlen=0)
+    return ids
 
 
 def uuid_from_text(text: str) -> uuid.UUID:

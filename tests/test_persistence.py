@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
+import uuid
 
+import numpy as np
 import pytest
 
 import cerememory
 from cerememory import CMPError, ErrorCode
+from cerememory.model import uuids_of_hex
+from cerememory.storage.duckdb import tables
 
 
 def open_mem(data_dir, **settings):
@@ -36,6 +41,28 @@ def test_everything_survives_reopen(data_dir):
         assert mem.recall("deploy key").memories[0].record.id == a
         assert mem.recall(embedding=[1.0, 0.1]).memories[0].record.id == a
         assert mem.raw_recall("rotate").records[0].id == raw
+
+
+def test_vectors_read_at_first_use_see_every_change_since_open(data_dir, monkeypatch):
+    """Opening leaves the vectors in storage; stores and forgets made before the first vector
+    search are all in the index it reads then (two dimensions, several read batches)."""
+    monkeypatch.setattr(tables, "LOAD_BATCH", 4)
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((23, 8))
+    with open_mem(data_dir) as mem:
+        stored = mem.store_batch([{"content": {"blocks": [{"text": f"note {i}", "embedding": row.tolist()}]}}
+                                  for i, row in enumerate(rows)]).results
+        stored = [r.record_id for r in stored]
+        wide = mem.store("a wider vector", embedding=[0.0, 1.0, 0.0]).record_id
+    with open_mem(data_dir) as mem:
+        gone = stored[-1]
+        mem.forget(gone, confirm=True)
+        late = mem.store("stored after the reopen", embedding=(-rows[0]).tolist()).record_id
+        assert mem.recall(embedding=rows[-2].tolist(), limit=1).memories[0].record.id == stored[-2]
+        assert mem.recall(embedding=(-rows[0]).tolist(), limit=1).memories[0].record.id == late
+        assert mem.recall(embedding=rows[-1].tolist(), limit=3).memories[0].record.id != gone
+        assert mem.recall(embedding=[0.0, 1.0, 0.1], limit=1).memories[0].record.id == wide
+        assert mem.stats().vector_index_records == len(rows) + 1
 
 
 def test_reopen_does_not_re_embed(data_dir):
@@ -106,3 +133,11 @@ def test_failed_open_releases_the_lock(data_dir):
         cerememory.open(data_dir, semantic="on", embedder="http")  # http backend without a URL
     with open_mem(data_dir) as mem:
         assert mem.stats().total_records == 0
+
+
+def test_ids_read_in_bulk_are_ordinary_uuids():
+    ids = [uuid.uuid4() for _ in range(5)] + [uuid.UUID(int=0), uuid.UUID(int=2**128 - 1)]
+    made = uuids_of_hex([i.hex for i in ids])
+    assert made == ids and [hash(i) for i in made] == [hash(i) for i in ids]
+    assert {made[0]: 1}[ids[0]] == 1 and str(made[-1]) == str(ids[-1])
+    assert pickle.loads(pickle.dumps(made)) == ids

@@ -21,6 +21,7 @@ import numpy as np
 from ..cmp.errors import CMPError, ErrorCode, not_found
 from ..dynamics import decay, evolution
 from ..embed import Embedder, EmbeddingUnavailable, make_embedder, normalise_rows
+from ..heap import TRIM_AFTER_RECORDS, release_free_memory
 from ..index.fulltext import TextIndex
 from ..index.graph import AssociationGraph
 from ..index.vectors import VectorIndex
@@ -102,8 +103,8 @@ class EngineCore:
         self.graph = AssociationGraph()
         heads = self.records.heads
         self.graph.load(read.edges.load(), heads.__contains__)
-        self.vectors = VectorIndex()
-        self.load_vectors([row for row in read.vectors.load() if row[0] in heads])
+        self._vectors: VectorIndex | None = None  # read at its first use (`vectors`)
+        self._vectors_lock = threading.Lock()
         index_dir = data_dir / "index"
         self.text = TextIndex(index_dir / "records", hash_term=self.sealer.token)
         self.raw_text = TextIndex(index_dir / "journal", hash_term=self.sealer.token)
@@ -112,6 +113,53 @@ class EngineCore:
         self.load_evolution()
         self.total_recall_count = int(read.state.get("total_recall_count", "0") or 0)
         self._count_lock = threading.Lock()
+
+    @property
+    def vectors(self) -> VectorIndex:
+        """The vector index, read from storage at its first use. Opening a data directory does
+        not read every vector (at 100k records of 384-d, a third of a second and 150 MB), so a
+        command or a first query that never compares vectors never pays for them. Whoever
+        changes vectors in RAM goes through here first, so no change is made before the load
+        and the load sees every committed row."""
+        index = self._vectors
+        if index is None:
+            with self._vectors_lock:
+                if self._vectors is None:
+                    self._vectors = self._read_vectors()
+                index = self._vectors
+        return index
+
+    def _read_vectors(self) -> VectorIndex:
+        """Every stored vector of a record whose head is loaded: storage hands them over in
+        batches, each dimension's rows of a batch are joined into one matrix (each row opened
+        first when encrypted), and the index takes each dimension's rows at once."""
+        heads = self.records.heads
+        parts: dict[int, tuple[list[uuid.UUID], list[int], list[np.ndarray]]] = {}
+        for stored in self.read.vectors.load():
+            found = list(map(heads.get, stored.ids))
+            kept = np.fromiter((h is not None for h in found), dtype=bool, count=len(found))
+            for dim in np.unique(stored.dims[kept]).tolist():
+                chosen = kept & (stored.dims == dim)
+                if chosen.all():  # the usual batch: one dimension, every record loaded
+                    ids, vecs, heads_of = stored.ids, stored.vecs, found
+                else:
+                    rows = np.flatnonzero(chosen).tolist()
+                    ids, vecs = [stored.ids[row] for row in rows], [stored.vecs[row] for row in rows]
+                    heads_of = [found[row] for row in rows]
+                if self.sealer is not PLAINTEXT:
+                    vecs = [self.sealer.open(i, vec, VECTOR) for i, vec in zip(ids, vecs, strict=True)]
+                part = parts.setdefault(dim, ([], [], []))
+                part[0].extend(ids)
+                part[1].extend(STORE_CODE[h.store] if h is not None else 0 for h in heads_of)
+                part[2].append(np.frombuffer(b"".join(vecs), dtype=np.float32).reshape(-1, dim))
+        self.backend.release_cache()  # DuckDB would keep about the vectors' size cached
+        index = VectorIndex()
+        for ids, codes, matrices in parts.values():
+            index.add(ids, codes, np.concatenate(matrices) if len(matrices) > 1 else matrices[0].copy())
+        del parts
+        if len(index) >= TRIM_AFTER_RECORDS:
+            release_free_memory()  # the rows read and dropped: glibc would keep their pages
+        return index
 
     def load_vectors(self, rows: list[tuple[uuid.UUID, int, bytes]]) -> None:
         """Add stored (sealed) vectors of records whose heads are loaded to the vector index."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, BinaryIO, TypeVar, cast
 
 from ..cmp import messages as m
 from ..cmp.errors import CMPError
-from ..heap import release_free_memory
+from ..heap import TRIM_AFTER_RECORDS, release_free_memory
 from ..model import MemoryRecord
 from ..progress import ProgressFn
 from ..security.audit import AuditLog
@@ -42,8 +42,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("cerememory")
 P = TypeVar("P")
 
-
-TRIM_AFTER_RECORDS = 10_000  # below this, what opening leaves behind is not worth a trim
 
 class Engine:
     """One data directory: the five stores, the raw journal, their indexes and the CMP operations."""

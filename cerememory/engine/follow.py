@@ -211,7 +211,7 @@ class Follower:
     def _reload_all(self, upto: int) -> None:
         core = self.core
         self._refresh_records(self._read_records(sorted(set(core.records.heads)
-                                                        | {row[0] for row in core.read.records.heads()})))
+                                                        | set(core.read.records.heads().ids))))
         stage_raw(core, core.journal.ids())
         core.consolidated = dict(core.read.ledger.load())
         self._refresh_state(["recall_mode", "evolution"])

@@ -136,15 +136,18 @@ class AssociationGraph:
         """Add stored edges in bulk, those whose two ends `keep` accepts (one per (source,
         target, type), as the table holds them)."""
         with self._lock:
-            kept = np.array([keep(node) for node in edges.nodes], dtype=bool)
+            kept = np.fromiter(map(keep, edges.nodes), dtype=bool, count=len(edges.nodes))
             if not len(edges.source) or not kept.any():
                 return
-            if len(self._columns.src) or self._written:
+            if len(self._columns.src) or self._written or self._nodes:
                 raise RuntimeError("load() fills an empty graph; add() merges into one")
             chosen = kept[edges.source] & kept[edges.target]
-            number = np.array([self._node(node) if k else -1 for node, k in zip(edges.nodes, kept, strict=True)],
-                              dtype=np.int32)
-            kinds = np.array([self._type(name) for name in edges.type], dtype=np.int16)
+            self._nodes = [node for node, k in zip(edges.nodes, kept.tolist(), strict=True) if k]
+            self._index = dict(zip(self._nodes, range(len(self._nodes)), strict=True))
+            number = np.full(len(edges.nodes), -1, dtype=np.int32)
+            number[kept] = np.arange(len(self._nodes), dtype=np.int32)
+            codes = {name: self._type(name) for name in set(edges.type)}
+            kinds = np.fromiter(map(codes.__getitem__, edges.type), dtype=np.int16, count=len(edges.type))
             last = np.where(np.isnan(edges.last_co_activation), edges.created_at, edges.last_co_activation)
             attrs = np.stack([edges.weight, edges.created_at, last], axis=1)
             self._columns = _Columns(len(self._nodes), number[edges.source][chosen], number[edges.target][chosen],

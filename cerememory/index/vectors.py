@@ -74,6 +74,16 @@ class _Group:
         if self.row_of:  # replacing: an empty group (loading at open) has nothing to replace
             self.remove([i for i in ids if i in self.row_of])
         n, need = len(self.ids), len(self.ids) + len(ids)
+        if n == 0 and len(ids) > len(self.matrix) and rows.dtype == np.float32 and rows.flags.c_contiguous \
+                and rows.flags.writeable and rows.flags.owndata:
+            # a group's first rows, a matrix of their own (loading at open): taken as they are
+            self.matrix, self.codes = rows, np.asarray(codes, dtype=np.int8)
+            if self.small is not None:
+                self.small.grow(0, len(rows))
+                self.small.set(0, rows)
+            self.row_of.update(zip(ids, range(need), strict=True))
+            self.ids.extend(ids)
+            return
         if need > len(self.matrix):
             cap = max(need, 2 * len(self.matrix))
             grown = np.zeros((cap, self.dim), dtype=np.float32)

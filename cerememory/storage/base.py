@@ -51,10 +51,19 @@ class StorageUnavailable(CMPError):
         super().__init__(ErrorCode.INTERNAL_ERROR, message, hint=hint)
 
 
+@dataclass(frozen=True)
+class StoredHeads:
+    """Every record's head as columns of Python values: `values[k][i]` is HEAD_COLUMNS[k] of
+    `ids[i]` (the stores above build a head per record without a row tuple per record)."""
+
+    ids: list[uuid.UUID]
+    values: list[list[Any]]
+
+
 class RecordRows(Protocol):
     """Curated records: a head (HEAD_COLUMNS) and a sealed body per id."""
 
-    def heads(self) -> Iterator[tuple[uuid.UUID, Row]]: ...  # (id, HEAD_COLUMNS values) of every record
+    def heads(self) -> StoredHeads: ...  # every record's
     def heads_of(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, Row]]: ...
     def bodies(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, bytes]]: ...
     def scan_bodies(self, stores: Sequence[str] | None, batch: int) -> Iterator[list[tuple[uuid.UUID, bytes]]]: ...
@@ -123,8 +132,18 @@ class EdgeRows(Protocol):
     def delete_to(self, ids: Sequence[uuid.UUID]) -> None: ...
 
 
+@dataclass(frozen=True)
+class StoredVectors:
+    """Stored vectors as columns, a batch of them: the RAM index takes each dimension's rows of
+    a batch as one matrix."""
+
+    ids: list[uuid.UUID]
+    dims: np.ndarray  # int, one per id
+    vecs: Sequence[bytes]  # sealed as stored (unencrypted: the row's float32 bytes)
+
+
 class VectorRows(Protocol):
-    def load(self) -> Iterator[tuple[uuid.UUID, int, bytes]]: ...  # (record id, dimension, sealed vector)
+    def load(self) -> Iterator[StoredVectors]: ...  # every stored vector, in batches
     def load_for(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, int, bytes]]: ...
     # columns record_id, dim, model; `vec` is sealed bytes per row or, unencrypted, one float32
     # matrix of shape (rows, dim) whose rows are stored as their raw bytes
@@ -256,4 +275,5 @@ class Backend(Protocol):
     def leads(self) -> bool: ...  # whether this process runs the background work (decay, dreams)
     def audit_chain(self) -> AuditChain | None: ...  # None: the audit log is a file in the data directory
     def key_store(self) -> KeyStore: ...  # where an encrypted memory's keys live
+    def release_cache(self) -> None: ...  # let go of what a bulk read left cached in this process
     def close(self) -> None: ...

@@ -209,8 +209,11 @@ class RecordStore:
         self._columns_lock = threading.Lock()
 
     def load(self) -> None:
-        """Read every head."""
-        self._put_rows(self.rows.heads())
+        """Read every head (column by column: a head per record, no row tuple)."""
+        stored = self.rows.heads()
+        stores = {s.value: s for s in StoreType}
+        values = [[stores[name] for name in stored.values[0]], *stored.values[1:]]
+        self.heads.update(zip(stored.ids, map(Head, *values), strict=True))
 
     def _put_rows(self, rows: Iterable[tuple[uuid.UUID, Any]]) -> None:
         stores = {s.value: s for s in StoreType}

@@ -31,6 +31,9 @@ class DuckDBBackend:
     def key_store(self) -> KeyFiles:
         return KeyFiles(self.data_dir)  # beside the database, never inside it
 
+    def release_cache(self) -> None:
+        self.database.release_cache()
+
     @contextmanager
     def transaction(self) -> Iterator[DuckTables]:
         with self.database.transaction() as tx:

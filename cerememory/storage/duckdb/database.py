@@ -32,6 +32,7 @@ log = logging.getLogger("cerememory.storage")
 DB_NAME = "cerememory.duckdb"
 _INVALIDATED = "database has been invalidated"
 _DURABLE = "commit succeeded and is durable"
+RELEASED_LIMIT = "64MB"  # what DuckDB may keep cached when `release_cache` lets go of the rest
 
 # Append-only: an applied migration is never edited (its hash is checked on every open).
 MIGRATIONS: list[tuple[int, str, str]] = [
@@ -291,6 +292,18 @@ class Database:
         except duckdb.Error as exc:
             self._raise(exc)
 
+    def query_columns_together(self, *sqls: str) -> list[dict[str, np.ndarray]]:
+        """Several reads as numpy columns, all of one snapshot (one read transaction)."""
+        cursor = self.reader()
+        try:
+            cursor.execute("BEGIN TRANSACTION")
+            try:
+                return [cursor.execute(sql).fetchnumpy() for sql in sqls]
+            finally:
+                cursor.execute("COMMIT")
+        except duckdb.Error as exc:
+            self._raise(exc)
+
     def stream(self, sql: str, params: Sequence[Any], batch: int) -> Iterator[list[tuple[Any, ...]]]:
         """Rows of one long read in batches, on a cursor of its own (so the thread's cursor is
         free for other reads meanwhile)."""
@@ -303,6 +316,21 @@ class Database:
             self._raise(exc)
         finally:
             cursor.close()
+
+    def release_cache(self) -> None:
+        """Let DuckDB drop the table blocks it keeps cached after a bulk read (loading every
+        vector leaves about their size cached): it evicts unpinned blocks down to a lowered
+        memory limit, then the default limit is set back (Cerememory sets none of its own).
+        The blocks are on disk; a query that reads them again reads them from there."""
+        with self._write_lock:
+            conn = self._usable()
+            try:
+                try:
+                    conn.execute(f"SET memory_limit = '{RELEASED_LIMIT}'")
+                finally:
+                    conn.execute("RESET memory_limit")
+            except duckdb.Error:
+                log.debug("could not release DuckDB's cache", exc_info=True)  # best effort: it only costs RAM
 
     def close(self) -> None:
         self._conn.close()

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ...model import uuid_from_text
+from ...model import uuids_of_hex
 from .. import sql
-from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row
+from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row, StoredHeads, StoredVectors
 from ..sql import Dialect
 from .database import Database
 from .driver import duckdb
@@ -25,6 +25,7 @@ _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "se
 
 
 _FEW_ROWS = 8
+LOAD_BATCH = 8192  # rows a bulk load holds as Python objects at a time
 
 
 def _param(name: str, value: Any) -> Any:
@@ -43,6 +44,8 @@ def _column(name: str, values: Sequence[Any] | np.ndarray) -> np.ndarray:
         return values
     if name in _UUID_COLUMNS:
         return np.array([None if v is None else str(v) for v in values], dtype=object)
+    if len(values) and isinstance(values[0], bytes | str):  # blobs and text: never a fixed-width copy first
+        return np.array(values, dtype=object)
     typed = np.asarray(values)
     if typed.ndim == 1 and typed.dtype.kind in "biuf":
         return typed
@@ -143,11 +146,21 @@ _DECAY = ("UPDATE records SET fidelity_score = b.fidelity_score, noise_level = b
           "FROM _batch b WHERE records.id = b.id::UUID")
 
 
+_HEX = "replace({}::VARCHAR, '-', '')"  # an id as 32 hex digits, for `uuids_of_hex`
+_NODES = ("WITH ends AS (SELECT source_id AS id FROM associations UNION SELECT target_id FROM associations) "
+          "SELECT id, (row_number() OVER (ORDER BY id)) - 1 AS n FROM ends")
+_EDGE_NODES = f"SELECT {_HEX.format('id')} AS id FROM ({_NODES}) ORDER BY n"
+_EDGES_NUMBERED = (f"WITH nodes AS ({_NODES}) SELECT s.n AS source, t.n AS target, a.association_type, a.weight, "
+                   "a.created_at, a.last_co_activation FROM associations a "
+                   "JOIN nodes s ON s.id = a.source_id JOIN nodes t ON t.id = a.target_id")
+
+
 class DuckRecords(_Rows):
-    def heads(self) -> Iterator[tuple[uuid.UUID, Row]]:
-        # ids as text, made UUIDs here: DuckDB's own UUID conversion costs more at 100k rows
-        for row in self._read(f"SELECT id::VARCHAR, {', '.join(HEAD_COLUMNS)} FROM records"):
-            yield uuid_from_text(row[0]), row[1:]
+    def heads(self) -> StoredHeads:
+        # as numpy columns, ids as hex made UUIDs here: DuckDB's own UUID conversion, and a
+        # tuple per row, cost more at 100k rows
+        columns = self.db.query_columns(f"SELECT {_HEX.format('id')} AS id, {', '.join(HEAD_COLUMNS)} FROM records")
+        return StoredHeads(uuids_of_hex(columns["id"].tolist()), [columns[name].tolist() for name in HEAD_COLUMNS])
 
     def heads_of(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, Row]]:
         rows = self._read(f"SELECT id, {', '.join(HEAD_COLUMNS)} FROM records WHERE id IN (SELECT unnest(?::UUID[]))",
@@ -201,18 +214,14 @@ class DuckJournal(_Rows, sql.SqlJournal):
 
 class DuckEdges(_Rows):
     def load(self) -> EdgeColumns:
-        # as numpy columns, ids as text: each id becomes a UUID once, however many edges it ends
-        columns = self.db.query_columns(
-            "SELECT source_id::VARCHAR AS source_id, target_id::VARCHAR AS target_id, association_type, weight, "
-            "created_at, last_co_activation FROM associations")
-        numbers: dict[str, int] = {}
-        source = [numbers.setdefault(text, len(numbers)) for text in columns["source_id"]]
-        target = [numbers.setdefault(text, len(numbers)) for text in columns["target_id"]]
-        last = columns["last_co_activation"]
-        return EdgeColumns([uuid_from_text(text) for text in numbers], np.array(source, dtype=np.int64),
-                           np.array(target, dtype=np.int64), list(columns["association_type"]),
-                           np.asarray(columns["weight"], dtype=np.float64),
-                           np.asarray(columns["created_at"], dtype=np.float64),
+        # as numpy columns, each end as a node number DuckDB gives it (its id's rank): an id
+        # becomes a UUID once, however many edges it ends, and no Python step runs per edge
+        nodes, edges = self.db.query_columns_together(_EDGE_NODES, _EDGES_NUMBERED)
+        last = edges["last_co_activation"]
+        return EdgeColumns(uuids_of_hex(nodes["id"].tolist()), edges["source"].astype(np.int64),
+                           edges["target"].astype(np.int64), edges["association_type"].tolist(),
+                           np.asarray(edges["weight"], dtype=np.float64),
+                           np.asarray(edges["created_at"], dtype=np.float64),
                            np.ma.filled(np.ma.asarray(last, dtype=np.float64), np.nan))
 
     def load_from(self, ids: Sequence[uuid.UUID]) -> list[Row]:
@@ -229,9 +238,12 @@ class DuckEdges(_Rows):
 
 
 class DuckVectors(_Rows):
-    def load(self) -> Iterator[tuple[uuid.UUID, int, bytes]]:
-        for text, dim, vec in self._read("SELECT record_id::VARCHAR, dim, vec FROM vectors"):
-            yield uuid_from_text(text), dim, vec
+    def load(self) -> Iterator[StoredVectors]:
+        # in batches: the blobs of one batch at a time are Python objects, not all of them
+        for rows in self._stream(f"SELECT {_HEX.format('record_id')}, dim, vec FROM vectors", [], LOAD_BATCH):
+            yield StoredVectors(uuids_of_hex([row[0] for row in rows]),
+                                np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows)),
+                                [row[2] for row in rows])
 
     def load_for(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, int, bytes]]:
         rows = self._read("SELECT record_id, dim, vec FROM vectors WHERE record_id IN (SELECT unnest(?::UUID[]))",

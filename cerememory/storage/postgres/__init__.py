@@ -43,6 +43,9 @@ class PostgresBackend:
     def leads(self) -> bool:
         return self.leadership.held()
 
+    def release_cache(self) -> None:
+        pass  # PostgreSQL's cache is the server's, not this process's
+
     def close(self) -> None:
         self.changes.close()
         self.leadership.close()

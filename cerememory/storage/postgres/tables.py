@@ -17,7 +17,7 @@ import numpy as np
 import psycopg
 
 from .. import sql
-from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row
+from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row, StoredHeads, StoredVectors
 from ..sql import Dialect
 from .database import PRIMARY_KEYS, Database
 
@@ -130,9 +130,10 @@ _HEADS = f"SELECT id, {', '.join(HEAD_COLUMNS)} FROM records"
 
 
 class PgRecords(_Rows):
-    def heads(self) -> Iterator[tuple[uuid.UUID, Row]]:
-        for row in self._read(_HEADS):
-            yield row[0], row[1:]
+    def heads(self) -> StoredHeads:
+        rows = self._read(_HEADS)
+        values = [[row[k] for row in rows] for k in range(1, 1 + len(HEAD_COLUMNS))]
+        return StoredHeads([row[0] for row in rows], values)
 
     def heads_of(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, Row]]:
         return [(row[0], row[1:]) for row in self._read(f"{_HEADS} WHERE id = ANY(%s::uuid[])", [list(ids)])]
@@ -213,9 +214,12 @@ class PgEdges(_Rows):
 
 
 class PgVectors(_Rows):
-    def load(self) -> Iterator[tuple[uuid.UUID, int, bytes]]:
-        for record_id, dim, vec in self._read("SELECT record_id, dim, vec FROM vectors"):
-            yield record_id, dim, bytes(vec)
+    def load(self, batch: int = 8192) -> Iterator[StoredVectors]:
+        rows = self._read("SELECT record_id, dim, vec FROM vectors")
+        for start in range(0, len(rows), batch):
+            part = rows[start:start + batch]
+            yield StoredVectors([row[0] for row in part], np.array([row[1] for row in part], dtype=np.int64),
+                                [bytes(row[2]) for row in part])
 
     def load_for(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, int, bytes]]:
         rows = self._read("SELECT record_id, dim, vec FROM vectors WHERE record_id = ANY(%s::uuid[])", [list(ids)])
