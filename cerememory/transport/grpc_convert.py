@@ -21,7 +21,7 @@ from enum import Enum
 from functools import cache
 from typing import Annotated, Any, Union, get_args, get_origin
 
-from google.protobuf import empty_pb2, json_format
+from google.protobuf import empty_pb2, json_format, struct_pb2
 from google.protobuf.descriptor import (
     Descriptor,
     EnumDescriptor,
@@ -30,13 +30,14 @@ from google.protobuf.descriptor import (
     ServiceDescriptor,
 )
 from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 from ..cmp import messages as m
 from ..cmp.dispatch import OPERATIONS, Operation, operation
 from ..cmp.errors import CMPError, ErrorCode
-from ..model import Bytes, UtcDatetime
+from ..model import Bytes, Modality, UtcDatetime
 from ..v1 import cerememory_pb2 as pb
 
 SERVICE: ServiceDescriptor = pb.DESCRIPTOR.services_by_name["CerememoryService"]
@@ -233,6 +234,126 @@ def json_to_message(data: Any, cls: type[Message], *, context: str = "") -> Mess
     return message
 
 
+# ---------------------------------------------------------------- model -> proto, directly
+
+# A response goes from the model `Dispatcher.call` returns straight into the message, without
+# the JSON in between: each (model, message) pair gets a plan once, a list of its fields with how
+# each value becomes what the message constructor takes (a submessage as a dict, a Timestamp as
+# the datetime, a Struct as the dict, an enum as its number); the constructor then builds the
+# whole tree in C. The message is the one `json_to_message` builds from the model's JSON.
+
+Writer = Callable[[Any], Any]
+
+
+def _text_of(value: Any) -> Any:
+    if type(value) is str:
+        return value
+    return str(value.value if isinstance(value, Enum) else value)
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no inf or NaN (pydantic writes them as null): the field is left absent."""
+    return value if value - value == 0 else None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _timestamp(value: datetime) -> dict[str, int]:
+    """A Timestamp's fields, in integers (what `Timestamp.FromDatetime` gives, without its detour
+    through a time tuple)."""
+    since = (value if value.tzinfo is not None else value.replace(tzinfo=UTC)) - _EPOCH
+    return {"seconds": since.days * 86400 + since.seconds, "nanos": since.microseconds * 1000}
+
+
+def _json_value(fd: FieldDescriptor) -> Writer:
+    cls = GetMessageClass(fd.message_type)
+
+    def write(value: Any) -> Any:
+        value = to_jsonable_python(value)
+        if isinstance(value, dict) and cls is struct_pb2.Struct:
+            return value
+        message = cls()
+        json_format.ParseDict(value, message)
+        return message
+
+    return write
+
+
+@cache
+def _writer(fd: FieldDescriptor) -> Writer:
+    """How one value of `fd` becomes what the message constructor takes (None: leave it out)."""
+    if fd.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
+        numbers = {value: fd.enum_type.values_by_name[name].number
+                   for value, name in _enum_values(fd.enum_type).items()}
+        return numbers.__getitem__  # a StrEnum member hashes as its value
+    if fd.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE:
+        name = fd.message_type.full_name
+        if name == _TIMESTAMP:
+            return _timestamp
+        if name in _JSON_TYPES:
+            return _json_value(fd)
+        desc = fd.message_type
+        return lambda value: _model_fields(value, desc)
+    if fd.cpp_type == FieldDescriptor.CPPTYPE_STRING and fd.type != FieldDescriptor.TYPE_BYTES:
+        return _text_of
+    if fd.cpp_type in _FLOATS:
+        return _finite
+    return _identity
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+@cache
+def _plan(model: type[BaseModel], desc: Descriptor) -> tuple[tuple[str, str, Writer], ...]:
+    """(field name, shape, writer) for each model field, shape as in `_Field`."""
+    plan = []
+    for name in model.model_fields:
+        fd = desc.fields_by_name.get(name)
+        if fd is None:
+            raise TypeError(f"{desc.full_name} has no field {name} of {model.__name__} (see schema_problems())")
+        if _is_map(fd):
+            plan.append((name, "map", _writer(fd.message_type.fields_by_name["value"])))
+        else:
+            plan.append((name, "list" if fd.is_repeated else "one", _writer(fd)))
+    return tuple(plan)
+
+
+def _model_fields(value: Any, desc: Descriptor) -> Any:
+    """The constructor arguments of `desc` for the model `value` (JSON-like values take the JSON path)."""
+    if not isinstance(value, BaseModel):
+        message = GetMessageClass(desc)()
+        _message_to_wire(message, value, "")
+        return message
+    out: dict[str, Any] = {}
+    for name, shape, write in _plan(type(value), desc):
+        item = getattr(value, name)
+        if item is None:
+            continue
+        if shape == "one":
+            item = write(item)
+            if item is not None:
+                out[name] = item
+        elif shape == "list":
+            if item:
+                out[name] = [write(v) for v in item]
+        elif item:
+            out[name] = {str(k): write(v) for k, v in item.items()}
+    if desc.full_name == _CONTENT_BLOCK and getattr(value, "modality", None) is Modality.TEXT:
+        out["text"] = out.pop("data", b"").decode("utf-8")  # the wire carries a text block once, as text
+    return out
+
+
+def model_to_message(model: BaseModel, cls: type[Message]) -> Message:
+    """The `cls` message of a model: the message `json_to_message` makes of its JSON, built directly."""
+    try:
+        return cls(**_model_fields(model, cls.DESCRIPTOR))
+    except _Invalid as exc:
+        raise CMPError(exc.code, f"{exc.where}: {exc.message}", details={"field": exc.where}) from None
+
+
 # ---------------------------------------------------------------- proto -> CMP JSON
 
 
@@ -370,8 +491,10 @@ def from_proto_request(op: str, message: Message) -> dict[str, Any]:
     return message_to_json(_check(op, message, request_class(op)), full=False)
 
 
-def to_proto_response(op: str, response: Mapping[str, Any]) -> Message:
-    """The op's proto response for the JSON `dispatch` returned."""
+def to_proto_response(op: str, response: Mapping[str, Any] | BaseModel) -> Message:
+    """The op's proto response for the model `Dispatcher.call` returned (or its JSON)."""
+    if isinstance(response, BaseModel):
+        return model_to_message(response, response_class(op))
     return json_to_message(response, response_class(op), context=op)
 
 
