@@ -287,6 +287,16 @@ def test_conversion_round_trips_the_dispatch_json(mem: cerememory.Memory):
         assert convert.to_proto_response(op, result) == message, op
 
 
+def test_numbers_beyond_json_take_the_same_form_on_both_paths():
+    record = cerememory.MemoryRecord(store=cerememory.StoreType.EPISODIC,
+                                     content=cerememory.MemoryContent.of_text("x"))
+    recalled = m.RecalledMemory(record=record, relevance_score=float("inf"), rendered_content=record.content)
+    answer = m.RecallQueryResponse(memories=[recalled])
+    message = convert.to_proto_response("recall.query", answer)
+    assert message == convert.to_proto_response("recall.query", answer.model_dump(mode="json"))
+    assert message.memories[0].relevance_score == float("inf")
+
+
 def test_request_defaults_and_explicit_zeros_survive():
     assert convert.from_proto_request("recall.query", convert.to_proto("recall.query", {})) == {}
     explicit = {"limit": 1, "reconsolidate": False, "activation_depth": 0, "min_fidelity": 0.0,

@@ -251,11 +251,6 @@ def _text_of(value: Any) -> Any:
     return str(value.value if isinstance(value, Enum) else value)
 
 
-def _finite(value: Any) -> Any:
-    """JSON has no inf or NaN (pydantic writes them as null): the field is left absent."""
-    return value if value - value == 0 else None
-
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -298,8 +293,6 @@ def _writer(fd: FieldDescriptor) -> Writer | None:
         return lambda value: _model_fields(value, desc)
     if fd.cpp_type == FieldDescriptor.CPPTYPE_STRING and fd.type != FieldDescriptor.TYPE_BYTES:
         return _text_of
-    if fd.cpp_type in _FLOATS:
-        return _finite
     return None
 
 
