@@ -16,7 +16,7 @@ import types
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from functools import cache
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -261,6 +261,11 @@ def _timestamp(value: datetime) -> dict[str, int]:
     return {"seconds": since.days * 86400 + since.seconds, "nanos": since.microseconds * 1000}
 
 
+def _datetime(value: Message) -> datetime:
+    """A Timestamp as `ToDatetime(tzinfo=UTC)` gives it (nanos round down to microseconds), in one step."""
+    return _EPOCH + timedelta(seconds=value.seconds, microseconds=value.nanos // 1000)
+
+
 def _json_value(fd: FieldDescriptor) -> Writer:
     cls = GetMessageClass(fd.message_type)
 
@@ -384,7 +389,7 @@ def _reader(fd: FieldDescriptor) -> Reader | None:
     if fd.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE:
         name = fd.message_type.full_name
         if name == _TIMESTAMP:
-            return lambda value, full: _DATETIME.dump_python(value.ToDatetime(tzinfo=UTC), mode="json")
+            return lambda value, full: _DATETIME.dump_python(_datetime(value), mode="json")
         if name in _JSON_TYPES:
             return lambda value, full: _json_numbers(json_format.MessageToDict(value))
         return _from_wire
@@ -452,21 +457,70 @@ def _from_wire(message: Message, full: bool) -> dict[str, Any]:
         elif full:
             out[name] = None
     if message.DESCRIPTOR.full_name == _CONTENT_BLOCK:
-        if message.HasField("text"):
-            out["text"] = message.text
-            if not message.data:  # the text travelled alone: its bytes are the text's
-                if full:
-                    out["data"] = base64.b64encode(message.text.encode("utf-8")).decode("ascii")
-                else:
-                    out.pop("data", None)
-        elif full and out.get("modality") == "text":
-            out["text"] = message.data.decode("utf-8")
+        _block_text(message, out, full)
     return out
+
+
+def _block_text(message: Message, out: dict[str, Any], full: bool) -> None:
+    """A content block's `text`, and its `data` when the text travelled alone."""
+    if message.HasField("text"):
+        out["text"] = message.text
+        if not message.data:  # the text travelled alone: its bytes are the text's
+            if full:
+                out["data"] = base64.b64encode(message.text.encode("utf-8")).decode("ascii")
+            else:
+                out.pop("data", None)
+    elif full and out.get("modality") == "text":
+        out["text"] = message.data.decode("utf-8")
+
+
+def _read_full(message: Message) -> dict[str, Any]:
+    return _full_reader(message.DESCRIPTOR)(message)
+
+
+@cache
+def _full_reader(desc: Descriptor) -> Callable[[Message], dict[str, Any]]:
+    """`_from_wire(message, full=True)` for messages of `desc`, as a function made once per
+    message type with one straight line of code per field: what a client does with every
+    answer, several times quicker than the loop."""
+    names: dict[str, Any] = {"_read_full": _read_full, "_block_text": _block_text}
+
+    def read(f: _Field, i: int, value: str) -> str:
+        """The expression reading one value of `f` from the expression `value`."""
+        if f.read is None:
+            return value
+        if f.read is _from_wire:
+            return f"_read_full({value})"
+        names[f"r{i}"] = f.read
+        return f"r{i}({value}, True)"
+
+    lines = ["def read(m):", "    out = {}"]
+    for i, f in enumerate(_fields(desc)):
+        field = f"m.{f.name}"
+        if f.shape == "map":
+            lines.append(f"    x = {{k: {read(f, i, 'v')} for k, v in {field}.items()}}" if f.read else
+                         f"    x = dict({field})")
+        elif f.shape == "list":
+            lines.append(f"    x = [{read(f, i, 'v')} for v in {field}]" if f.read else f"    x = list({field})")
+        else:
+            presence = f" if m.HasField({f.name!r}) else None" if f.fd.has_presence else ""
+            lines.append(f"    x = {read(f, i, field)}{presence}")
+            if f.unspecified is not None:  # UNSPECIFIED: not given
+                lines.append(f"    x = None if x == {f.unspecified!r} else x")
+        if f.shape != "one" and f.nullable:  # an empty one the model allows to be null was not given
+            lines.append("    x = x if x else None")
+        lines.append(f"    out[{f.name!r}] = x")
+    if desc.full_name == _CONTENT_BLOCK:
+        lines.append("    _block_text(m, out, True)")
+    lines.append("    return out")
+    exec("\n".join(lines) + "\n", names)  # noqa: S102 - the code is made here, from field names
+    function: Callable[[Message], dict[str, Any]] = names["read"]
+    return function
 
 
 def message_to_json(message: Message, *, full: bool) -> dict[str, Any]:
     """CMP JSON of a message: `full` for responses, else only the fields that were given."""
-    return _from_wire(message, full)
+    return _read_full(message) if full else _from_wire(message, False)
 
 
 # ---------------------------------------------------------------- per operation
