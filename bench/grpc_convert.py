@@ -3,7 +3,8 @@
     python bench/grpc_convert.py --before /tmp/base --rounds 3
 
 One recall.query response (10 memories out of 1,000 records, text cue, semantic off) is turned
-into its proto message (what the server does before it answers) and back into CMP JSON (what
+from the model the dispatcher returns into its proto message (what the server does before it
+answers) and back into CMP JSON (what
 `GrpcClient` does with the answer), and a request is turned into its proto message, each many
 times in a fresh process per tree and round, the trees alternating. Figures are CPU
 milliseconds per conversion in that process; each round also checks that the JSON which comes
@@ -29,15 +30,21 @@ with cerememory.open(tempfile.mkdtemp(), semantic="off") as mem:
     mem.store_batch([{"content": {"blocks": [{"text": f"note {i} about rotating the deploy key, step {i % 13}"}]}}
                      for i in range(1000)])
     request = {"cue": {"text": "rotating deploy key"}, "limit": 10, "reconsolidate": False}
-    response = mem.dispatcher.dispatch("recall.query", request)
+    model = mem.dispatcher.call("recall.query", request)
+    response = model.model_dump(mode="json")
 def cpu_ms(work, n):
     start = time.process_time()
     for _ in range(n):
         work()
     return (time.process_time() - start) / n * 1000
 message = convert.to_proto_response("recall.query", response)
+if hasattr(convert, "model_to_message"):  # the server writes the model into the message directly
+    to_proto = lambda: convert.to_proto_response("recall.query", model)
+    assert to_proto() == message
+else:  # the server went through the JSON
+    to_proto = lambda: convert.to_proto_response("recall.query", model.model_dump(mode="json"))
 print(json.dumps({
-    "response_to_proto_ms": cpu_ms(lambda: convert.to_proto_response("recall.query", response), 300),
+    "response_to_proto_ms": cpu_ms(to_proto, 300),
     "proto_to_response_ms": cpu_ms(lambda: convert.from_proto_response("recall.query", message), 300),
     "request_to_proto_ms": cpu_ms(lambda: convert.to_proto("recall.query", request), 3000),
     "identical": convert.from_proto_response("recall.query", message) == json.loads(json.dumps(response, default=str)),

@@ -162,6 +162,9 @@ def main() -> int:
                         "of this earlier source tree, side by side (writes transports_ab.md)")
     parser.add_argument("--clients", type=int, default=32, help="clients of the --before comparison")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the --before comparison")
+    parser.add_argument("--ops", type=lambda text: [n for n in text.split(",") if n],
+                        default=[op for op, _ in AB_OPS], help="operations of the --before comparison, "
+                        "e.g. recall.query")
     parser.add_argument("--before-without", type=lambda text: [n for n in text.split(",") if n], default=[],
                         help="modules the --before server runs without, e.g. uvloop,httptools")
     args = parser.parse_args()
@@ -227,6 +230,8 @@ def compare(args: argparse.Namespace) -> int:
         hide = hidden_modules(args.before_without, Path(stubs))
         for round_ in range(args.rounds):
             for op, op_clients in AB_OPS:
+                if op not in args.ops:
+                    continue
                 clients = op_clients or args.clients
                 per = max(400 // clients, 20)
                 for kind in ("http", "grpc"):
@@ -266,6 +271,8 @@ def compare(args: argparse.Namespace) -> int:
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for round_ in range(args.rounds):
         for op, _ in AB_OPS:
+            if op not in args.ops:
+                continue
             for kind in ("http", "grpc"):
                 b, a = (next(r for r in rows if r["round"] == round_ and r["op"] == op and r["transport"] == kind
                              and r["tree"] == t) for t in ("before", "after"))

@@ -132,6 +132,7 @@ def test_what_a_request_may_carry_is_stored_and_answered(metadata: dict, spatial
     assert back == record
     message = grpc_convert.to_proto_response("introspect.record", back.model_dump(mode="json"))
     assert type(message).FromString(message.SerializeToString()) == message
+    assert grpc_convert.to_proto_response("introspect.record", back) == message  # the server's direct path
 
 
 def deep(levels: int) -> dict:
@@ -151,6 +152,7 @@ def test_stored_json_up_to_the_answer_depth_fits_every_transport():
         start=record.created_at, end=record.created_at, memories=[recalled], count=1)])
     message = grpc_convert.to_proto_response("recall.timeline", answer.model_dump(mode="json"))
     assert type(message).FromString(message.SerializeToString()) == message
+    assert grpc_convert.to_proto_response("recall.timeline", answer) == message
     with pytest.raises(ValidationError, match="nested more than"):
         MemoryRecord.model_validate({**record.model_dump(), "metadata": deep(ANSWER_MAX_DEPTH + 1)})
 

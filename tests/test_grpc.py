@@ -19,6 +19,7 @@ import pytest
 from google.protobuf.descriptor_pool import DescriptorPool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+from pydantic import BaseModel
 
 import cerememory
 from cerememory import CMPError, ErrorCode
@@ -258,11 +259,11 @@ def test_every_operation_gives_the_embedded_result(client: GrpcClient, mem: cere
 class Recording(cerememory.Memory):
     """The embedded API, keeping every request and response JSON that passed through it."""
 
-    calls: list[tuple[str, dict[str, Any], dict[str, Any]]]
+    calls: list[tuple[str, dict[str, Any], BaseModel]]
 
     def _invoke(self, call: Any) -> Any:
         result = super()._invoke(call)
-        self.calls.append((call.op, call.request, result.model_dump(mode="json")))
+        self.calls.append((call.op, call.request, result))
         return result
 
 
@@ -274,12 +275,26 @@ def test_conversion_round_trips_the_dispatch_json(mem: cerememory.Memory):
         "encode.store", "encode.batch", "encode.update", "encode.store_raw", "encode.batch_raw",
         "recall.query", "recall.raw_query", "recall.associate", "recall.timeline", "recall.graph",
         "lifecycle.set_mode", "lifecycle.forget", "lifecycle.reindex", "introspect.stats", "introspect.record"}
-    for op, request, response in recording.calls:
+    for op, request, result in recording.calls:
         model = OPERATIONS[op].request
         wire = convert.from_proto_request(op, convert.to_proto(op, request))
         assert model.model_validate(wire) == model.model_validate(request), op
-        back = convert.from_proto_response(op, convert.to_proto_response(op, response))
+        response = result.model_dump(mode="json")
+        message = convert.to_proto_response(op, response)
+        back = convert.from_proto_response(op, message)
         assert as_text(back) == as_text(response), op
+        # what the server sends: the model written into the message directly, the same message
+        assert convert.to_proto_response(op, result) == message, op
+
+
+def test_numbers_beyond_json_take_the_same_form_on_both_paths():
+    record = cerememory.MemoryRecord(store=cerememory.StoreType.EPISODIC,
+                                     content=cerememory.MemoryContent.of_text("x"))
+    recalled = m.RecalledMemory(record=record, relevance_score=float("inf"), rendered_content=record.content)
+    answer = m.RecallQueryResponse(memories=[recalled])
+    message = convert.to_proto_response("recall.query", answer)
+    assert message == convert.to_proto_response("recall.query", answer.model_dump(mode="json"))
+    assert message.memories[0].relevance_score == float("inf")
 
 
 def test_request_defaults_and_explicit_zeros_survive():

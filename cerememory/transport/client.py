@@ -12,17 +12,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import httpx
+from pydantic import BaseModel
 
-from ..api import AsyncMemoryAPI, MemoryAPI
+from ..api import AsyncMemoryAPI, Call, MemoryAPI
 from ..cmp.dispatch import operation, parse_request
 from ..types import HealthResponse, ReadinessResponse
 from .guard import refuse_plaintext_key
 from .light import error_from, request_parts, unreachable
 
 DEFAULT_URL = "http://127.0.0.1:8420"
+R = TypeVar("R", bound=BaseModel)
 
 
 class _BaseClient:
@@ -47,16 +49,25 @@ class _BaseClient:
         spec = operation(op)
         return (spec.http.method, *request_parts(spec, self._prepare(op, request)))
 
-    def _outcome(self, response: httpx.Response, attempt: int) -> tuple[dict[str, Any] | None, float]:
-        """(result, 0) on success; (None, delay) when the server asks to retry and retries are
-        left; otherwise raises the server's CMP error."""
+    def _retry_delay(self, response: httpx.Response, attempt: int) -> float | None:
+        """None on success; the delay when the server asks to retry and retries are left;
+        otherwise raises the server's CMP error."""
         if response.is_success:
-            result: dict[str, Any] = {} if response.status_code == 204 else response.json()
-            return result, 0.0
+            return None
         error = error_from(response.status_code, response.content)
         if error.retry_after is None or attempt >= self.retries:
             raise error
-        return None, float(error.retry_after or 1)
+        return float(error.retry_after or 1)
+
+    @staticmethod
+    def _json(response: httpx.Response) -> dict[str, Any]:
+        return {} if response.status_code == 204 else cast(dict[str, Any], response.json())
+
+    @staticmethod
+    def _typed(response: httpx.Response, model: type[R]) -> R:
+        """The answer validated straight from its bytes (pydantic's JSON parser), without the
+        dict that `json` would build first."""
+        return model.model_validate({}) if response.status_code == 204 else model.model_validate_json(response.content)
 
 
 class Client(_BaseClient, MemoryAPI):
@@ -80,15 +91,21 @@ class Client(_BaseClient, MemoryAPI):
                                                  transport=transport)
 
     def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self._json(self._answer(op, request))
+
+    def _invoke(self, call: Call[R]) -> R:
+        return self._typed(self._answer(call.op, call.request), call.response)
+
+    def _answer(self, op: str, request: dict[str, Any] | None) -> httpx.Response:
         method, path, params, body = self._request(op, request)
         for attempt in range(self.retries + 1):
             try:
                 response = self._http.request(method, path, params=params, json=body)
             except httpx.HTTPError as exc:
                 raise unreachable(self.url, exc) from exc
-            result, delay = self._outcome(response, attempt)
-            if result is not None:
-                return result
+            delay = self._retry_delay(response, attempt)
+            if delay is None:
+                return response
             time.sleep(delay)
         raise AssertionError("unreachable")
 
@@ -130,15 +147,21 @@ class AsyncClient(_BaseClient, AsyncMemoryAPI):
                                                       transport=transport)
 
     async def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self._json(await self._answer(op, request))
+
+    async def _invoke(self, call: Call[R]) -> R:
+        return self._typed(await self._answer(call.op, call.request), call.response)
+
+    async def _answer(self, op: str, request: dict[str, Any] | None) -> httpx.Response:
         method, path, params, body = self._request(op, request)
         for attempt in range(self.retries + 1):
             try:
                 response = await self._http.request(method, path, params=params, json=body)
             except httpx.HTTPError as exc:
                 raise unreachable(self.url, exc) from exc
-            result, delay = self._outcome(response, attempt)
-            if result is not None:
-                return result
+            delay = self._retry_delay(response, attempt)
+            if delay is None:
+                return response
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 

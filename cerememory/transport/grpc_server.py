@@ -2,7 +2,8 @@
 
 The servicer is built from the operation table (cmp/operations.py): each operation's `rpc` is a
 method. Each RPC converts its proto request to CMP JSON, runs it through the `Dispatcher` and
-converts the answer back, so gRPC clients get exactly what the embedded API and HTTP get. A
+writes the response model straight into its proto message, so gRPC clients get exactly what the
+embedded API and HTTP get. A
 CMPError becomes the gRPC status of `GRPC_STATUS` with the CMP envelope as JSON in trailing
 metadata `cmp-error`.
 
@@ -190,7 +191,7 @@ def _unary(dispatcher: Dispatcher, op: str, gate: _Gate) -> Callable[[bytes, grp
             if guard.request_id is None:
                 guard.request_id = _request_id(context, request)
             with guard.bound():
-                response = convert.to_proto_response(op, dispatcher.dispatch(op, request))
+                response = convert.to_proto_response(op, dispatcher.call(op, request))
             guard.log()
             return response
         except Exception as exc:  # every failure leaves as a CMP envelope
@@ -208,7 +209,7 @@ def _export(dispatcher: Dispatcher, op: str,
         try:
             request = convert.from_proto_request(op, _parse_request(convert.request_class(op), data, op))
             with guard.bound():
-                response = dispatcher.dispatch(op, request)
+                response = dispatcher.call(op, request)
             archive = convert.to_proto_response(op, response)
             guard.log()
         except Exception as exc:
@@ -234,7 +235,7 @@ def _import(dispatcher: Dispatcher, op: str,
             if archive:
                 data["archive_data"] = archive  # raw bytes: the models accept them as they are
             with guard.bound():
-                response = convert.to_proto_response(op, dispatcher.dispatch(op, data))
+                response = convert.to_proto_response(op, dispatcher.call(op, data))
             guard.log()
             return response
         except _TooLarge as exc:
