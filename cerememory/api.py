@@ -522,8 +522,9 @@ class Memory(MemoryAPI):
         return self.engine.data_dir
 
     def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Run a CMP operation on JSON-like data, exactly as a transport would."""
-        return self.dispatcher.dispatch(op, request)
+        """Run a CMP operation on JSON-like data, with the answer a transport would give; the
+        simplest reads are answered without building their models (`Dispatcher.dispatch`)."""
+        return self.dispatcher.dispatch(op, request, plain=True)
 
     def _invoke(self, call: Call[R]) -> R:
         try:

@@ -9,7 +9,6 @@ is `embed.semantic`); the environment variable is `CEREMEMORY_` + the name upper
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -500,6 +499,8 @@ def load_config(
     path = Path(config_path).expanduser() if config_path is not None else default_config_path()
     file_values: dict[str, Any] = {}
     if path.exists():
+        import tomllib  # only a config file needs the parser
+
         try:
             file_values = _flatten(tomllib.loads(path.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -125,13 +125,12 @@ def _in_range(value: datetime) -> datetime:
     return value
 
 
-UtcDatetime = Annotated[
-    datetime,
-    BeforeValidator(_as_utc),
-    PlainSerializer(
-        lambda v: v.astimezone(UTC).isoformat().replace("+00:00", "Z"), when_used="json"
-    ),
-]
+def iso_utc(value: datetime) -> str:
+    """An instant as JSON carries it: RFC 3339 in UTC, `Z` for the offset."""
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+UtcDatetime = Annotated[datetime, BeforeValidator(_as_utc), PlainSerializer(iso_utc, when_used="json")]
 Instant = Annotated[UtcDatetime, AfterValidator(_in_range)]  # an instant a request gives
 
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import threading
 
     from ..api import Memory, MemoryAPI
+    from ..config import Config
     from ..transport.client import Client
     from ..transport.light import LightClient
 
@@ -176,16 +177,16 @@ class Backend:
         if shared is not None:
             self.notice = f"a cerememory server owns {shared[0]}; using {shared[1]}"
             return self._client(shared[1])
-        from ..api import open_config
+        from ..ahead import close_ahead
         from ..config import load_config
 
         flags: dict[str, Any] = {"data_dir": str(data_dir())}
         if self.semantic is False:
             flags["embed.semantic"] = "off"
         try:
-            config = load_config(None, flags)
-            mem = open_config(config, warm_cache=False)  # one command: no background cache warming
+            mem = _open_embedded(load_config(None, flags))
         except CMPError as exc:
+            close_ahead()
             url = (exc.details or {}).get("server_url") if exc.code.value == "DATA_DIR_LOCKED" else None
             if url:  # a server owns the data dir: talk to it
                 self.notice = f"data dir owned by a running server; using {url}"
@@ -483,6 +484,27 @@ class Backend:
 
     def session(self, session_id: str) -> list[dict[str, Any]]:
         return self.call("recall.raw_query", {"session_id": session_id, "limit": PAGE}).get("records", [])
+
+
+def _open_embedded(config: Config) -> Memory:
+    """The embedded engine over `config`'s data directory, for one command. Its lock and database
+    open on a thread while the engine's modules import (`open_ahead`), and the cyclic garbage
+    collector waits meanwhile: importing creates objects that live as long as the process (the
+    engine freezes them once open), and a hundred passes over them would find nothing to free."""
+    import gc
+
+    from ..ahead import open_ahead
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        open_ahead(config)
+        from ..api import open_config
+
+        return open_config(config, warm_cache=False)  # one command: no background cache warming
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _fetch_size(limit: int, *, filtered: bool) -> int:

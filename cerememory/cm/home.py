@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +103,8 @@ def repo_dir(cwd: Path | None = None) -> Path | None:
 
 
 def git_available() -> bool:
+    import subprocess  # a rare question: most commands never start a process
+
     try:
         return subprocess.run(["git", "--version"], capture_output=True, timeout=5).returncode == 0
     except (OSError, subprocess.TimeoutExpired):

@@ -22,6 +22,7 @@ from .context import collecting
 from .errors import CMPError, ErrorCode, from_validation_error
 from .handler import CMPHandler, OpObserver
 from .operations import OPERATIONS, Operation, operation
+from .plain import PLAIN
 
 __all__ = ["OPERATIONS", "SUPPORTED_MAJOR", "Dispatcher", "Operation", "call", "internal_error", "operation",
            "parse_request"]
@@ -126,14 +127,43 @@ class Dispatcher:
             if self.metrics is not None:
                 self.metrics.observe(name, time.perf_counter() - started, code)
 
-    def dispatch(self, name: str, request: dict[str, Any] | BaseModel | None = None) -> dict[str, Any]:
-        """JSON in, JSON out, as the transports speak it; every failure raises a CMPError."""
+    def dispatch(self, name: str, request: dict[str, Any] | BaseModel | None = None, *,
+                 plain: bool = False) -> dict[str, Any]:
+        """JSON in, JSON out, as the transports speak it; every failure raises a CMPError. With
+        `plain`, a read of the simple shapes cmp/plain.py knows is answered by the engine in
+        JSON without building its models (the same answer; for an embedded caller, whose process
+        often runs one command)."""
         try:
+            if plain and isinstance(request, dict):
+                answer = self._plain(name, request)
+                if answer is not None:
+                    return answer
             return self.call(name, request).model_dump(mode="json")
         except CMPError:
             raise
         except Exception as exc:  # an engine bug must still reach the client as an envelope
             raise internal_error(name, exc) from exc
+
+    def _plain(self, name: str, request: dict[str, Any]) -> dict[str, Any] | None:
+        recognise = PLAIN.get(name)
+        method = getattr(self.engine, operation(name).method + "_plain", None) if recognise else None
+        parsed = recognise(request) if recognise is not None and method is not None else None
+        if parsed is None or method is None:
+            return None
+        started = time.perf_counter()
+        code = "OK"
+        try:
+            answer: dict[str, Any] | None = method(parsed)
+            return answer
+        except CMPError as exc:
+            code = exc.code.value
+            raise
+        except Exception:
+            code = ErrorCode.INTERNAL_ERROR.value
+            raise
+        finally:
+            if self.metrics is not None:
+                self.metrics.observe(name, time.perf_counter() - started, code)
 
     @staticmethod
     def _options(op: Operation, **given: Any) -> dict[str, Any]:

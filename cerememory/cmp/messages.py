@@ -415,13 +415,18 @@ class RecallListRequest(Request):
     @field_validator("metadata")
     @classmethod
     def _scalars(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        for key, item in (value or {}).items():
-            if not isinstance(item, str | int | float | bool | type(None)):
-                raise ValueError(f"{key}: a filter value is a string, number, boolean or null, "
-                                 f"not {type(item).__name__}")
-            if isinstance(item, float) and not math.isfinite(item):
-                raise ValueError(f"{key}: a filter number must be finite")
-        return value
+        return check_filter(value)
+
+
+def check_filter(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A `recall.list` metadata filter: scalar values only (ValueError names the first that is not)."""
+    for key, item in (value or {}).items():
+        if not isinstance(item, str | int | float | bool | type(None)):
+            raise ValueError(f"{key}: a filter value is a string, number, boolean or null, "
+                             f"not {type(item).__name__}")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{key}: a filter number must be finite")
+    return value
 
 
 class ListedRecord(Model):

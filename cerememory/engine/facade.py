@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, TypeVar, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 from ..cmp import messages as m
 from ..cmp.errors import CMPError
@@ -255,6 +255,9 @@ class Engine:
 
     def recall_list(self, req: m.RecallListRequest) -> m.RecallListResponse:
         return self.listing.list_records(req)
+
+    def recall_list_plain(self, req: m.RecallListRequest) -> dict[str, Any] | None:
+        return self.listing.list_plain(req)
 
     # ================================================================ lifecycle
 

@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from ..cmp import messages as m
 from ..cmp.errors import CMPError, ErrorCode
 from ..embed.base import normalise_rows
-from ..model import StoreType, from_ts, to_ts
+from ..limits import check_answerable
+from ..model import StoreType, from_ts, iso_utc, to_ts
 from ..stores.records import BODY_FIELDS
 from ..stores.undecodable import collect
 from .core import EngineCore
@@ -63,21 +64,25 @@ class Listing:
         write, so those pages are always built afresh."""
         if req.store is StoreType.WORKING or m.ListField.FIDELITY in (req.fields or ()):
             return self._page(req)
-        wanted = tuple(sorted((k, type(v).__name__, v) for k, v in (req.metadata or {}).items()))  # true != 1
-        key = (req.store, wanted, tuple(req.fields or DEFAULT_FIELDS), req.cursor, req.limit)
         revision = self.core.records.revision
-        with self._pages_lock:
-            cache = self._pages
-            hit = cache.get(key)
-        if hit is not None and hit[0] == revision:
-            return hit[1]
+        hit = self._cached(req)
+        if hit is not None:
+            return hit
         page = self._page(req)
+        key = _cache_key(req)
         with self._pages_lock:
             if self.core.records.revision == revision:  # no write raced the build
+                cache = self._pages
                 if len(cache) >= PAGE_CACHE and key not in cache:
                     cache.pop(next(iter(cache)))
                 cache[key] = (revision, page)
         return page
+
+    def _cached(self, req: m.RecallListRequest) -> m.RecallListResponse | None:
+        """The cached page of `req`, while nothing was written since it was made."""
+        with self._pages_lock:
+            hit = self._pages.get(_cache_key(req))
+        return hit[1] if hit is not None and hit[0] == self.core.records.revision else None
 
 
     def _page(self, req: m.RecallListRequest) -> m.RecallListResponse:
@@ -85,7 +90,39 @@ class Listing:
             return self._build_page(req, skipped)
 
 
-    def _build_page(self, req: m.RecallListRequest, skipped: list[uuid.UUID]) -> m.RecallListResponse:
+    def list_plain(self, req: m.RecallListRequest) -> dict[str, Any] | None:
+        """The page as JSON, built without the response models, for a caller that runs one short
+        command (the embedded client's `dispatch`): answered for the default fields (text and
+        metadata) of a curated store, from the same bodies the model path reads. None (the
+        model path answers) for other fields or stores, for a page the cache already holds, and
+        when a record's metadata would not pass the response's own check."""
+        fields = set(req.fields or DEFAULT_FIELDS)
+        if req.store is StoreType.WORKING or not fields <= set(DEFAULT_FIELDS) or self._cached(req) is not None:
+            return None
+        with collect() as skipped:
+            out, next_cursor, scanned = self._collect(req, skipped)
+        records = []
+        for item in out:
+            metadata = item.get("metadata")
+            try:
+                if metadata is not None:
+                    check_answerable(metadata)
+            except (ValueError, TypeError):  # pydantic's own error is a ValueError
+                return None
+            records.append({"id": str(item["id"]), "store": item["store"].value,
+                            "created_at": iso_utc(item["created_at"]), "updated_at": iso_utc(item["updated_at"]),
+                            "text": item.get("text"), "content": None, "metadata": metadata, "meta": None,
+                            "emotion": None, "fidelity": None})
+        page: dict[str, Any] = {"records": records, "next_cursor": next_cursor, "total_scanned": scanned,
+                                "similarity": None, "semantic_search": False, "semantic_off_reason": None,
+                                "undecodable_ids": [str(i) for i in skipped]}
+        if req.similar_to is not None:
+            page.update(self._similarity(req.similar_to, [item["id"] for item in out]))
+        return page
+
+    def _collect(self, req: m.RecallListRequest,
+                 skipped: list[uuid.UUID]) -> tuple[list[dict[str, Any]], str | None, int]:
+        """(the page's records as plain values, the next cursor, how many records were scanned)."""
         keys: list[Key] = sorted(self._members(req.store))
         position = bisect_right(keys, _parse_cursor(req.cursor)) if req.cursor else 0
         wanted = req.metadata or {}
@@ -109,7 +146,10 @@ class Listing:
                     continue
                 if len(out) == req.limit:
                     break
-        next_cursor = _cursor(keys[position - 1]) if position < len(keys) else None
+        return out, (_cursor(keys[position - 1]) if position < len(keys) else None), scanned
+
+    def _build_page(self, req: m.RecallListRequest, skipped: list[uuid.UUID]) -> m.RecallListResponse:
+        out, next_cursor, scanned = self._collect(req, skipped)
         # one validation for the page: pydantic checks a thousand records in one call far faster;
         # a record it refuses is left out as undecodable and the rest validated again
         while True:
@@ -159,6 +199,11 @@ class Listing:
             if m.ListField(name) in fields:
                 item[name] = value.get(name)
         return item
+
+
+def _cache_key(req: m.RecallListRequest) -> tuple[Any, ...]:
+    wanted = tuple(sorted((k, type(v).__name__, v) for k, v in (req.metadata or {}).items()))  # true != 1
+    return (req.store, wanted, tuple(req.fields or DEFAULT_FIELDS), req.cursor, req.limit)
 
 
 def _text(data: bytes | str) -> str:

@@ -31,15 +31,16 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+from typing import TYPE_CHECKING
 
 from ..cmp.errors import CMPError, ErrorCode
 from .archive_crypto import derive_key
 from .base import KeyStore
 from .kdf import CEILING, DEFAULT_KDF, KdfParams, over_limit, valid_cost
 from .keyfiles import KEY_BYTES, KEYFILE, KEYSTORE, NONCE_BYTES, KeyFiles, is_encrypted
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 __all__ = ["BODY", "KEYFILE", "KEYSTORE", "PLAINTEXT", "VECTOR", "Plaintext", "Sealer", "Vault", "is_encrypted"]
 
@@ -63,12 +64,27 @@ def _wrong_passphrase(store: KeyStore) -> CMPError:
                     hint="set CEREMEMORY_PASSPHRASE to the passphrase given to `cerememory init --encrypt`")
 
 
+def _cipher_of(key: bytes) -> ChaCha20Poly1305:
+    """ChaCha20-Poly1305 under `key`; the cipher library is imported by the first memory that is
+    encrypted, so opening a plain one (most short commands) never loads it."""
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+    return ChaCha20Poly1305(key)
+
+
+def _invalid_tag() -> type[Exception]:
+    """The cipher library's authentication failure (for `except`: evaluated only when one is raised)."""
+    from cryptography.exceptions import InvalidTag
+
+    return InvalidTag
+
+
 class Vault:
     """The unlocked keys of one memory. Thread-safe."""
 
     def __init__(self, store: KeyStore, master: bytes, keys: dict[uuid.UUID, bytes]) -> None:
         self.store = store
-        self._master = ChaCha20Poly1305(master)
+        self._master = _cipher_of(master)
         self._index_key = hmac.new(master, b"cerememory full-text tokens", hashlib.sha256).digest()
         self._keys = keys
         self._ciphers: dict[uuid.UUID, ChaCha20Poly1305] = {}
@@ -99,7 +115,7 @@ class Vault:
     def _wrap_master(passphrase: str, master: bytes, params: KdfParams) -> bytes:
         salt, nonce = os.urandom(16), os.urandom(NONCE_BYTES)
         kek = derive_key(passphrase, salt, params)
-        wrapped = ChaCha20Poly1305(kek).encrypt(nonce, master, b"cerememory master key")
+        wrapped = _cipher_of(kek).encrypt(nonce, master, b"cerememory master key")
         document = {"format": FORMAT, "kdf": {"algorithm": "argon2id", "salt": _b64(salt), **asdict(params)},
                     "cipher": "chacha20-poly1305", "master_key": {"nonce": _b64(nonce), "wrapped": _b64(wrapped)}}
         return json.dumps(document, indent=2).encode()
@@ -119,7 +135,7 @@ class Vault:
             raise CMPError(ErrorCode.UNAUTHORIZED, f"{store.where} is encrypted and no passphrase was given",
                            hint="set CEREMEMORY_PASSPHRASE (or pass passphrase= to cerememory.open)")
         master = cls._unwrap_master(store, document, passphrase)
-        cipher, keys = ChaCha20Poly1305(master), {}
+        cipher, keys = _cipher_of(master), {}
         for record_id, wrapped in store.load():
             keys[record_id] = cls._unwrap_key(cipher, store, record_id, wrapped)
         return cls(store, master, keys)
@@ -128,7 +144,7 @@ class Vault:
     def _unwrap_key(cipher: ChaCha20Poly1305, store: KeyStore, record_id: uuid.UUID, wrapped: bytes) -> bytes:
         try:
             return cipher.decrypt(wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], record_id.bytes)
-        except InvalidTag:
+        except _invalid_tag():
             raise CMPError(ErrorCode.INTERNAL_ERROR, f"the key of {record_id} in {store.keys_name} is damaged",
                            hint=f"restore {store.keys_name} from a backup") from None
 
@@ -150,9 +166,9 @@ class Vault:
             raise CMPError(ErrorCode.INTERNAL_ERROR, f"the key file {store.document_name} is damaged: its Argon2id "
                            f"cost {params} is out of range", hint=f"restore {store.document_name} from a backup")
         try:
-            return ChaCha20Poly1305(derive_key(passphrase, salt, params)).decrypt(
+            return _cipher_of(derive_key(passphrase, salt, params)).decrypt(
                 nonce, wrapped, b"cerememory master key")
-        except InvalidTag:
+        except _invalid_tag():
             raise _wrong_passphrase(store) from None
 
     @classmethod
@@ -252,7 +268,7 @@ class Vault:
             if key is None:
                 raise CMPError(ErrorCode.RECORD_NOT_FOUND, f"record {record_id} has no data key (it was forgotten)",
                                details={"record_id": str(record_id)})
-            cipher = self._ciphers[record_id] = ChaCha20Poly1305(key)
+            cipher = self._ciphers[record_id] = _cipher_of(key)
         return cipher
 
     def seal(self, record_id: uuid.UUID, data: bytes, purpose: bytes = BODY) -> bytes:
@@ -266,7 +282,7 @@ class Vault:
         try:
             return self._cipher(record_id).decrypt(sealed[1:1 + NONCE_BYTES], sealed[1 + NONCE_BYTES:],
                                                    record_id.bytes + purpose)
-        except InvalidTag:
+        except _invalid_tag():
             raise CMPError(ErrorCode.INTERNAL_ERROR, f"record {record_id} failed authentication",
                            hint="the database was altered outside Cerememory") from None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,17 @@ from ..cmp.errors import CMPError, ErrorCode
 from .full import is_disk_full, storage_full
 
 LOCK_NAME = "cerememory.lock"
+# data dir -> how to get the lock a thread took for it ahead of its engine (storage/ahead.py)
+_handed_over: dict[Path, Callable[[], DataDirLock | None]] = {}
+
+
+def hand_over(data_dir: Path, take: Callable[[], DataDirLock | None] | None) -> None:
+    """Let the next `acquire` of `data_dir` adopt the lock `take()` returns (which waits for the
+    thread taking it); None withdraws the offer."""
+    if take is None:
+        _handed_over.pop(data_dir, None)
+    else:
+        _handed_over[data_dir] = take
 
 
 def lock_owner(data_dir: Path) -> dict[str, Any] | None:
@@ -54,7 +66,17 @@ class DataDirLock:
         self.path = data_dir / LOCK_NAME
         self._fd: int | None = None
 
-    def acquire(self, *, server_url: str | None = None) -> None:
+    def acquire(self, *, server_url: str | None = None, adopt: bool = True) -> None:
+        """Take the lock, or adopt the one this process took ahead of its engine
+        (`storage.ahead`) unless `adopt` is False."""
+        take = _handed_over.pop(self.path.parent, None) if adopt else None
+        if take is not None:
+            ahead = take()
+            if ahead is not None and ahead._fd is not None:
+                self._fd, ahead._fd = ahead._fd, None
+                if server_url is not None:
+                    self._write_owner(self._fd, server_url)
+                return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -75,15 +97,21 @@ class DataDirLock:
                 details={"pid": pid, "server_url": url, "data_dir": str(self.path.parent)},
             ) from None
         try:
+            self._write_owner(fd, server_url)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def _write_owner(self, fd: int, server_url: str | None) -> None:
+        try:
             os.ftruncate(fd, 0)
             os.write(fd, json.dumps({"pid": os.getpid(), "server_url": server_url}).encode())
             os.fsync(fd)
         except OSError as exc:
-            os.close(fd)
             if is_disk_full(exc):
                 raise storage_full(self.path) from exc
             raise
-        self._fd = fd
 
     @staticmethod
     def _read_owner(fd: int) -> dict[str, Any]:

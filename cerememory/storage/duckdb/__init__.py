@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..keyfiles import KeyFiles
 from .database import Database
-from .tables import DuckTables
+from .driver import DB_NAME
 
-DB_NAME = "cerememory.duckdb"
+if TYPE_CHECKING:
+    from .tables import DuckTables
+
+__all__ = ["DB_NAME", "DuckDBBackend"]
 
 
 class DuckDBBackend:
@@ -18,8 +22,10 @@ class DuckDBBackend:
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
+        from .tables import DuckTables  # numpy and the models: imported when a backend opens, not before
+
         self.database = Database(data_dir / DB_NAME)
-        self.read = DuckTables(self.database)
+        self.read: DuckTables = DuckTables(self.database)
         self.changes = None  # the data directory's lock lets one process write it
 
     def leads(self) -> bool:
@@ -36,6 +42,8 @@ class DuckDBBackend:
 
     @contextmanager
     def transaction(self) -> Iterator[DuckTables]:
+        from .tables import DuckTables
+
         with self.database.transaction() as tx:
             yield DuckTables(self.database, tx)
 

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ...cmp.errors import CMPError, ErrorCode
 from ..full import is_disk_full, storage_full
-from .driver import duckdb
+from .ahead import take_connection
+from .driver import connect, duckdb
 from .errors import translate
 
 if TYPE_CHECKING:
     import numpy as np
 
 log = logging.getLogger("cerememory.storage")
-DB_NAME = "cerememory.duckdb"
 _INVALIDATED = "database has been invalidated"
 _DURABLE = "commit succeeded and is durable"
 RELEASED_LIMIT = "64MB"  # what DuckDB may keep cached when `release_cache` lets go of the rest
@@ -157,8 +157,11 @@ class Database:
         self._migrate()
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
+        opened: duckdb.DuckDBPyConnection | None = take_connection(self.path)  # opened while this process started
+        if opened is not None:
+            return opened
         try:
-            return duckdb.connect(str(self.path))
+            return connect(self.path)
         except duckdb.Error as exc:
             if is_disk_full(exc):
                 raise storage_full(self.path) from exc

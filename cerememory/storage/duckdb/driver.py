@@ -9,9 +9,18 @@ Builds that ship no top-level `_duckdb` fall back to the package.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 try:
     import _duckdb as duckdb
 except ImportError:  # pragma: no cover - older DuckDB builds keep the engine inside the package
     import duckdb  # type: ignore[no-redef]
 
-__all__ = ["duckdb"]
+__all__ = ["DB_NAME", "connect", "duckdb"]
+
+DB_NAME = "cerememory.duckdb"  # the file a data directory keeps its database in
+
+
+def connect(path: Path) -> duckdb.DuckDBPyConnection:
+    """A connection to the DuckDB file at `path` (DuckDB's errors as they come)."""
+    return duckdb.connect(str(path))
