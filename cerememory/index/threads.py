@@ -7,11 +7,13 @@ spreads itself over one thread per core (at most 8) instead; a BLAS thread count
 The scans are bound by memory bandwidth and their kernels (numpy, simsimd) release the GIL, so
 two threads on two cores finish one in about half the time. Each thread takes the next piece
 when it is done with one: when another process holds a core, the pool's thread starts late (or
-after the work is gone) and just takes fewer pieces, so a search is not slower than the calling
-thread alone (see _Pieces). A fixed split waits for its slow half instead: simsimd's own `threads=2` made the
-int8 pass 1.4 times slower than one thread while the other core was busy. And when other
-processes already keep the other cores busy (measured from /proc/stat every half second), a
-scan does not share at all: it runs as one piece on the calling thread, as it would alone.
+after the work is gone) and just takes fewer pieces, and the caller never waits long for a piece
+a helper holds (see _Pieces). A fixed split waits for its slow half instead: simsimd's own
+`threads=2` made the int8 pass 1.4 times slower than one thread while the other core was busy.
+Sharing still costs something (more calls, a hand-off, a piece now and then run twice: 5-10%
+of the int8 pass with the other core busy), so while other processes keep the other cores
+busy (read from /proc/stat every half second) a scan is not shared at all: it runs as one piece
+on the calling thread, as it would alone.
 """
 
 from __future__ import annotations
