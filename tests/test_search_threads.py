@@ -14,7 +14,7 @@ from cerememory.index import threads
 @pytest.fixture
 def two_idle_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(threads, "search_threads", lambda: 2)
-    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(threads, "CORES", 2)
     monkeypatch.setattr(threads._others, "cores_busy", lambda: 0.0)
 
 
@@ -48,7 +48,7 @@ def test_a_piece_a_helper_fails_is_run_by_the_caller() -> None:
 
 def test_nothing_is_shared_while_other_processes_keep_the_cores_busy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(threads, "search_threads", lambda: 2)
-    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(threads, "CORES", 2)
     monkeypatch.setattr(threads._others, "cores_busy", lambda: 0.9)
     assert threads.helper_threads(10) == 0
     calls: list[tuple[int, int]] = []
@@ -71,13 +71,13 @@ def test_the_busy_cores_of_other_processes_are_read_from_the_machine() -> None:
     others = threads._Others()
     assert others.cores_busy() == 0.0  # the first reading only starts the clock
     others.at = (others.at or 0.0) - threads.LOAD_SAMPLE_S  # as if half a second had passed
-    assert 0.0 <= others.cores_busy() <= (threads.os.cpu_count() or 1)
+    assert 0.0 <= others.cores_busy() <= threads.CORES
 
 
 def test_a_blas_thread_count_the_user_set_caps_the_search_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in threads.BLAS_THREAD_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(threads.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(threads, "CORES", 4)
     assert threads.search_threads() == 4
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert threads.search_threads() == 1
