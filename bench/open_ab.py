@@ -8,7 +8,7 @@ to the one before, as `encode.batch` links them: about two association rows a re
 round then opens it in a fresh process of the `--before` tree and of this checkout, alternating,
 and reports: the wall and CPU time of `cerememory.open`, the RSS right after it, and the time
 from the start of opening to the first recall.query answered (text, semantic off), then the time
-of a first vector query after it and the RSS after that. CPU time and
+(and CPU) of a first vector query after it and the RSS after that. CPU time and
 RSS move far less with other work on a shared machine than wall time; the load average is
 given for each run. Writes bench/results/open_ab.md and open_ab.json.
 """
@@ -58,13 +58,14 @@ opened, opened_cpu, rss = time.perf_counter() - wall, time.process_time() - cpu,
 hits = mem.recall("budget review with the team", limit=10, reconsolidate=False)
 first = time.perf_counter() - wall
 cue = [math.sin(i) for i in range(384)]
-start = time.perf_counter()
+start, start_cpu = time.perf_counter(), time.process_time()
 mem.recall(embedding=cue, limit=10, reconsolidate=False)
-vector = time.perf_counter() - start
+vector, vector_cpu = time.perf_counter() - start, time.process_time() - start_cpu
 rss_vector = rss_mb()
 mem.close()
 print(json.dumps({"open_s": opened, "open_cpu_s": opened_cpu, "rss_after_open_mb": rss,
                   "open_to_first_query_s": first, "first_vector_query_s": vector,
+                  "first_vector_query_cpu_s": vector_cpu,
                   "rss_after_vector_query_mb": rss_vector, "hits": len(hits.memories)}))
 """
 
@@ -96,6 +97,7 @@ def main() -> None:
     metrics = (("open_s", "open, wall s"), ("open_cpu_s", "open, CPU s"), ("rss_after_open_mb", "RSS after open, MB"),
                ("open_to_first_query_s", "open → first query, s"),
                ("first_vector_query_s", "then the first vector query, s"),
+               ("first_vector_query_cpu_s", "its CPU, s"),
                ("rss_after_vector_query_mb", "RSS after it, MB"))
     lines = ["# Opening a large data directory, before and after, side by side", "",
              f"`bench/open_ab.py --n {args.n} --rounds {args.rounds}`: {args.n:,} records with 384-d caller vectors, "

@@ -141,3 +141,32 @@ def test_ids_read_in_bulk_are_ordinary_uuids():
     assert made == ids and [hash(i) for i in made] == [hash(i) for i in ids]
     assert {made[0]: 1}[ids[0]] == 1 and str(made[-1]) == str(ids[-1])
     assert pickle.loads(pickle.dumps(made)) == ids
+
+
+def test_edges_read_over_the_heads_or_on_their_own_are_the_same(data_dir):
+    """DuckDB numbers the ends of the edges by the records' place in the heads it just read;
+    when the table no longer holds as many records, by the edges' own ends: the same edges."""
+    from cerememory.storage.base import StoredHeads
+    from cerememory.storage.duckdb import DuckDBBackend
+
+    with open_mem(data_dir) as mem:
+        ids = [r.record_id for r in mem.store_batch(
+            [{"content": {"blocks": [{"text": f"turn {i}"}]}, "context": {"session_id": "s"}}
+             for i in range(6)]).results]
+        mem.store("a loner")
+    backend = DuckDBBackend(data_dir)
+    try:
+        heads = backend.read.records.heads()
+        fewer = StoredHeads(heads.ids[:-1], [column[:-1] for column in heads.values])
+
+        def edges(columns):
+            return sorted((columns.nodes[s], columns.nodes[t], kind)
+                          for s, t, kind in zip(columns.source, columns.target, columns.type, strict=True))
+
+        over_heads = backend.read.edges.load(heads)
+        assert over_heads.nodes == heads.ids
+        found = edges(over_heads)
+        assert found == edges(backend.read.edges.load()) == edges(backend.read.edges.load(fewer))
+        assert {(a, b) for a, b, _ in found} >= {(ids[i + 1], ids[i]) for i in range(5)}
+    finally:
+        backend.close()

@@ -95,14 +95,15 @@ class EngineCore:
         self.changes_seen = self.backend.changes.last() if self.backend.changes is not None else 0
         self.undecodable = UndecodableLog()
         self.records = RecordStore(read.records, sealer=self.sealer, undecodable=self.undecodable)
-        self.records.load()
+        stored = self.records.load()
         self.journal = JournalStore(read.journal, self.sealer, self.undecodable)
         if vault is not None:
             vault.erase_orphans(set(self.records.heads) | set(self.journal.ids()))
         self.working = WorkingMemory(options.working_capacity)
         self.graph = AssociationGraph()
         heads = self.records.heads
-        self.graph.load(read.edges.load(), heads.__contains__)
+        self.graph.load(read.edges.load(stored), heads.__contains__)
+        del stored
         self._vectors: VectorIndex | None = None  # read at its first use (`vectors`)
         self._vectors_lock = threading.Lock()
         index_dir = data_dir / "index"

@@ -13,6 +13,7 @@ import threading
 import uuid
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
+from itertools import compress
 
 import numpy as np
 
@@ -136,8 +137,13 @@ class AssociationGraph:
         """Add stored edges in bulk, those whose two ends `keep` accepts (one per (source,
         target, type), as the table holds them)."""
         with self._lock:
-            kept = np.fromiter(map(keep, edges.nodes), dtype=bool, count=len(edges.nodes))
-            if not len(edges.source) or not kept.any():
+            if not len(edges.source):
+                return
+            kept = np.zeros(len(edges.nodes), dtype=bool)  # the ends of an edge that `keep` accepts
+            kept[edges.source] = kept[edges.target] = True
+            kept[kept] = np.fromiter(map(keep, compress(edges.nodes, kept.tolist())), dtype=bool,
+                                     count=int(kept.sum()))
+            if not kept.any():
                 return
             if len(self._columns.src) or self._written or self._nodes:
                 raise RuntimeError("load() fills an empty graph; add() merges into one")

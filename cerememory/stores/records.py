@@ -17,7 +17,7 @@ from typing import Any
 
 from ..model import FidelityState, MemoryRecord, StoreType, from_ts, to_ts
 from ..storage import codec
-from ..storage.base import HEAD_COLUMNS, RecordRows, Tables
+from ..storage.base import HEAD_COLUMNS, RecordRows, StoredHeads, Tables
 from ..storage.crypto import PLAINTEXT, Sealer
 from .columns import HeadColumns
 from .undecodable import UndecodableLog, UndecodableRecord
@@ -208,12 +208,14 @@ class RecordStore:
         self._stale = False  # too many touched, or heads re-read from the database: rebuild
         self._columns_lock = threading.Lock()
 
-    def load(self) -> None:
-        """Read every head (column by column: a head per record, no row tuple)."""
+    def load(self) -> StoredHeads:
+        """Read every head (column by column: a head per record, no row tuple); returns what
+        storage handed over (`EdgeRows.load` may number the edges' ends by it)."""
         stored = self.rows.heads()
         stores = {s.value: s for s in StoreType}
         values = [[stores[name] for name in stored.values[0]], *stored.values[1:]]
         self.heads.update(zip(stored.ids, map(Head, *values), strict=True))
+        return stored
 
     def _put_rows(self, rows: Iterable[tuple[uuid.UUID, Any]]) -> None:
         stores = {s.value: s for s in StoreType}

@@ -150,16 +150,21 @@ _HEX = "replace({}::VARCHAR, '-', '')"  # an id as 32 hex digits, for `uuids_of_
 _NODES = ("WITH ends AS (SELECT source_id AS id FROM associations UNION SELECT target_id FROM associations) "
           "SELECT id, (row_number() OVER (ORDER BY id)) - 1 AS n FROM ends")
 _EDGE_NODES = f"SELECT {_HEX.format('id')} AS id FROM ({_NODES}) ORDER BY n"
-_EDGES_NUMBERED = (f"WITH nodes AS ({_NODES}) SELECT s.n AS source, t.n AS target, a.association_type, a.weight, "
-                   "a.created_at, a.last_co_activation FROM associations a "
-                   "JOIN nodes s ON s.id = a.source_id JOIN nodes t ON t.id = a.target_id")
+_EDGE_COLUMNS = ("SELECT s.n AS source, t.n AS target, a.association_type, a.weight, a.created_at, "
+                 "a.last_co_activation{} FROM associations a JOIN nodes s ON s.id = a.source_id "
+                 "JOIN nodes t ON t.id = a.target_id")
+_EDGES_NUMBERED = f"WITH nodes AS ({_NODES}) " + _EDGE_COLUMNS.format("")
+# the edges between records, each end numbered by its record's place in id order (as `heads` reads them)
+_EDGES_OVER_RECORDS = ("WITH nodes AS (SELECT id, (row_number() OVER (ORDER BY id)) - 1 AS n FROM records) "
+                       + _EDGE_COLUMNS.format(", (SELECT count(*) FROM records) AS records"))
 
 
 class DuckRecords(_Rows):
     def heads(self) -> StoredHeads:
         # as numpy columns, ids as hex made UUIDs here: DuckDB's own UUID conversion, and a
         # tuple per row, cost more at 100k rows
-        columns = self.db.query_columns(f"SELECT {_HEX.format('id')} AS id, {', '.join(HEAD_COLUMNS)} FROM records")
+        columns = self.db.query_columns(
+            f"SELECT {_HEX.format('id')} AS id, {', '.join(HEAD_COLUMNS)} FROM records ORDER BY records.id")
         return StoredHeads(uuids_of_hex(columns["id"].tolist()), [columns[name].tolist() for name in HEAD_COLUMNS])
 
     def heads_of(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, Row]]:
@@ -213,12 +218,21 @@ class DuckJournal(_Rows, sql.SqlJournal):
 
 
 class DuckEdges(_Rows):
-    def load(self) -> EdgeColumns:
-        # as numpy columns, each end as a node number DuckDB gives it (its id's rank): an id
-        # becomes a UUID once, however many edges it ends, and no Python step runs per edge
+    def load(self, heads: StoredHeads | None = None) -> EdgeColumns:
+        # as numpy columns, each end as a node number DuckDB gives it (its id's rank), so no
+        # Python step runs per edge: the rank among the records `heads` holds (read in id
+        # order) when the table still holds as many, else among the edges' own ends
+        if heads is not None:
+            edges = self.db.query_columns(_EDGES_OVER_RECORDS)
+            if not len(edges["records"]) or int(edges["records"][0]) == len(heads.ids):
+                return self._columns(heads.ids, edges)
         nodes, edges = self.db.query_columns_together(_EDGE_NODES, _EDGES_NUMBERED)
+        return self._columns(uuids_of_hex(nodes["id"].tolist()), edges)
+
+    @staticmethod
+    def _columns(nodes: list[uuid.UUID], edges: dict[str, np.ndarray]) -> EdgeColumns:
         last = edges["last_co_activation"]
-        return EdgeColumns(uuids_of_hex(nodes["id"].tolist()), edges["source"].astype(np.int64),
+        return EdgeColumns(nodes, edges["source"].astype(np.int64),
                            edges["target"].astype(np.int64), edges["association_type"].tolist(),
                            np.asarray(edges["weight"], dtype=np.float64),
                            np.asarray(edges["created_at"], dtype=np.float64),

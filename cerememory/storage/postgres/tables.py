@@ -193,7 +193,7 @@ class PgJournal(_Rows, sql.SqlJournal):
 
 
 class PgEdges(_Rows):
-    def load(self) -> EdgeColumns:
+    def load(self, heads: StoredHeads | None = None) -> EdgeColumns:
         return EdgeColumns.of_rows(self._read(sql.EDGES))
 
     def load_from(self, ids: Sequence[uuid.UUID]) -> list[Row]:
