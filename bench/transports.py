@@ -6,6 +6,8 @@ processes, so client-side Python does not share one GIL.
 
     python bench/transports.py            # ~5 minutes
     python bench/transports.py --quick    # ~1 minute
+    python bench/transports.py --before /tmp/before --rounds 2   # side by side with an earlier tree
+    python bench/transports.py --before /tmp/before --ops recall.query --rounds 1
 
 Writes bench/results/transports.md, transports.json and transports_latency.png.
 """
