@@ -6,6 +6,8 @@ processes, so client-side Python does not share one GIL.
 
     python bench/transports.py            # ~5 minutes
     python bench/transports.py --quick    # ~1 minute
+    python bench/transports.py --before /tmp/before --rounds 2   # side by side with an earlier tree
+    python bench/transports.py --before /tmp/before --ops recall.query --rounds 1
 
 Writes bench/results/transports.md, transports.json and transports_latency.png.
 """
@@ -81,12 +83,12 @@ def worker(kind: str, target: dict, op: str, count: int, seed: int, start_at: fl
     while time.time() < start_at:
         time.sleep(0.001)
     latencies = []
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     for _ in range(count):
         t = time.perf_counter()
         run_op(client, op, rng)
         latencies.append(time.perf_counter() - t)
-    queue.put((latencies, time.perf_counter() - began))
+    queue.put((latencies, time.perf_counter() - began, time.process_time() - cpu))
     client.close()
 
 
@@ -101,10 +103,11 @@ def concurrent(kind: str, target: dict, op: str, clients: int, per_client: int) 
     results = [queue.get(timeout=600) for _ in procs]
     for p in procs:
         p.join()
-    latencies = [x for lat, _ in results for x in lat]
-    wall = max(w for _, w in results)
+    latencies = [x for lat, _, _ in results for x in lat]
+    wall = max(w for _, w, _ in results)
     stats = ms_stats(latencies)
     stats["throughput"] = len(latencies) / wall
+    stats["client_cpu_ms"] = sum(c for _, _, c in results) / len(latencies) * 1000  # a client's CPU per call
     return stats
 
 
@@ -163,7 +166,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=32, help="clients of the --before comparison")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the --before comparison")
     parser.add_argument("--ops", type=lambda text: [n for n in text.split(",") if n],
-                        default=[op for op, _ in AB_OPS], help="operations of the --before comparison, "
+                        default=sorted({op for op, _ in AB_OPS}), help="operations of the --before comparison, "
                         "e.g. recall.query")
     parser.add_argument("--before-without", type=lambda text: [n for n in text.split(",") if n], default=[],
                         help="modules the --before server runs without, e.g. uvloop,httptools")
@@ -217,13 +220,14 @@ def hidden_modules(names: list[str], where: Path) -> Path | None:
     return where
 
 
-AB_OPS = (("encode.store", None), ("recall.query", 8))  # clients: None = --clients
+AB_OPS = (("encode.store", None), ("recall.query", 1), ("recall.query", 8))  # clients: None = --clients
 
 
 def compare(args: argparse.Namespace) -> int:
-    """encode.store from `--clients` client processes and recall.query from 8 (over 10,000
-    records) against a server of `--before` and one of this checkout, alternating (before,
-    after) per transport and round on the same machine load; with the server's CPU per call."""
+    """encode.store from `--clients` client processes and recall.query from 1 and from 8 (over
+    `--records` records) against a server of `--before` and one of this checkout, alternating
+    (before, after) per transport and round on the same machine load; with the server's and a
+    client's CPU per call."""
     after = Path(__file__).resolve().parent.parent
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as stubs:
@@ -253,32 +257,39 @@ def compare(args: argparse.Namespace) -> int:
                                      "load1": load_before, **stats})
                         print(f"round {round_ + 1} {op} x{clients} {kind:5} {label:6} p50 {stats['p50_ms']:.1f} ms  "
                               f"{stats['throughput']:.0f}/s  server CPU {stats['server_cpu_ms']:.2f} ms/call  "
-                              f"load {load_before:.1f}", file=sys.stderr)
+                              f"client CPU {stats['client_cpu_ms']:.2f} ms/call  load {load_before:.1f}",
+                              file=sys.stderr)
     RESULTS_DIR.mkdir(exist_ok=True)
     (RESULTS_DIR / "transports_ab.json").write_text(json.dumps(rows, indent=2))
-    without = f" --before-without {','.join(args.before_without)}" if args.before_without else ""
+    flags = f" --before-without {','.join(args.before_without)}" if args.before_without else ""
+    if sorted(args.ops) != sorted({op for op, _ in AB_OPS}):
+        flags += f" --ops {','.join(args.ops)}"
     lines = ["# Many clients, before and after, side by side", "",
-             f"`bench/transports.py --before <tree>{without} --clients {args.clients} --rounds {args.rounds}` — "
+             f"`bench/transports.py --before <tree>{flags} --clients {args.clients} --rounds {args.rounds}` — "
              f"{env_line(environment())}", "",
              "A real `cerememory serve` (HTTP + gRPC) of each source tree over a fresh data directory; client "
              "processes on the same 2 cores; before and after alternate per operation, transport and round so "
              "both see the same load. The server's CPU per call (all its threads, over the calls of the run) "
-             "moves far less with other work than throughput does. The 1-minute load average is given for each "
+             "moves far less with other work than throughput does; a client's CPU per call (the mean over its "
+             "processes) is what the clients take from the same cores. The 1-minute load average is given for each "
              "run; the clients themselves are most of it."
              + (f" The before server ran without {', '.join(args.before_without)}." if args.before_without else ""), "",
              "| round | operation | clients | transport | before calls/s | after calls/s | after / before "
-             "| before p50 ms | after p50 ms | before server CPU ms/call | after server CPU ms/call | load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| before p50 ms | after p50 ms | before server CPU ms/call | after server CPU ms/call "
+             "| before client CPU ms/call | after client CPU ms/call | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for round_ in range(args.rounds):
-        for op, _ in AB_OPS:
+        for op, op_clients in AB_OPS:
             if op not in args.ops:
                 continue
             for kind in ("http", "grpc"):
                 b, a = (next(r for r in rows if r["round"] == round_ and r["op"] == op and r["transport"] == kind
-                             and r["tree"] == t) for t in ("before", "after"))
+                             and r["clients"] == (op_clients or args.clients) and r["tree"] == t)
+                        for t in ("before", "after"))
                 lines.append(f"| {round_ + 1} | {op} | {a['clients']} | {kind} | {b['throughput']:,.0f} | "
                              f"{a['throughput']:,.0f} | {a['throughput'] / b['throughput']:.2f}× | {b['p50_ms']:.1f} | "
                              f"{a['p50_ms']:.1f} | {b['server_cpu_ms']:.2f} | {a['server_cpu_ms']:.2f} | "
+                             f"{b['client_cpu_ms']:.2f} | {a['client_cpu_ms']:.2f} | "
                              f"{b['load1']:.1f} / {a['load1']:.1f} |")
     (RESULTS_DIR / "transports_ab.md").write_text("\n".join(lines) + "\n")
     return 0

@@ -237,10 +237,11 @@ def json_to_message(data: Any, cls: type[Message], *, context: str = "") -> Mess
 # ---------------------------------------------------------------- model -> proto, directly
 
 # A response goes from the model `Dispatcher.call` returns straight into the message, without
-# the JSON in between: each (model, message) pair gets a plan once, a list of its fields with how
-# each value becomes what the message constructor takes (a submessage as a dict, a Timestamp as
-# the datetime, a Struct as the dict, an enum as its number); the constructor then builds the
-# whole tree in C. The message is the one `json_to_message` builds from the model's JSON.
+# the JSON in between: each (model, message) pair gets a function once (`_compiled`) that turns
+# the model's field values into what the message constructor takes (a submessage as a dict, a
+# Timestamp as its integer fields, a Struct as the dict, an enum as its number); the constructor
+# then builds the whole tree in C. The message is the one `json_to_message` builds from the
+# model's JSON.
 
 Writer = Callable[[Any], Any]
 
@@ -282,8 +283,7 @@ def _json_value(fd: FieldDescriptor) -> Writer:
 
 @cache
 def _writer(fd: FieldDescriptor) -> Writer | None:
-    """How one value of `fd` becomes what the message constructor takes (None: as it is; a
-    writer returning None: leave the field out)."""
+    """How one value of `fd` becomes what the message constructor takes (None: as it is)."""
     if fd.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
         numbers = {value: fd.enum_type.values_by_name[name].number
                    for value, name in _enum_values(fd.enum_type).items()}
@@ -303,8 +303,7 @@ def _writer(fd: FieldDescriptor) -> Writer | None:
 
 _FIELD_CODE = {  # how the constructor argument `name` is read from the model's field values `d`
     ("one", False): "    x = d[{name!r}]\n    if x is not None:\n        out[{name!r}] = x\n",
-    ("one", True): "    x = d[{name!r}]\n    if x is not None:\n        x = w{i}(x)\n"
-                   "        if x is not None:\n            out[{name!r}] = x\n",
+    ("one", True): "    x = d[{name!r}]\n    if x is not None:\n        out[{name!r}] = w{i}(x)\n",
     ("list", False): "    x = d[{name!r}]\n    if x:\n        out[{name!r}] = list(x)\n",
     ("list", True): "    x = d[{name!r}]\n    if x:\n        out[{name!r}] = [w{i}(v) for v in x]\n",
     ("map", False): "    x = d[{name!r}]\n    if x:\n        out[{name!r}] = {{str(k): v for k, v in x.items()}}\n",
