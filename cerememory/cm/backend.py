@@ -121,9 +121,9 @@ class Backend:
         self._bullets: list[tuple[str, dict[str, Any]]] | None = None
         self._procedural: list[dict[str, Any]] | None = None
         self._similarity: Similarity | None = None  # cosines asked for with the procedural listing
-        self._prefetched: dict[tuple[str, int, int], tuple[threading.Thread, dict[str, Any]]] = {}
+        # searches started ahead: (the thread, or None when answered at once; its answer)
+        self._prefetched: dict[tuple[str, int, int], tuple[threading.Thread | None, dict[str, Any]]] = {}
         self.history_hidden = 0
-        self._journal_empty: bool | None = None  # as last asked, until this process writes to the journal
 
     # ------------------------------------------------------------ connection
 
@@ -206,7 +206,8 @@ class Backend:
 
     def close(self) -> None:
         for thread, _ in self._prefetched.values():  # a search nobody waited for: let it finish first
-            thread.join(timeout=10)
+            if thread is not None:
+                thread.join(timeout=10)
         self._prefetched.clear()
         for api in (self._typed, self._api):
             if api is not None:
@@ -367,7 +368,6 @@ class Backend:
             from ..security.sanitize import sanitize
 
             entry = {k: sanitize(v, self.redact)[0] if isinstance(v, str) else v for k, v in entry.items()}
-        self._journal_empty = False
         self.call("encode.store_raw", {
             "session_id": LOG_SESSIONS[kind], "source": "tool_io", "speaker": "tool",
             "visibility": "private_scratch",
@@ -387,11 +387,13 @@ class Backend:
         import threading
 
         api = self.api  # opened here, never by two threads at once
-        if self.mode == "embedded" and self.journal_empty():
-            return  # nothing to search: history() answers at once
-        worker = self._client(self._url) if self._url is not None else api
         request = raw_history_request(query, days, _fetch_size(limit, filtered=True))
         box: dict[str, Any] = {}
+        if self.mode == "embedded" and self.journal_empty():  # nothing to search: no thread, no search
+            box["response"] = {"records": []}
+            self._prefetched[(query, days, request["limit"])] = (None, box)
+            return
+        worker = self._client(self._url) if self._url is not None else api
 
         def run() -> None:
             try:
@@ -407,13 +409,12 @@ class Backend:
         self._prefetched[(query, days, request["limit"])] = (thread, box)
 
     def _raw_history(self, query: str, days: int, fetch: int) -> dict[str, Any]:
-        if self.mode == "embedded" and self._journal_empty:  # this process holds the data dir: still empty
-            return {"records": []}
         pending = self._prefetched.pop((query, days, fetch), None)
         if pending is None:
             return self.call("recall.raw_query", raw_history_request(query, days, fetch))
         thread, box = pending
-        thread.join()
+        if thread is not None:
+            thread.join()
         if "error" in box:
             error = box["error"]
             raise map_cmp_error(error) if not isinstance(error, CmError) else error
@@ -480,17 +481,13 @@ class Backend:
 
     def journal_empty(self) -> bool:
         """Whether the raw journal holds no record at all (of any visibility or secrecy): one
-        counted page of one record, cheaper than the whole of `introspect.stats`; asked once,
-        until this process writes to the journal."""
-        if self._journal_empty is None:
-            try:
-                page = self.call("recall.raw_query", {"limit": 1, "include_private_scratch": True,
-                                                      "include_sealed": True,
-                                                      "secrecy_levels": ["public", "sensitive", "secret"]})
-            except CmError:
-                return True
-            self._journal_empty = not (page.get("records") or page.get("total_candidates"))
-        return self._journal_empty
+        counted page of one record, cheaper than the whole of `introspect.stats`."""
+        try:
+            page = self.call("recall.raw_query", {"limit": 1, "include_private_scratch": True, "include_sealed": True,
+                                                  "secrecy_levels": ["public", "sensitive", "secret"]})
+        except CmError:
+            return True
+        return not (page.get("records") or page.get("total_candidates"))
 
     def session(self, session_id: str) -> list[dict[str, Any]]:
         return self.call("recall.raw_query", {"session_id": session_id, "limit": PAGE}).get("records", [])
