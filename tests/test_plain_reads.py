@@ -1,4 +1,5 @@
-"""Reads answered in plain JSON for an embedded caller (cmp/plain.py, `Listing.list_plain`): the
+"""Reads answered in plain JSON for an embedded caller (cmp/plain.py, `Listing.list_plain`, an
+empty journal's `recall.raw_query`): the
 same answer as the model path, the simple request shapes recognised, everything else (an invalid
 request included) left to the model path and its errors."""
 
@@ -11,7 +12,7 @@ import pytest
 
 import cerememory
 from cerememory.cmp.errors import CMPError
-from cerememory.cmp.plain import list_request
+from cerememory.cmp.plain import list_request, raw_request
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +94,48 @@ def test_invalid_requests_get_the_model_paths_error(mem: Any, request_: dict[str
 def test_other_shapes_go_the_model_path(mem: Any, request_: dict[str, Any]) -> None:
     assert list_request(request_) is None
     assert mem.dispatch("recall.list", request_) == mem.dispatcher.dispatch("recall.list", request_)
+
+
+RAW_REQUESTS: list[dict[str, Any]] = [
+    {"query": "pin the build", "limit": 50},
+    {"limit": 1, "include_private_scratch": True, "include_sealed": True,
+     "secrecy_levels": ["public", "sensitive", "secret"]},
+    {"session_id": "s-1", "limit": 5},
+    {},
+]
+
+
+@pytest.mark.parametrize("request_", RAW_REQUESTS, ids=[str(r) for r in RAW_REQUESTS])
+def test_an_empty_journal_answers_plainly(mem: Any, request_: dict[str, Any]) -> None:
+    assert raw_request(request_) is not None
+    plain = mem.dispatcher.dispatch("recall.raw_query", request_, plain=True)
+    assert plain == mem.dispatcher.dispatch("recall.raw_query", request_) == {
+        "records": [], "total_candidates": 0, "undecodable_ids": []}
+
+
+def test_a_journal_with_records_goes_the_model_path(tmp_path: Path) -> None:
+    with cerememory.open(tmp_path / "data", semantic="off") as memory:
+        memory.dispatch("encode.store_raw", {"session_id": "s-1", "source": "tool_io", "speaker": "tool",
+                                             "content": {"blocks": [{"modality": "text", "text": "pin the build"}]}})
+        for request in RAW_REQUESTS:
+            answer = memory.dispatch("recall.raw_query", request)
+            assert answer == memory.dispatcher.dispatch("recall.raw_query", request)
+        assert memory.dispatch("recall.raw_query", {"query": "pin the build", "limit": 5})["records"]
+
+
+@pytest.mark.parametrize("request_", [
+    {"limit": 0},
+    {"limit": True},
+    {"include_sealed": 1},
+    {"secrecy_levels": ["top"]},
+    {"session_id": "x" * 300},
+    {"unknown": 1},
+    {"temporal": {"start": "yesterday", "end": "today"}},
+])
+def test_invalid_raw_queries_get_the_model_paths_error(mem: Any, request_: dict[str, Any]) -> None:
+    assert raw_request(request_) is None
+    with pytest.raises(CMPError) as plain:
+        mem.dispatch("recall.raw_query", request_)
+    with pytest.raises(CMPError) as model:
+        mem.dispatcher.dispatch("recall.raw_query", request_)
+    assert (plain.value.code, plain.value.message) == (model.value.code, model.value.message)

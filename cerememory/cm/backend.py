@@ -121,7 +121,8 @@ class Backend:
         self._bullets: list[tuple[str, dict[str, Any]]] | None = None
         self._procedural: list[dict[str, Any]] | None = None
         self._similarity: Similarity | None = None  # cosines asked for with the procedural listing
-        self._prefetched: dict[tuple[str, int, int], tuple[threading.Thread, dict[str, Any]]] = {}
+        # searches started ahead: (the thread, or None when answered at once; its answer)
+        self._prefetched: dict[tuple[str, int, int], tuple[threading.Thread | None, dict[str, Any]]] = {}
         self.history_hidden = 0
 
     # ------------------------------------------------------------ connection
@@ -205,7 +206,8 @@ class Backend:
 
     def close(self) -> None:
         for thread, _ in self._prefetched.values():  # a search nobody waited for: let it finish first
-            thread.join(timeout=10)
+            if thread is not None:
+                thread.join(timeout=10)
         self._prefetched.clear()
         for api in (self._typed, self._api):
             if api is not None:
@@ -385,9 +387,13 @@ class Backend:
         import threading
 
         api = self.api  # opened here, never by two threads at once
-        worker = self._client(self._url) if self._url is not None else api
         request = raw_history_request(query, days, _fetch_size(limit, filtered=True))
         box: dict[str, Any] = {}
+        if self.mode == "embedded" and self.journal_empty():  # nothing to search: no thread, no search
+            box["response"] = {"records": []}
+            self._prefetched[(query, days, request["limit"])] = (None, box)
+            return
+        worker = self._client(self._url) if self._url is not None else api
 
         def run() -> None:
             try:
@@ -407,7 +413,8 @@ class Backend:
         if pending is None:
             return self.call("recall.raw_query", raw_history_request(query, days, fetch))
         thread, box = pending
-        thread.join()
+        if thread is not None:
+            thread.join()
         if "error" in box:
             error = box["error"]
             raise map_cmp_error(error) if not isinstance(error, CmError) else error

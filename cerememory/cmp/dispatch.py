@@ -151,19 +151,19 @@ class Dispatcher:
         if parsed is None or method is None:
             return None
         started = time.perf_counter()
-        code = "OK"
         try:
             answer: dict[str, Any] | None = method(parsed)
-            return answer
-        except CMPError as exc:
-            code = exc.code.value
+        except Exception as exc:
+            code = exc.code.value if isinstance(exc, CMPError) else ErrorCode.INTERNAL_ERROR.value
+            self._observe(name, started, code)
             raise
-        except Exception:
-            code = ErrorCode.INTERNAL_ERROR.value
-            raise
-        finally:
-            if self.metrics is not None:
-                self.metrics.observe(name, time.perf_counter() - started, code)
+        if answer is not None:  # else the model path answers, and is metered
+            self._observe(name, started, "OK")
+        return answer
+
+    def _observe(self, name: str, started: float, code: str) -> None:
+        if self.metrics is not None:
+            self.metrics.observe(name, time.perf_counter() - started, code)
 
     @staticmethod
     def _options(op: Operation, **given: Any) -> dict[str, Any]:

@@ -17,11 +17,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..limits import check_request_json
-from ..model import StoreType
+from ..limits import MAX_ID_CHARS, check_request_json
+from ..model import SecrecyLevel, StoreType
 from . import messages as m
 
 _STORES = {s.value: s for s in StoreType if s is not StoreType.WORKING}
+_SECRECY = {s.value: s for s in SecrecyLevel}
+_RAW_KEYS = {"session_id", "query", "limit", "include_private_scratch", "include_sealed", "secrecy_levels"}
 _LIST_KEYS = {"store", "metadata", "fields", "cursor", "limit", "similar_to"}
 _LIST_FIELDS = {f.value: f for f in (m.ListField.TEXT, m.ListField.METADATA)}
 
@@ -67,5 +69,26 @@ def list_request(request: dict[str, Any]) -> m.RecallListRequest | None:
         fields=None if fields is None else [_LIST_FIELDS[f] for f in fields])
 
 
+def raw_request(request: dict[str, Any]) -> m.RecallRawQueryRequest | None:
+    """A `recall.raw_query` request by session, text and visibility (no time range, ids or
+    derived memory), unvalidated but known valid; None for anything else."""
+    if not request.keys() <= _RAW_KEYS:
+        return None
+    limit = _limit(request.get("limit", m.RecallRawQueryRequest.model_fields["limit"].default), "limit",
+                   m.RecallRawQueryRequest)
+    session, query, levels = request.get("session_id"), request.get("query"), request.get("secrecy_levels")
+    flags = [request.get(k, False) for k in ("include_private_scratch", "include_sealed")]
+    if limit is None or any(type(f) is not bool for f in flags) or not (session is None or (
+            type(session) is str and len(session) <= MAX_ID_CHARS and session.isascii())):
+        return None
+    if not (query is None or (type(query) is str and query.isascii())) or not (levels is None or (
+            type(levels) is list and all(type(v) is str and v in _SECRECY for v in levels))):
+        return None
+    return m.RecallRawQueryRequest.model_construct(
+        session_id=session, query=query, limit=limit, include_private_scratch=flags[0], include_sealed=flags[1],
+        secrecy_levels=None if levels is None else [_SECRECY[v] for v in levels])
+
+
 # operation -> the recogniser of its plain requests
-PLAIN: dict[str, Callable[[dict[str, Any]], BaseModel | None]] = {"recall.list": list_request}
+PLAIN: dict[str, Callable[[dict[str, Any]], BaseModel | None]] = {"recall.list": list_request,
+                                                                   "recall.raw_query": raw_request}

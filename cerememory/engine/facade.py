@@ -250,6 +250,9 @@ class Engine:
     def recall_raw_query(self, req: m.RecallRawQueryRequest) -> m.RecallRawQueryResponse:
         return self.recall.raw_query(req)
 
+    def recall_raw_query_plain(self, req: m.RecallRawQueryRequest) -> dict[str, Any] | None:
+        return self.recall.raw_query_plain(req)
+
     def recall_sessions(self, req: m.RecallSessionsRequest) -> m.RecallSessionsResponse:
         return self.recall.sessions(req)
 

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -596,6 +597,13 @@ class Recall:
         records.sort(key=lambda r: (r.created_at, r.id))
         return m.RecallRawQueryResponse(records=records, total_candidates=total)
 
+
+    def raw_query_plain(self, req: m.RecallRawQueryRequest) -> dict[str, Any] | None:
+        """The answer of an empty journal to any query (nothing), in JSON without the response
+        models; None (the model path answers) while the journal holds a record."""
+        if req.derived_memory_id is not None or self.core.journal.counts()[0]:
+            return None
+        return {"records": [], "total_candidates": 0, "undecodable_ids": []}
 
     def sessions(self, req: m.RecallSessionsRequest) -> m.RecallSessionsResponse:
         """The journal's sessions from one aggregate query; agent and workspace are read from

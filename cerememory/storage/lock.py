@@ -13,7 +13,7 @@ from ..cmp.errors import CMPError, ErrorCode
 from .full import is_disk_full, storage_full
 
 LOCK_NAME = "cerememory.lock"
-# data dir -> how to get the lock a thread took for it ahead of its engine (storage/ahead.py)
+# data dir -> how to get the lock a thread took for it ahead of its engine (storage/duckdb/ahead.py)
 _handed_over: dict[Path, Callable[[], DataDirLock | None]] = {}
 
 
