@@ -25,12 +25,20 @@ SCAN_PIECE_ROWS = 16_384  # rows a thread scans and cuts to its k best at a time
 COARSE_ROWS = 32_768
 
 
+def _excluded(codes: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """Which rows' codes are not in `allowed`: one lookup in a 256-entry table per row (the
+    codes are int8), a quarter of what np.isin costs at 100k rows."""
+    table = np.ones(256, dtype=bool)
+    table[allowed.view(np.uint8)] = False
+    return table[codes.view(np.uint8)]
+
+
 def _top(matrix: np.ndarray, codes: np.ndarray, query: np.ndarray, k: int,
          allowed: np.ndarray | None, offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(row numbers, scores) of the k best rows of one slice, unordered."""
     scores = matrix @ query
     if allowed is not None:
-        scores[~np.isin(codes, allowed)] = -np.inf
+        scores[_excluded(codes, allowed)] = -np.inf
     if k < len(scores):
         rows = np.argpartition(scores, len(scores) - k)[len(scores) - k:]
         return rows + offset, scores[rows]
@@ -146,7 +154,7 @@ class _Group:
                 return None
             self.small = coarse.Int8Rows(len(self.matrix), self.dim)
             self.small.set(0, self.matrix[:n])
-        excluded = None if allowed is None else ~np.isin(self.codes[:n], allowed)
+        excluded = None if allowed is None else _excluded(self.codes[:n], allowed)
         rows = self.small.candidates(n, query, k, excluded)
         if rows is None:
             return None
