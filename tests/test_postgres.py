@@ -72,6 +72,20 @@ def test_a_write_on_one_server_is_recalled_on_the_other(pair) -> None:
     eventually(lambda: not texts(b, "deploy key"), "B no longer recalls what A forgot")
 
 
+def test_a_vector_written_on_one_server_is_searched_on_the_other(pair) -> None:
+    """B reads its vectors (its first vector search) before A writes; A's vector reaches B's
+    index through B's follower."""
+    a, b = pair
+
+    def nearest(mem: cerememory.Memory, cue: list[float]) -> list[str]:
+        return [hit.record.content.plain_text() for hit in mem.recall(embedding=cue, limit=1).memories]
+
+    a.store_batch([{"content": {"blocks": [{"modality": "text", "text": "west", "embedding": [0.0, 0.0, 1.0]}]}}])
+    eventually(lambda: nearest(b, [0.0, 0.1, 1.0]) == ["west"], "B searches A's first vector")
+    a.store_batch([{"content": {"blocks": [{"modality": "text", "text": "north", "embedding": [1.0, 0.0, 0.0]}]}}])
+    eventually(lambda: nearest(b, [1.0, 0.1, 0.0]) == ["north"], "B searches A's later vector")
+
+
 def test_a_late_read_of_other_servers_changes_never_undoes_a_local_write(pair) -> None:
     """B reads what A changed, then changes the same records itself before applying the read
     (the follower reads outside the writer's lock): the records B changed are read again, so its

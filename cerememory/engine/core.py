@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -37,6 +37,7 @@ from ..model import (
 )
 from ..security.audit import AuditLog
 from ..storage.backends import open_backend
+from ..storage.base import StoredVectors
 from ..storage.crypto import PLAINTEXT, VECTOR, Sealer, Vault
 from ..stores.journal import JournalStore
 from ..stores.records import Head, RecordStore
@@ -132,27 +133,14 @@ class EngineCore:
 
     def _read_vectors(self) -> VectorIndex:
         """Every stored vector of a record whose head is loaded: storage hands them over in
-        batches, each dimension's rows of a batch are joined into one matrix (each row opened
-        first when encrypted), and the index takes each dimension's rows at once."""
-        heads = self.records.heads
+        batches, and the index takes each dimension's rows of all batches at once."""
         parts: dict[int, tuple[list[uuid.UUID], list[int], list[np.ndarray]]] = {}
         for stored in self.read.vectors.load():
-            found = list(map(heads.get, stored.ids))
-            kept = np.fromiter((h is not None for h in found), dtype=bool, count=len(found))
-            for dim in np.unique(stored.dims[kept]).tolist():
-                chosen = kept & (stored.dims == dim)
-                if chosen.all():  # the usual batch: one dimension, every record loaded
-                    ids, vecs, heads_of = stored.ids, stored.vecs, found
-                else:
-                    rows = np.flatnonzero(chosen).tolist()
-                    ids, vecs = [stored.ids[row] for row in rows], [stored.vecs[row] for row in rows]
-                    heads_of = [found[row] for row in rows]
-                if self.sealer is not PLAINTEXT:
-                    vecs = [self.sealer.open(i, vec, VECTOR) for i, vec in zip(ids, vecs, strict=True)]
+            for dim, ids, codes, matrix in self._by_dimension(stored):
                 part = parts.setdefault(dim, ([], [], []))
                 part[0].extend(ids)
-                part[1].extend(STORE_CODE[h.store] if h is not None else 0 for h in heads_of)
-                part[2].append(np.frombuffer(b"".join(vecs), dtype=np.float32).reshape(-1, dim))
+                part[1].extend(codes)
+                part[2].append(matrix)
         self.backend.release_cache()  # DuckDB would keep about the vectors' size cached
         index = VectorIndex()
         for ids, codes, matrices in parts.values():
@@ -164,13 +152,31 @@ class EngineCore:
 
     def load_vectors(self, rows: list[tuple[uuid.UUID, int, bytes]]) -> None:
         """Add stored (sealed) vectors of records whose heads are loaded to the vector index."""
-        by_dim: dict[int, list[tuple[uuid.UUID, bytes]]] = {}
-        for record_id, dim, vec in rows:
-            by_dim.setdefault(dim, []).append((record_id, self.sealer.open(record_id, vec, VECTOR)))
-        for dim, items in by_dim.items():
-            matrix = np.frombuffer(b"".join(v for _, v in items), dtype=np.float32).reshape(-1, dim)
-            ids = [i for i, _ in items]
-            self.vectors.add(ids, [STORE_CODE[self.records.heads[i].store] for i in ids], matrix)
+        if not rows:
+            return
+        ids, dims, vecs = zip(*rows, strict=True)
+        stored = StoredVectors(list(ids), np.fromiter(dims, dtype=np.int64, count=len(dims)), vecs)
+        for _, kept, codes, matrix in self._by_dimension(stored):
+            self.vectors.add(kept, codes, matrix)
+
+    def _by_dimension(self, stored: StoredVectors) -> Iterator[tuple[int, list[uuid.UUID], list[int], np.ndarray]]:
+        """(dimension, ids, store codes, rows) of `stored`'s vectors whose heads are loaded, each
+        dimension's rows joined into one read-only matrix (each row opened first when encrypted)."""
+        heads = self.records.heads
+        found = list(map(heads.get, stored.ids))
+        kept = np.fromiter((h is not None for h in found), dtype=bool, count=len(found))
+        for dim in np.unique(stored.dims[kept]).tolist():
+            chosen = kept & (stored.dims == dim)
+            if chosen.all():  # the usual batch: one dimension, every record loaded
+                ids, vecs, heads_of = stored.ids, stored.vecs, found
+            else:
+                rows = np.flatnonzero(chosen).tolist()
+                ids, vecs = [stored.ids[row] for row in rows], [stored.vecs[row] for row in rows]
+                heads_of = [found[row] for row in rows]
+            if self.sealer is not PLAINTEXT:
+                vecs = [self.sealer.open(i, vec, VECTOR) for i, vec in zip(ids, vecs, strict=True)]
+            codes = [STORE_CODE[h.store] if h is not None else 0 for h in heads_of]
+            yield dim, ids, codes, np.frombuffer(b"".join(vecs), dtype=np.float32).reshape(-1, dim)
 
     def _open_audit(self, data_dir: Path, options: EngineOptions) -> AuditLog:
         chain = self.backend.audit_chain()
