@@ -27,6 +27,7 @@ import logging
 import re
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,8 @@ from ..storage.full import is_disk_full
 from .words import STOP_WORDS
 
 log = logging.getLogger("cerememory.index")
-COMMIT_DELAY = 0.05
+COMMIT_DELAY = 0.05  # seconds without a write before the background commit
+COMMIT_LONGEST = 1.0  # seconds a steady stream of writes goes uncommitted at most
 WRITER_HEAP = 15_000_000  # tantivy's minimum; larger heaps made each commit slower here
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -237,15 +239,26 @@ class TextIndex:
         while not self._closing:
             if not self._pending.wait(timeout=0.5):
                 continue
-            if self._closing or self._stopping.wait(COMMIT_DELAY):  # a burst of writes shares the commit
+            if self._closing or not self._settled():
                 return  # close() commits what is left, at once
-            self._pending.clear()
-            if self._closing:
-                return  # close() commits what is left
             try:
                 self.commit_through(self._staged)
             except Exception:  # the next search or write retries; the stamp stays behind until then
                 log.exception("background commit of %s failed", self.path)
+
+    def _settled(self) -> bool:
+        """Wait until writes pause for COMMIT_DELAY, or COMMIT_LONGEST after the first: each
+        commit adds a segment that tantivy merges later, so a steady stream of writes sharing
+        one commit a second costs far less than one commit per pause of a few ms. A search
+        commits what it needs itself. False once close() began."""
+        deadline = time.monotonic() + COMMIT_LONGEST
+        while True:
+            self._pending.clear()
+            left = deadline - time.monotonic()
+            if self._stopping.wait(max(0.0, min(COMMIT_DELAY, left))):
+                return False
+            if not self._pending.is_set() or left <= COMMIT_DELAY:
+                return True
 
     def commit_through(self, seq: int) -> None:
         """Return once everything staged up to `seq` is searchable and durable. Changes staged
