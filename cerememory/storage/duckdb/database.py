@@ -166,6 +166,7 @@ class Database:
         self._write_lock = threading.RLock()
         self._invalid: str | None = None  # why the instance must be reopened before the next use
         self._counted_before: dict[str, int] = {}
+        self._prepared: tuple[duckdb.DuckDBPyConnection | None, set[str]] = (None, set())  # per connection
         self._conn = self._connect()
         self._migrate()
 
@@ -221,6 +222,20 @@ class Database:
             rows = self.query("SELECT value FROM state WHERE key = ?", [key])
             self._counted_before[key] = int(rows[0][0]) if rows else 0
         return self._counted_before[key]
+
+    def draw(self, tx: duckdb.DuckDBPyConnection, sequence: str) -> int:
+        """The next number of `sequence`, drawn in the write transaction `tx` by a statement
+        prepared once per connection: planning `SELECT nextval(...)` anew costs twice what
+        running it does, and every write draws one."""
+        conn, prepared = self._prepared
+        if conn is not tx:
+            prepared = set()
+            self._prepared = (tx, prepared)
+        name = f"draw_{sequence}"
+        if name not in prepared:
+            tx.execute(f"PREPARE {name} AS SELECT nextval('{sequence}')")
+            prepared.add(name)
+        return int(tx.execute(f"EXECUTE {name}").fetchall()[0][0])
 
     # ------------------------------------------------------------ connections
 

@@ -307,7 +307,7 @@ class DuckState(_Rows):
     def bump(self, key: str) -> int:
         """Increment a counter in one statement (used to detect stale indexes)."""
         if key in COUNTERS:
-            return self.db.counted_before(key) + int(self._write(f"SELECT nextval('{COUNTERS[key]}')")[0][0])
+            return self.db.counted_before(key) + self.db.draw(self._writer(), COUNTERS[key])
         rows = self._write("UPDATE state SET value = (value::BIGINT + 1)::VARCHAR WHERE key = ? RETURNING value", [key])
         if rows:
             return int(rows[0][0])
