@@ -193,3 +193,24 @@ def test_a_data_directory_from_before_the_counter_sequences_keeps_its_text_index
         assert len(mem.recall("penguins", limit=10).memories) == 4
         assert mem.engine.core.read.state.get("records_seq") == "4"
     assert '"seq": 4' in (data_dir / "index" / "records.stamp.json").read_text()
+
+
+def test_a_write_rolled_back_after_drawing_its_number_leaves_the_indexes_agreeing(data_dir, monkeypatch):
+    """A sequence's draw survives a rollback: the skipped number costs at most a rebuild, never
+    a record missing from the text index or one that was not committed found in it."""
+    with open_mem(data_dir) as mem:
+        mem.store("penguins before the failure")
+
+        def refuse(*args, **kwargs):
+            raise CMPError(ErrorCode.INTERNAL_ERROR, "the audit entry could not be written", hint="test")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(mem.engine.core, "intend_audit", refuse)
+            with pytest.raises(CMPError):
+                mem.store("penguins that were never stored")
+        mem.store("penguins after the failure")
+    with open_mem(data_dir) as mem:
+        assert mem.engine.repaired == []  # the later write's number is the stamp of both
+        texts = sorted(h.record.content.plain_text() for h in mem.recall("penguins", limit=10).memories)
+        assert texts == ["penguins after the failure", "penguins before the failure"]
+        assert mem.stats().total_records == 2
