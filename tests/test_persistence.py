@@ -170,3 +170,47 @@ def test_edges_read_over_the_heads_or_on_their_own_are_the_same(data_dir):
         assert {(a, b) for a, b, _ in found} >= {(ids[i + 1], ids[i]) for i in range(5)}
     finally:
         backend.close()
+
+
+def test_a_data_directory_from_before_the_counter_sequences_keeps_its_text_index(data_dir):
+    """Schema 5 moves the text-index stamps into sequences; a directory written before it opens
+    without a rebuild, and its stamps count on from where they were."""
+    from cerememory.storage.duckdb.driver import DB_NAME, connect
+
+    with open_mem(data_dir) as mem:
+        for i in range(3):
+            mem.store(f"note {i} about penguins")
+        mem.store_raw("raw penguin talk", session_id="s")
+    with connect(data_dir / DB_NAME) as db:  # back to schema 4: the counts in state rows
+        db.execute("DROP SEQUENCE counter_records_seq; DROP SEQUENCE counter_journal_seq; "
+                   "DELETE FROM schema_migrations WHERE version = 5; "
+                   "INSERT INTO state VALUES ('records_seq', '3'), ('journal_seq', '1')")
+    with open_mem(data_dir) as mem:
+        assert mem.engine.repaired == []
+        mem.store("a fourth penguin")
+    with open_mem(data_dir) as mem:
+        assert mem.engine.repaired == []
+        assert len(mem.recall("penguins", limit=10).memories) == 4
+        assert mem.engine.core.read.state.get("records_seq") == "4"
+    assert '"seq": 4' in (data_dir / "index" / "records.stamp.json").read_text()
+
+
+def test_a_write_rolled_back_after_drawing_its_number_leaves_the_indexes_agreeing(data_dir, monkeypatch):
+    """A sequence's draw survives a rollback: the skipped number costs at most a rebuild, never
+    a record missing from the text index or one that was not committed found in it."""
+    with open_mem(data_dir) as mem:
+        mem.store("penguins before the failure")
+
+        def refuse(*args, **kwargs):
+            raise CMPError(ErrorCode.INTERNAL_ERROR, "the audit entry could not be written", hint="test")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(mem.engine.core, "intend_audit", refuse)
+            with pytest.raises(CMPError):
+                mem.store("penguins that were never stored")
+        mem.store("penguins after the failure")
+    with open_mem(data_dir) as mem:
+        assert mem.engine.repaired == []  # the later write's number is the stamp of both
+        texts = sorted(h.record.content.plain_text() for h in mem.recall("penguins", limit=10).memories)
+        assert texts == ["penguins after the failure", "penguins before the failure"]
+        assert mem.stats().total_records == 2

@@ -20,7 +20,13 @@ __all__ = ["DB_NAME", "connect", "duckdb"]
 
 DB_NAME = "cerememory.duckdb"  # the file a data directory keeps its database in
 
+# DuckDB's own threads: one, the caller's. With worker threads every statement hands its tasks
+# to them and waits (a semaphore post and a wake-up each), which costs a one-row write about a
+# fifth of its CPU; a memory's tables are a row group or a few (122,880 rows each), and DuckDB
+# splits a scan by row group, so bulk reads gain little from them.
+THREADS = 1
+
 
 def connect(path: Path) -> duckdb.DuckDBPyConnection:
     """A connection to the DuckDB file at `path` (DuckDB's errors as they come)."""
-    return duckdb.connect(str(path))
+    return duckdb.connect(str(path), config={"threads": THREADS})

@@ -18,7 +18,7 @@ from ...model import uuids_of_hex
 from .. import sql
 from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row, StoredHeads, StoredVectors
 from ..sql import Dialect
-from .database import Database
+from .database import COUNTERS, Database
 from .driver import duckdb
 
 _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "semantic_id", "first_raw_id"}
@@ -286,15 +286,28 @@ class DuckLedger(_Rows):
 
 
 class DuckState(_Rows):
+    """State rows; the counters of COUNTERS (the full-text index stamps, bumped by every write)
+    count in sequences on top of what their state rows counted before. A sequence's draw is
+    not undone by a rollback, so a counter may skip a number (at worst an index whose stamp
+    then differs is rebuilt on the next open)."""
+
     def get(self, key: str, default: str | None = None) -> str | None:
+        if key in COUNTERS:
+            rows = self._read("SELECT last_value FROM duckdb_sequences() WHERE sequence_name = ?", [COUNTERS[key]])
+            counted = self.db.counted_before(key) + (int(rows[0][0] or 0) if rows else 0)
+            return str(counted) if counted else default
         rows = self._read("SELECT value FROM state WHERE key = ?", [key])
         return str(rows[0][0]) if rows else default
 
     def set(self, key: str, value: str) -> None:
+        if key in COUNTERS:
+            raise ValueError(f"{key} is a counter: it is only bumped")
         self._write("INSERT OR REPLACE INTO state VALUES (?, ?)", [key, value])
 
     def bump(self, key: str) -> int:
         """Increment a counter in one statement (used to detect stale indexes)."""
+        if key in COUNTERS:
+            return self.db.counted_before(key) + self.db.draw(self._writer(), COUNTERS[key])
         rows = self._write("UPDATE state SET value = (value::BIGINT + 1)::VARCHAR WHERE key = ? RETURNING value", [key])
         if rows:
             return int(rows[0][0])
