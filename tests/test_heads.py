@@ -7,6 +7,8 @@ import math
 import threading
 import uuid
 
+import numpy as np
+
 import cerememory
 from cerememory.model import STORE_CODE, StoreType
 from cerememory.storage.base import HEAD_COLUMNS
@@ -89,3 +91,17 @@ def test_reopened_heads_are_what_was_stored_and_recall_strengthens_them(data_dir
         stability = heads[hit].stability
     with cerememory.open(data_dir, semantic="off", clock=clock) as mem:
         assert math.isclose(mem.engine.core.records.heads[hit].stability, stability)
+
+
+def test_numpy_columns_give_python_values_and_a_null_number_comes_out_nan():
+    ids = [uuid.UUID(int=1), uuid.UUID(int=2)]
+    columns = {name: np.array([1.5, 2.5]) for name in HEAD_COLUMNS}
+    columns["store"] = np.array([StoreType.EMOTIONAL.value, StoreType.EPISODIC.value], dtype=object)
+    for name in ("access_count", "reinforcement_count", "version"):
+        columns[name] = np.array([3, 4], dtype=np.int32)
+    columns["fidelity_base"] = np.ma.masked_array([0.5, 0.0], mask=[False, True])
+    table = HeadTable()
+    table.load(ids, [columns[name] for name in HEAD_COLUMNS])
+    head = table[ids[0]]
+    assert head.store is StoreType.EMOTIONAL and type(head.version) is int and type(head.created_at) is float
+    assert head.fidelity_base == 0.5 and math.isnan(table[ids[1]].fidelity_base)

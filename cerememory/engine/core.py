@@ -101,8 +101,10 @@ class EngineCore:
             vault.erase_orphans(set(self.records.heads) | set(self.journal.ids()))
         self.working = WorkingMemory(options.working_capacity)
         self.graph = AssociationGraph()
-        heads = self.records.heads
-        self.graph.load(read.edges.load(stored), heads.__contains__)
+        edges = read.edges.load(stored)
+        # numbered over the heads just read (the usual case), every end is a record held
+        self.graph.load(edges, None if edges.nodes is stored.ids else self.records.heads.__contains__)
+        del edges
         del stored
         self._vectors: VectorIndex | None = None  # read at its first use (`vectors`)
         self._vectors_lock = threading.Lock()

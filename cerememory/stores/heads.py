@@ -19,7 +19,7 @@ import numpy as np
 from ..model import STORE_CODE, FidelityState, MemoryRecord, StoreType, from_ts, to_ts
 from ..storage.base import HEAD_COLUMNS
 
-STORES = {s.value: s for s in StoreType}
+STORES = {s.value: s for s in StoreType}  # a store by the name storage holds
 
 
 @dataclass(slots=True)
@@ -78,26 +78,39 @@ class Head:
 
 if tuple(f.name for f in fields(Head)) != HEAD_COLUMNS:  # rows are read back by position
     raise ImportError("Head and storage.base.HEAD_COLUMNS disagree")
-CREATED_AT = HEAD_COLUMNS.index("created_at")
+CREATED_AT = HEAD_COLUMNS.index("created_at") - 1  # among the numeric columns (all but the store)
+BY_CODE = {code: store for store, code in STORE_CODE.items()}
+CODE_OF = {store.value: code for store, code in STORE_CODE.items()}
+ABSENT, MADE = -1, -2  # in `stores_and_created`: an id not held; an id whose head was made
+
+
+def _numeric(values: Sequence[Any]) -> np.ndarray:
+    """A column of numbers as numpy (a masked null becomes NaN, as a float)."""
+    if isinstance(values, np.ma.MaskedArray):
+        return np.ma.filled(values.astype(np.float64), np.nan)
+    return np.asarray(values)
 
 
 class HeadTable:
     """The heads of the records on disk, by id: each either a `Head` or, until first asked for,
-    its row in the columns read at open. Reads without a lock; making a head and every change
-    take one, so two readers of a fresh row get the same object."""
+    its row in the columns read at open (numpy: about a sixth of the memory of the objects).
+    Reads take no lock; making a head and every change take one, so two readers of a fresh
+    row get the same object."""
 
     def __init__(self) -> None:
         self._slots: dict[uuid.UUID, Head | int] = {}
-        self._loaded: list[Sequence[Any]] = []  # HEAD_COLUMNS values by row, stores as StoreType
+        self._codes = np.zeros(0, dtype=np.int8)  # STORE_CODE of each row read at open
+        self._numeric: list[np.ndarray] = []  # HEAD_COLUMNS[1:] of each row read at open
         self._lock = threading.Lock()
 
     def load(self, ids: Sequence[uuid.UUID], values: Sequence[Sequence[Any]]) -> None:
         """Take every head read at open (`values[k][i]` is HEAD_COLUMNS[k] of `ids[i]`, the
         store by name) without making a `Head` of any."""
         with self._lock:
-            if self._loaded:  # rows of an earlier load still unmade: make them now
+            if self._numeric:  # rows of an earlier load still unmade: make them now
                 self._make_all()
-            self._loaded = [[STORES[name] for name in values[0]], *values[1:]]
+            self._codes = np.fromiter(map(CODE_OF.__getitem__, values[0]), dtype=np.int8, count=len(ids))
+            self._numeric = [_numeric(column) for column in values[1:]]
             self._slots.update(zip(ids, range(len(ids)), strict=True))
 
     def get(self, record_id: uuid.UUID) -> Head | None:
@@ -124,7 +137,7 @@ class HeadTable:
     def items(self) -> list[tuple[uuid.UUID, Head]]:
         """Every head (made now where not made yet), a snapshot safe to iterate while writers
         add or remove records."""
-        if self._loaded:
+        if self._numeric:
             with self._lock:
                 self._make_all()
         return list(self._slots.items())  # type: ignore[arg-type]  # every slot a Head now
@@ -146,16 +159,19 @@ class HeadTable:
         """STORE_CODE (-1 for an id not held) and creation time of each of `ids`, read from the
         columns where no head was made: the vector load and the cache warmer ask this of every
         record, and need no `Head` for it."""
-        slots, loaded = self._slots, self._loaded
-        codes = np.full(len(ids), -1, dtype=np.int64)
+        found = list(map(self._slots.get, ids))
+        rows = np.fromiter([ABSENT if s is None else MADE if isinstance(s, Head) else s for s in found],
+                           dtype=np.int64, count=len(found))
+        codes = np.full(len(ids), ABSENT, dtype=np.int64)
         created = np.zeros(len(ids), dtype=np.float64)
-        for k, slot in enumerate(map(slots.get, ids)):
-            if slot is None:
-                continue
-            if isinstance(slot, Head):
-                codes[k], created[k] = STORE_CODE[slot.store], slot.created_at
-            else:
-                codes[k], created[k] = STORE_CODE[loaded[0][slot]], loaded[CREATED_AT][slot]
+        lazy = rows >= 0
+        if lazy.any():
+            codes[lazy] = self._codes[rows[lazy]]
+            created[lazy] = self._numeric[CREATED_AT][rows[lazy]]
+        for k in np.flatnonzero(rows == MADE).tolist():
+            head = found[k]
+            assert isinstance(head, Head)
+            codes[k], created[k] = STORE_CODE[head.store], head.created_at
         return codes, created
 
     def _make(self, record_id: uuid.UUID) -> Head | None:
@@ -163,15 +179,17 @@ class HeadTable:
             slot = self._slots.get(record_id)
             if slot is None or isinstance(slot, Head):
                 return slot
-            head = self._slots[record_id] = Head(*(column[slot] for column in self._loaded))
+            head = self._slots[record_id] = Head(BY_CODE[int(self._codes[slot])],
+                                                 *(column[slot].item() for column in self._numeric))
             return head
 
     def _make_all(self) -> None:
         """Every head not made yet, made at once (the caller holds the lock); the columns read
         at open are then let go."""
-        loaded, slots = self._loaded, self._slots
-        heads = list(map(Head, *loaded))
+        slots = self._slots
+        heads = list(map(Head, map(BY_CODE.__getitem__, self._codes.tolist()),
+                         *(column.tolist() for column in self._numeric)))
         for record_id, slot in list(slots.items()):
             if not isinstance(slot, Head):
                 slots[record_id] = heads[slot]
-        self._loaded = []
+        self._codes, self._numeric = np.zeros(0, dtype=np.int8), []
