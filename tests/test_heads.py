@@ -105,3 +105,18 @@ def test_numpy_columns_give_python_values_and_a_null_number_comes_out_nan():
     head = table[ids[0]]
     assert head.store is StoreType.EMOTIONAL and type(head.version) is int and type(head.created_at) is float
     assert head.fidelity_base == 0.5 and math.isnan(table[ids[1]].fidelity_base)
+
+
+def test_the_body_cache_is_warmed_after_the_first_recall_not_before(data_dir):
+    with cerememory.open(data_dir, semantic="off") as mem:
+        mem.store_batch([{"content": {"blocks": [{"text": f"crane log entry {i}"}]}} for i in range(50)])
+    with cerememory.open(data_dir, semantic="off") as mem:
+        cache = mem.engine.core.records.cache
+        assert cache.bytes == 0  # opening read no body, and warming waits for the first recall
+        mem.recall("crane log", limit=1)
+        deadline = threading.Event()
+        for _ in range(600):  # the warmer runs on its own thread: wait for it, however slow
+            if len(cache.get_many(list(mem.engine.core.records.heads))) == 50:
+                break
+            deadline.wait(0.05)
+        assert len(cache.get_many(list(mem.engine.core.records.heads))) == 50
