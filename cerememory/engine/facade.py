@@ -7,7 +7,6 @@ in order (the ones that only change things on request, on first use) and closes 
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 from ..cmp import messages as m
 from ..cmp.errors import CMPError
-from ..heap import TRIM_AFTER_RECORDS, release_free_memory
+from ..heap import TRIM_AFTER_RECORDS, lasting_objects, release_free_memory
 from ..model import MemoryRecord
 from ..progress import ProgressFn
 from ..security.audit import AuditLog
@@ -68,24 +67,20 @@ class Engine:
         if self.options.warm_cache:  # started first: its validators build while opening waits on storage
             self._warmup = Warmup(self._stop)
             self._warmup.start()
-        collecting = gc.isenabled()
-        gc.disable()  # opening builds ~20 objects per record; cyclic GC passes over them cost a third
-        try:
-            self._open(progress)
-        except BaseException:
-            self._stop.set()
-            if self._warmup is not None:
-                self._warmup.join()
-            self._lock_file.release()
-            raise
-        else:  # what opening built lives as long as the engine: later full collections skip it
-            gc.freeze()
-            if len(self.core.records.heads) >= TRIM_AFTER_RECORDS:
-                release_free_memory()  # the rows opening read and dropped
-            make_private(self.data_dir)  # the files the stores and indexes just created
-        finally:
-            if collecting:
-                gc.enable()
+        # opening builds several objects per record (cyclic GC passes over them would cost a
+        # third), and what it builds lives as long as the engine
+        with lasting_objects():
+            try:
+                self._open(progress)
+            except BaseException:
+                self._stop.set()
+                if self._warmup is not None:
+                    self._warmup.join()
+                self._lock_file.release()
+                raise
+        if len(self.core.records.heads) >= TRIM_AFTER_RECORDS:
+            release_free_memory()  # the rows opening read and dropped
+        make_private(self.data_dir)  # the files the stores and indexes just created
         close_at_exit(self)
 
     def _open(self, progress: ProgressFn | None) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..heap import lasting_objects
 from ..model import STORE_CODE, FidelityState, MemoryRecord, StoreType, from_ts, to_ts
 from ..storage.base import HEAD_COLUMNS
 
@@ -187,9 +188,11 @@ class HeadTable:
         """Every head not made yet, made at once (the caller holds the lock); the columns read
         at open are then let go."""
         slots = self._slots
-        heads = list(map(Head, map(BY_CODE.__getitem__, self._codes.tolist()),
-                         *(column.tolist() for column in self._numeric)))
-        for record_id, slot in list(slots.items()):
-            if not isinstance(slot, Head):
-                slots[record_id] = heads[slot]
+        with lasting_objects():
+            heads = list(map(Head, map(BY_CODE.__getitem__, self._codes.tolist()),
+                             *(column.tolist() for column in self._numeric)))
+            for record_id, slot in list(slots.items()):
+                if not isinstance(slot, Head):
+                    slots[record_id] = heads[slot]
+            del heads
         self._codes, self._numeric = np.zeros(0, dtype=np.int8), []
