@@ -12,6 +12,7 @@ import numpy as np
 import cerememory
 from cerememory.model import STORE_CODE, StoreType
 from cerememory.storage.base import HEAD_COLUMNS
+from cerememory.stores.columns import HeadColumns
 from cerememory.stores.heads import Head, HeadTable
 
 
@@ -120,3 +121,18 @@ def test_the_body_cache_is_warmed_after_the_first_recall_not_before(data_dir):
                 break
             deadline.wait(0.05)
         assert len(cache.get_many(list(mem.engine.core.records.heads))) == 50
+
+
+def test_columns_of_unmade_rows_equal_those_of_made_heads():
+    table, ids = _table(50)
+    table[ids[7]].stability = 99.0  # made and changed
+    replaced = Head(*(getattr(table[ids[8]], name) for name in HEAD_COLUMNS))
+    replaced.store, replaced.created_at = StoreType.PROCEDURAL, 500.0
+    table.put_many([(ids[8], replaced), (uuid.UUID(int=1000), replaced)])  # one replaced, one new
+    table.discard_many([ids[9]])
+    lazy = table.columns()
+    made = HeadColumns.of(table.items())
+    assert lazy.ids == made.ids and len(lazy) == 50 and lazy.row_of == made.row_of
+    for name in ("codes", "created_at", "last_accessed_at", "stability", "emotion_intensity", "fidelity_base"):
+        assert getattr(lazy, name).tolist() == getattr(made, name).tolist(), name
+    assert lazy.newest([StoreType.PROCEDURAL], 5) == [ids[8], uuid.UUID(int=1000)]

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy as np
 from ..heap import lasting_objects
 from ..model import STORE_CODE, FidelityState, MemoryRecord, StoreType, from_ts, to_ts
 from ..storage.base import HEAD_COLUMNS
+from .columns import HeadColumns
 
 STORES = {s.value: s for s in StoreType}  # a store by the name storage holds
 
@@ -140,7 +142,8 @@ class HeadTable:
         add or remove records."""
         if self._numeric:
             with self._lock:
-                self._make_all()
+                if self._numeric:  # another reader may have made them meanwhile
+                    self._make_all()
         return list(self._slots.items())  # type: ignore[arg-type]  # every slot a Head now
 
     def put_many(self, items: Iterable[tuple[uuid.UUID, Head]]) -> None:
@@ -174,6 +177,37 @@ class HeadTable:
             assert isinstance(head, Head)
             codes[k], created[k] = STORE_CODE[head.store], head.created_at
         return codes, created
+
+    def columns(self) -> HeadColumns:
+        """Every head as `HeadColumns`, taken from the columns read at open for the rows no
+        head was made of: the newest memories, statistics or fading after opening make no
+        `Head` for it."""
+        with self._lock:  # one snapshot of the slots and of the columns they point into
+            if not self._numeric:
+                return HeadColumns.of(list(self._slots.items()))  # type: ignore[arg-type]  # every slot a Head
+            items, codes, numeric = list(self._slots.items()), self._codes, self._numeric
+        slots = [slot for _, slot in items]
+        rows = np.fromiter([MADE if isinstance(slot, Head) else slot for slot in slots], dtype=np.int64,
+                           count=len(slots))
+        lazy, made = rows >= 0, np.flatnonzero(rows == MADE)
+        heads = [slots[k] for k in made.tolist()]
+
+        def column(loaded: np.ndarray, of_head: Callable[[Any], Any]) -> np.ndarray:
+            out = np.empty(len(slots), dtype=loaded.dtype)
+            out[lazy] = loaded[rows[lazy]]
+            out[made] = np.fromiter(map(of_head, heads), dtype=loaded.dtype, count=len(heads))
+            return out
+
+        def numeric_column(name: str) -> np.ndarray:
+            return column(numeric[HEAD_COLUMNS.index(name) - 1].astype(np.float64, copy=False), attrgetter(name))
+
+        ids = [record_id for record_id, _ in items]
+        return HeadColumns(ids, column(codes.astype(np.int64), lambda h: STORE_CODE[h.store]),
+                           numeric_column("created_at"), last_accessed_at=numeric_column("last_accessed_at"),
+                           stability=numeric_column("stability"),
+                           emotion_intensity=numeric_column("emotion_intensity"),
+                           fidelity_base=numeric_column("fidelity_base"),
+                           row_of=dict(zip(ids, range(len(ids)), strict=True)))
 
     def _make(self, record_id: uuid.UUID) -> Head | None:
         with self._lock:

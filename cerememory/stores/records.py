@@ -211,7 +211,7 @@ class RecordStore:
             revision = self.revision
             columns = self._columns
             if columns is None or stale or self._columns_revision != revision:
-                columns = HeadColumns.of(self.items())
+                columns = self.heads.columns()
             elif touched:
                 columns = columns.patched(self.heads, touched)
             self._columns, self._columns_revision = columns, revision
