@@ -38,7 +38,7 @@ def test_a_head_is_made_once_and_changes_in_place_are_kept():
     made = dict(table.items())  # every head made now; the one made earlier is kept
     assert made[ids[3]] is head and made[ids[3]].stability == 42.0
     assert [made[i].created_at for i in ids] == [float(i) for i in range(10)]
-    assert table.get(uuid.UUID(int=99)) is None
+    assert table.get(uuid.UUID(int=99)) is None and table.get(ids[3]) is head and table[ids[5]] is made[ids[5]]
 
 
 def test_store_codes_and_times_come_from_columns_and_made_heads_alike():

@@ -104,7 +104,7 @@ class Engine:
         self._flusher = threading.Thread(target=self._flush_loop, name="cerememory-flush", daemon=True)
         self._flusher.start()
         if self._warmup is not None:
-            self._warmup.opened(core.records.warm)
+            self._warmup.opened(lambda _: core.records.heads.make_all(), core.records.warm)
 
     # The parts below are made on first use: a short process (one `cm` command) that only reads
     # never imports the code of dreams, consolidation, forgetting or archives.

@@ -4,9 +4,11 @@ its first query.
 - The validators of the models a first recall uses: pydantic builds a model's validator when it
   is first used (`defer_build`), about 0.1 s for `recall.query`'s request, response and record.
   They are built while opening waits on storage, so the first recall does not build them.
-- The body cache (`RecordStore.warm`), filled once the first recall has been answered: warming
-  is Python work on every record, and sharing the interpreter with the first query would slow
-  it down by about as much as the warm cache saves later ones.
+- Once the first recall has been answered: every record's `Head` (opening keeps the heads as
+  columns; made one by one as queries ask for them, they would add about a millisecond to each
+  early query and end up scattered in memory, slowing decay ticks), then the body cache
+  (`RecordStore.warm`). Both are Python work on every record; sharing the interpreter with the
+  first query would slow it down by about as much as they save later ones.
 
 A process that runs one command (`warm_cache=False`, as `cm` opens) starts none of this.
 """
@@ -52,20 +54,20 @@ def with_nested(models: Iterable[type[BaseModel]]) -> list[type[BaseModel]]:
 
 class Warmup:
     """One background thread: the validators first, then, after the first recall (or never,
-    if closing comes first), `warm_cache(stop)`."""
+    if closing comes first), each step given to `opened`, in order."""
 
     def __init__(self, stop: threading.Event) -> None:
         self._stop = stop
         self._go = threading.Event()  # the first recall answered, or closing
-        self._warm_cache: Callable[[threading.Event], None] | None = None
+        self._steps: tuple[Callable[[threading.Event], None], ...] = ()
         self._thread = threading.Thread(target=self._run, name="cerememory-warm", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
-    def opened(self, warm_cache: Callable[[threading.Event], None]) -> None:
-        """The stores are open: what to run after the first recall."""
-        self._warm_cache = warm_cache
+    def opened(self, *steps: Callable[[threading.Event], None]) -> None:
+        """The stores are open: what to run after the first recall (each is given `stop`)."""
+        self._steps = steps
 
     def answered(self) -> None:
         """A recall was answered: the cache may be warmed now."""
@@ -86,6 +88,7 @@ class Warmup:
             except Exception:  # best effort: a first use builds it as it always could
                 log.debug("building the validator of %s ahead failed", model.__name__, exc_info=True)
         self._go.wait()
-        warm_cache = self._warm_cache
-        if warm_cache is not None and not self._stop.is_set():
-            warm_cache(self._stop)
+        for step in self._steps:
+            if self._stop.is_set():
+                return
+            step(self._stop)

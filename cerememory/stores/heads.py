@@ -112,6 +112,7 @@ class HeadTable:
         with self._lock:
             if self._numeric:  # rows of an earlier load still unmade: make them now
                 self._make_all()
+            self.__dict__.pop("get", None)  # some slots will hold rows again
             self._codes = np.fromiter(map(CODE_OF.__getitem__, values[0]), dtype=np.int8, count=len(ids))
             self._numeric = [_numeric(column) for column in values[1:]]
             self._slots.update(zip(ids, range(len(ids)), strict=True))
@@ -140,11 +141,17 @@ class HeadTable:
     def items(self) -> list[tuple[uuid.UUID, Head]]:
         """Every head (made now where not made yet), a snapshot safe to iterate while writers
         add or remove records."""
+        self.make_all()
+        return list(self._slots.items())  # type: ignore[arg-type]  # every slot a Head now
+
+    def make_all(self) -> None:
+        """Make every head not made yet, at once: contiguous in memory, in id order, and out of
+        the collector's way (a long-lived process does it after its first query, so later
+        queries and decay ticks find every head made, as if opening had made them)."""
         if self._numeric:
             with self._lock:
-                if self._numeric:  # another reader may have made them meanwhile
+                if self._numeric:  # another thread may have made them meanwhile
                     self._make_all()
-        return list(self._slots.items())  # type: ignore[arg-type]  # every slot a Head now
 
     def put_many(self, items: Iterable[tuple[uuid.UUID, Head]]) -> None:
         with self._lock:
@@ -230,3 +237,5 @@ class HeadTable:
                     slots[record_id] = heads[slot]
             del heads
         self._codes, self._numeric = np.zeros(0, dtype=np.int8), []
+        # every slot holds a Head now: a lookup is the dict's own (recall asks hundreds a query)
+        self.get = slots.get  # type: ignore[method-assign,assignment]
