@@ -27,7 +27,6 @@ from ..index.graph import AssociationGraph
 from ..index.vectors import VectorIndex
 from ..model import (
     ALL_STORES,
-    STORE_CODE,
     MemoryContent,
     MemoryRecord,
     RecallMode,
@@ -102,8 +101,10 @@ class EngineCore:
             vault.erase_orphans(set(self.records.heads) | set(self.journal.ids()))
         self.working = WorkingMemory(options.working_capacity)
         self.graph = AssociationGraph()
-        heads = self.records.heads
-        self.graph.load(read.edges.load(stored), heads.__contains__)
+        edges = read.edges.load(stored)
+        # numbered over the heads just read (the usual case), every end is a record held
+        self.graph.load(edges, None if edges.nodes is stored.ids else self.records.heads.__contains__)
+        del edges
         del stored
         self._vectors: VectorIndex | None = None  # read at its first use (`vectors`)
         self._vectors_lock = threading.Lock()
@@ -162,20 +163,18 @@ class EngineCore:
     def _by_dimension(self, stored: StoredVectors) -> Iterator[tuple[int, list[uuid.UUID], list[int], np.ndarray]]:
         """(dimension, ids, store codes, rows) of `stored`'s vectors whose heads are loaded, each
         dimension's rows joined into one read-only matrix (each row opened first when encrypted)."""
-        heads = self.records.heads
-        found = list(map(heads.get, stored.ids))
-        kept = np.fromiter((h is not None for h in found), dtype=bool, count=len(found))
+        found, _ = self.records.heads.stores_and_created(stored.ids)
+        kept = found >= 0
         for dim in np.unique(stored.dims[kept]).tolist():
             chosen = kept & (stored.dims == dim)
             if chosen.all():  # the usual batch: one dimension, every record loaded
-                ids, vecs, heads_of = stored.ids, stored.vecs, found
+                ids, vecs, codes = stored.ids, stored.vecs, found.tolist()
             else:
                 rows = np.flatnonzero(chosen).tolist()
                 ids, vecs = [stored.ids[row] for row in rows], [stored.vecs[row] for row in rows]
-                heads_of = [found[row] for row in rows]
+                codes = found[rows].tolist()
             if self.sealer is not PLAINTEXT:
                 vecs = [self.sealer.open(i, vec, VECTOR) for i, vec in zip(ids, vecs, strict=True)]
-            codes = [STORE_CODE[h.store] if h is not None else 0 for h in heads_of]
             yield dim, ids, codes, np.frombuffer(b"".join(vecs), dtype=np.float32).reshape(-1, dim)
 
     def _open_audit(self, data_dir: Path, options: EngineOptions) -> AuditLog:

@@ -7,7 +7,6 @@ in order (the ones that only change things on request, on first use) and closes 
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 from ..cmp import messages as m
 from ..cmp.errors import CMPError
-from ..heap import TRIM_AFTER_RECORDS, release_free_memory
+from ..heap import TRIM_AFTER_RECORDS, lasting_objects, release_free_memory
 from ..model import MemoryRecord
 from ..progress import ProgressFn
 from ..security.audit import AuditLog
@@ -30,6 +29,7 @@ from .introspect import Introspection
 from .listing import Listing
 from .options import EngineOptions
 from .recall import Recall
+from .warmup import Warmup
 from .writer import Writer
 
 if TYPE_CHECKING:
@@ -63,21 +63,24 @@ class Engine:
         self._close_lock = threading.Lock()
         self._closed = False
         self._stop = threading.Event()
-        collecting = gc.isenabled()
-        gc.disable()  # opening builds ~20 objects per record; cyclic GC passes over them cost a third
-        try:
-            self._open(progress)
-        except BaseException:
-            self._lock_file.release()
-            raise
-        else:  # what opening built lives as long as the engine: later full collections skip it
-            gc.freeze()
-            if len(self.core.records.heads) >= TRIM_AFTER_RECORDS:
-                release_free_memory()  # the rows opening read and dropped
-            make_private(self.data_dir)  # the files the stores and indexes just created
-        finally:
-            if collecting:
-                gc.enable()
+        self._warmup: Warmup | None = None
+        if self.options.warm_cache:  # started first: its validators build while opening waits on storage
+            self._warmup = Warmup(self._stop)
+            self._warmup.start()
+        # opening builds several objects per record (cyclic GC passes over them would cost a
+        # third), and what it builds lives as long as the engine
+        with lasting_objects():
+            try:
+                self._open(progress)
+            except BaseException:
+                self._stop.set()
+                if self._warmup is not None:
+                    self._warmup.join()
+                self._lock_file.release()
+                raise
+        if len(self.core.records.heads) >= TRIM_AFTER_RECORDS:
+            release_free_memory()  # the rows opening read and dropped
+        make_private(self.data_dir)  # the files the stores and indexes just created
         close_at_exit(self)
 
     def _open(self, progress: ProgressFn | None) -> None:
@@ -100,11 +103,8 @@ class Engine:
             self.follower.start()
         self._flusher = threading.Thread(target=self._flush_loop, name="cerememory-flush", daemon=True)
         self._flusher.start()
-        self._warmer: threading.Thread | None = None
-        if self.options.warm_cache:
-            self._warmer = threading.Thread(target=core.records.warm, args=(self._stop,),
-                                            name="cerememory-warm", daemon=True)
-            self._warmer.start()
+        if self._warmup is not None:
+            self._warmup.opened(lambda _: core.records.heads.make_all(), core.records.warm)
 
     # The parts below are made on first use: a short process (one `cm` command) that only reads
     # never imports the code of dreams, consolidation, forgetting or archives.
@@ -184,8 +184,8 @@ class Engine:
             self._closed = True
         self._stop.set()
         self._flusher.join()
-        if self._warmer is not None:
-            self._warmer.join()
+        if self._warmup is not None:
+            self._warmup.join()
         if self.follower is not None:
             self.follower.join()
         core = self.core
@@ -236,7 +236,11 @@ class Engine:
     # ================================================================ recall
 
     def recall_query(self, req: m.RecallQueryRequest) -> m.RecallQueryResponse:
-        return self.recall.query(req)
+        try:
+            return self.recall.query(req)
+        finally:
+            if self._warmup is not None:
+                self._warmup.answered()
 
     def recall_associate(self, req: m.RecallAssociateRequest) -> m.RecallAssociateResponse:
         return self.recall.associate(req)

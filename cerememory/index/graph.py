@@ -133,22 +133,25 @@ class AssociationGraph:
             if self._written >= max(_MIN_MERGE, len(self._columns.src) // 4):
                 self._merge()
 
-    def load(self, edges: EdgeColumns, keep: Callable[[uuid.UUID], bool]) -> None:
-        """Add stored edges in bulk, those whose two ends `keep` accepts (one per (source,
-        target, type), as the table holds them)."""
+    def load(self, edges: EdgeColumns, keep: Callable[[uuid.UUID], bool] | None) -> None:
+        """Add stored edges in bulk, those whose two ends `keep` accepts (every one when None:
+        the caller knows each node is a record it holds), one per (source, target, type), as
+        the table holds them."""
         with self._lock:
             if not len(edges.source):
                 return
             kept = np.zeros(len(edges.nodes), dtype=bool)  # the ends of an edge that `keep` accepts
             kept[edges.source] = kept[edges.target] = True
-            kept[kept] = np.fromiter(map(keep, compress(edges.nodes, kept.tolist())), dtype=bool,
-                                     count=int(kept.sum()))
+            if keep is not None:
+                kept[kept] = np.fromiter(map(keep, compress(edges.nodes, kept.tolist())), dtype=bool,
+                                         count=int(kept.sum()))
             if not kept.any():
                 return
             if len(self._columns.src) or self._written or self._nodes:
                 raise RuntimeError("load() fills an empty graph; add() merges into one")
             chosen = kept[edges.source] & kept[edges.target]
-            self._nodes = [node for node, k in zip(edges.nodes, kept.tolist(), strict=True) if k]
+            self._nodes = (list(edges.nodes) if kept.all() else
+                           [node for node, k in zip(edges.nodes, kept.tolist(), strict=True) if k])
             self._index = dict(zip(self._nodes, range(len(self._nodes)), strict=True))
             number = np.full(len(edges.nodes), -1, dtype=np.int32)
             number[kept] = np.arange(len(self._nodes), dtype=np.int32)

@@ -53,11 +53,11 @@ class StorageUnavailable(CMPError):
 
 @dataclass(frozen=True)
 class StoredHeads:
-    """Every record's head as columns of Python values: `values[k][i]` is HEAD_COLUMNS[k] of
-    `ids[i]` (the stores above build a head per record without a row tuple per record)."""
+    """Every record's head as columns (lists, or numpy arrays): `values[k][i]` is HEAD_COLUMNS[k]
+    of `ids[i]` (the stores above keep them as columns, with no row tuple per record)."""
 
     ids: list[uuid.UUID]
-    values: list[list[Any]]
+    values: Sequence[Any]  # a list or a numpy array per HEAD_COLUMNS
 
 
 class RecordRows(Protocol):

@@ -10,7 +10,7 @@ a copy instead of a rebuild (`RecordStore.columns`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Protocol
@@ -27,6 +27,10 @@ class HeadFields(Protocol):
     stability: float
     emotion_intensity: float
     fidelity_base: float
+
+
+class HeadSource(Protocol):
+    def get(self, record_id: uuid.UUID, /) -> HeadFields | None: ...
 
 
 PATCHED = ("last_accessed_at", "stability", "fidelity_base", "emotion_intensity")
@@ -60,9 +64,10 @@ class HeadColumns:
                    stability=column("stability"), emotion_intensity=column("emotion_intensity"),
                    fidelity_base=column("fidelity_base"), row_of={record_id: row for row, record_id in enumerate(ids)})
 
-    def patched(self, heads: Mapping[uuid.UUID, HeadFields], ids: Iterable[uuid.UUID]) -> HeadColumns:
+    def patched(self, heads: HeadSource, ids: Iterable[uuid.UUID]) -> HeadColumns:
         """A copy with the rows of `ids` read again from `heads` (callers may still hold this one)."""
-        rows = [(row, heads[i]) for i in set(ids) if (row := self.row_of.get(i)) is not None and i in heads]
+        rows = [(row, head) for i in set(ids)
+                if (row := self.row_of.get(i)) is not None and (head := heads.get(i)) is not None]
         if not rows:
             return self
         changed = {name: getattr(self, name).copy() for name in PATCHED}

@@ -1,9 +1,10 @@
 """The curated stores (episodic, semantic, procedural, emotional) over the `records` table.
 
 The hot, mutable part of each record (its *head*: store, times, access, fidelity, emotion
-summary) is held in RAM for every record, so ranking and filtering never query per
-candidate; the body (content, emotion, metadata, meta-memory) stays in the system of record
-as a sealed codec blob and is fetched for the few records a response returns.
+summary) is held in RAM for every record (`heads.HeadTable`: as the columns read at open until
+a record is first asked for), so ranking and filtering never query per candidate; the body
+(content, emotion, metadata, meta-memory) stays in the system of record as a sealed codec blob
+and is fetched for the few records a response returns.
 """
 
 from __future__ import annotations
@@ -12,14 +13,17 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from ..model import FidelityState, MemoryRecord, StoreType, from_ts, to_ts
+import numpy as np
+
+from ..model import FidelityState, MemoryRecord, StoreType, from_ts
 from ..storage import codec
 from ..storage.base import HEAD_COLUMNS, RecordRows, StoredHeads, Tables
 from ..storage.crypto import PLAINTEXT, Sealer
 from .columns import HeadColumns
+from .heads import STORES, Head, HeadTable
 from .undecodable import UndecodableLog, UndecodableRecord
 
 TOUCHED_LIMIT = 10_000  # reinforced heads patched into the columns; past it they are rebuilt
@@ -27,64 +31,6 @@ BODY_FIELDS = {"content", "emotion", "metadata", "meta"}
 # A block's embedding is the record's vector: it lives once, in the vectors table (and the RAM
 # index), not again in every body, which it would make ten times larger.
 NOT_IN_BODY = {"content": {"blocks": {"__all__": {"embedding"}}}}
-
-
-@dataclass(slots=True)
-class Head:
-    store: StoreType
-    created_at: float
-    updated_at: float
-    last_accessed_at: float
-    access_count: int
-    fidelity_score: float
-    noise_level: float
-    decay_rate: float
-    emotional_anchor: float
-    reinforcement_count: int
-    stability: float
-    last_decay_tick: float
-    emotion_intensity: float
-    emotion_valence: float
-    version: int
-    fidelity_base: float  # F0: strength (before emotion) at the last reinforcement
-
-    @classmethod
-    def of(cls, record: MemoryRecord) -> Head:
-        f = record.fidelity
-        return cls(
-            store=record.store,
-            created_at=to_ts(record.created_at),
-            updated_at=to_ts(record.updated_at),
-            last_accessed_at=to_ts(record.last_accessed_at),
-            access_count=record.access_count,
-            fidelity_score=f.score,
-            noise_level=f.noise_level,
-            decay_rate=f.decay_rate,
-            emotional_anchor=f.emotional_anchor,
-            reinforcement_count=f.reinforcement_count,
-            stability=f.stability,
-            last_decay_tick=to_ts(f.last_decay_tick),
-            emotion_intensity=record.emotion.intensity,
-            emotion_valence=record.emotion.valence,
-            version=record.version,
-            fidelity_base=f.score,
-        )
-
-    def fidelity(self, score: float, noise: float) -> FidelityState:
-        """The record's fidelity state, with the current score and noise."""
-        return FidelityState(
-            score=score,
-            noise_level=noise,
-            decay_rate=self.decay_rate,
-            emotional_anchor=self.emotional_anchor,
-            reinforcement_count=self.reinforcement_count,
-            stability=self.stability,
-            last_decay_tick=from_ts(self.last_decay_tick),
-        )
-
-
-if tuple(f.name for f in fields(Head)) != HEAD_COLUMNS:  # rows are read back by position
-    raise ImportError("Head and storage.base.HEAD_COLUMNS disagree")
 
 
 def _head_columns(ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> dict[str, list]:
@@ -194,7 +140,7 @@ class RecordStore:
         self.rows = rows  # reads outside a transaction; writes go through the caller's unit of work
         self.sealer = sealer  # bodies are sealed on the way to storage and opened on the way back
         self.undecodable = undecodable or UndecodableLog()  # bodies no read can use: skipped, reported
-        self.heads: dict[uuid.UUID, Head] = {}
+        self.heads = HeadTable()
         self.reinforcements: list[Reinforcement] = []  # recalls not yet written (see `reinforced`)
         self._queue_lock = threading.Lock()
         self.cache = BodyCache(cache_bytes)
@@ -212,18 +158,16 @@ class RecordStore:
         """Read every head (column by column: a head per record, no row tuple); returns what
         storage handed over (`EdgeRows.load` may number the edges' ends by it)."""
         stored = self.rows.heads()
-        stores = {s.value: s for s in StoreType}
-        values = [[stores[name] for name in stored.values[0]], *stored.values[1:]]
-        self.heads.update(zip(stored.ids, map(Head, *values), strict=True))
+        self.heads.load(stored.ids, stored.values)
         return stored
 
     def _put_rows(self, rows: Iterable[tuple[uuid.UUID, Any]]) -> None:
-        stores = {s.value: s for s in StoreType}
-        heads = self.heads
+        made = []
         for record_id, values in rows:
             head = Head(*values)
-            head.store = stores[head.store]
-            heads[record_id] = head
+            head.store = STORES[head.store]
+            made.append((record_id, head))
+        self.heads.put_many(made)
 
     def read_fresh(self, ids: Sequence[uuid.UUID], *, bodies: bool) -> FreshRecords:
         """What the database holds now for `ids`, without touching RAM: a server following
@@ -255,7 +199,7 @@ class RecordStore:
 
     def items(self) -> list[tuple[uuid.UUID, Head]]:
         """A snapshot, safe to iterate while writers add or remove records."""
-        return list(self.heads.items())
+        return self.heads.items()
 
     def columns(self) -> HeadColumns:
         """Every head as numpy columns: rebuilt when records were written or removed since the
@@ -267,7 +211,7 @@ class RecordStore:
             revision = self.revision
             columns = self._columns
             if columns is None or stale or self._columns_revision != revision:
-                columns = HeadColumns.of(self.items())
+                columns = self.heads.columns()
             elif touched:
                 columns = columns.patched(self.heads, touched)
             self._columns, self._columns_revision = columns, revision
@@ -295,8 +239,7 @@ class RecordStore:
 
     def commit_heads(self, written: Written) -> None:
         """After the transaction commits: make the records visible to ranking."""
-        for record_id, head in zip(written.ids, written.heads, strict=True):
-            self.heads[record_id] = head
+        self.heads.put_many(zip(written.ids, written.heads, strict=True))
         self._drop_reinforcements(written.ids)  # the rows written hold them already
         self.cache.put_many(zip(written.ids, written.bodies, strict=True))
         self.revision += 1
@@ -306,8 +249,7 @@ class RecordStore:
 
     def forget_heads(self, ids: Iterable[uuid.UUID]) -> None:
         ids = list(ids)
-        for i in ids:
-            self.heads.pop(i, None)
+        self.heads.discard_many(ids)
         self._drop_reinforcements(ids)
         self.cache.discard(ids)
         self.revision += 1
@@ -434,14 +376,16 @@ class RecordStore:
 
     def warm(self, stop: threading.Event, batch: int = 1000) -> None:
         """Fill the body cache with the newest records, so first queries need not read storage.
-        Newest first by the RAM heads, a small batch per query, so `stop` (closing) never waits
-        for more than one batch."""
-        newest = sorted(self.items(), key=lambda item: item[1].created_at, reverse=True)
+        Newest first by the RAM heads (their columns: no head is made for it), a small batch per
+        query, so `stop` (closing) never waits for more than one batch."""
+        ids = list(self.heads)
+        _, created = self.heads.stores_and_created(ids)
+        newest = [ids[row] for row in np.argsort(-created, kind="stable").tolist()]
         try:
             for start in range(0, len(newest), batch):
                 if stop.is_set():
                     return
-                rows = self.rows.bodies([i for i, _ in newest[start:start + batch]])
+                rows = self.rows.bodies(newest[start:start + batch])
                 if not self.cache.add_missing(self._open_rows(rows)):
                     return
         except Exception:  # the database closed under us: warming is best effort

@@ -165,7 +165,7 @@ class DuckRecords(_Rows):
         # tuple per row, cost more at 100k rows
         columns = self.db.query_columns(
             f"SELECT {_HEX.format('id')} AS id, {', '.join(HEAD_COLUMNS)} FROM records ORDER BY records.id")
-        return StoredHeads(uuids_of_hex(columns["id"].tolist()), [columns[name].tolist() for name in HEAD_COLUMNS])
+        return StoredHeads(uuids_of_hex(columns["id"].tolist()), [columns[name] for name in HEAD_COLUMNS])
 
     def heads_of(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, Row]]:
         rows = self._read(f"SELECT id, {', '.join(HEAD_COLUMNS)} FROM records WHERE id IN (SELECT unnest(?::UUID[]))",
