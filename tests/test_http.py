@@ -172,6 +172,23 @@ def test_client_reports_an_unreachable_server():
     assert "cerememory serve" in err.value.hint
 
 
+def test_client_goes_through_a_proxy_the_environment_names(http_server, monkeypatch):
+    """The client's own socket serves only a server no proxy stands before; with one named, the
+    calls go through it (here: nothing listens there), as httpx's do."""
+    from .conftest import free_port
+
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
+    with Client(http_server.url, retries=0, timeout=2) as client, pytest.raises(CMPError) as err:
+        client.stats()
+    assert err.value.code is ErrorCode.SERVER_UNREACHABLE
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with Client(http_server.url) as client:
+        assert client.health().status == "ok"
+        assert client.stats().total_records >= 0
+
+
 def test_light_client_speaks_dicts_over_the_standard_library(http_server):
     from cerememory.transport.light import LightClient
 
