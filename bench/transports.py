@@ -74,8 +74,12 @@ def run_op(client, op: str, rng: random.Random) -> None:
         client.recall(" ".join(rng.choices(WORDS, k=3)), reconsolidate=False)
 
 
-def worker(kind: str, target: dict, op: str, count: int, seed: int, start_at: float, queue) -> None:
-    """One client process: wait for the common start, run `count` calls, report latencies."""
+def worker(kind: str, target: dict, op: str, count: int, seed: int, start_at: float, queue,
+           tree: str | None = None) -> None:
+    """One client process: wait for the common start, run `count` calls, report latencies; with
+    `tree`, the client is that source tree's."""
+    if tree is not None:
+        sys.path.insert(0, tree)
     rng = random.Random(seed)
     client = make_client(kind, target)
     for _ in range(3):
@@ -92,11 +96,12 @@ def worker(kind: str, target: dict, op: str, count: int, seed: int, start_at: fl
     client.close()
 
 
-def concurrent(kind: str, target: dict, op: str, clients: int, per_client: int) -> dict:
+def concurrent(kind: str, target: dict, op: str, clients: int, per_client: int, tree: Path | None = None) -> dict:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     start_at = time.time() + 3.0 + 0.3 * clients
-    procs = [ctx.Process(target=worker, args=(kind, target, op, per_client, 1000 + i, start_at, queue))
+    procs = [ctx.Process(target=worker, args=(kind, target, op, per_client, 1000 + i, start_at, queue,
+                                              None if tree is None else str(tree)))
              for i in range(clients)]
     for p in procs:
         p.start()
@@ -226,9 +231,9 @@ AB_OPS = (("encode.store", None), ("recall.query", 1), ("recall.query", 8))  # c
 
 def compare(args: argparse.Namespace) -> int:
     """encode.store from `--clients` client processes and recall.query from 1 and from 8 (over
-    `--records` records) against a server of `--before` and one of this checkout, alternating
-    (before, after) per transport and round on the same machine load; with the server's and a
-    client's CPU per call."""
+    `--records` records) against a server of `--before` and one of this checkout, each called by
+    its own tree's client, alternating (before, after) per transport and round on the same machine
+    load; with the server's and a client's CPU per call."""
     after = Path(__file__).resolve().parent.parent
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as stubs:
@@ -248,7 +253,7 @@ def compare(args: argparse.Namespace) -> int:
                                     with make_client("http", target) as client:
                                         load(client, args.records)
                                 load_before, cpu_before = os.getloadavg()[0], cpu_seconds(server.pid)
-                                stats = concurrent(kind, target, op, clients, per)
+                                stats = concurrent(kind, target, op, clients, per, tree)
                                 used = cpu_seconds(server.pid) - cpu_before
                                 stats["server_cpu_ms"] = used / (clients * (per + 3)) * 1000  # 3 warm-up calls
                             finally:
@@ -268,8 +273,9 @@ def compare(args: argparse.Namespace) -> int:
     lines = ["# Many clients, before and after, side by side", "",
              f"`bench/transports.py --before <tree>{flags} --clients {args.clients} --rounds {args.rounds}` — "
              f"{env_line(environment())}", "",
-             "A real `cerememory serve` (HTTP + gRPC) of each source tree over a fresh data directory; client "
-             "processes on the same 2 cores; before and after alternate per operation, transport and round so "
+             "A real `cerememory serve` (HTTP + gRPC) of each source tree over a fresh data directory, called by "
+             "client processes of the same tree on the same 2 cores; before and after alternate per operation, "
+             "transport and round so "
              "both see the same load. The server's CPU per call (all its threads, over the calls of the run) "
              "moves far less with other work than throughput does; a client's CPU per call (the mean over its "
              "processes) is what the clients take from the same cores. The 1-minute load average is given for each "
