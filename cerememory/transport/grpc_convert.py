@@ -256,11 +256,22 @@ def _text_of(value: Any) -> Any:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+_TIMESTAMPS: dict[datetime, dict[str, int]] = {}
+_TIMESTAMPS_KEPT = 1 << 16  # instants whose fields are kept; then the table starts afresh
+
+
 def _timestamp(value: datetime) -> dict[str, int]:
     """A Timestamp's fields, in integers (what `Timestamp.FromDatetime` gives, without its detour
-    through a time tuple)."""
-    since = (value if value.tzinfo is not None else value.replace(tzinfo=UTC)) - _EPOCH
-    return {"seconds": since.days * 86400 + since.seconds, "nanos": since.microseconds * 1000}
+    through a time tuple). Kept by instant, as `model.iso_utc` keeps its text: a record's times
+    are mostly one instant, and answers repeat records. (The constructor only reads the dict.)"""
+    fields = _TIMESTAMPS.get(value)
+    if fields is None:
+        if len(_TIMESTAMPS) >= _TIMESTAMPS_KEPT:
+            _TIMESTAMPS.clear()
+        since = (value if value.tzinfo is not None else value.replace(tzinfo=UTC)) - _EPOCH
+        fields = _TIMESTAMPS[value] = {"seconds": since.days * 86400 + since.seconds,
+                                       "nanos": since.microseconds * 1000}
+    return fields
 
 
 def _datetime(value: Message) -> datetime:
@@ -295,8 +306,7 @@ def _writer(fd: FieldDescriptor) -> Writer | None:
             return _timestamp
         if name in _JSON_TYPES:
             return _json_value(fd)
-        desc = fd.message_type
-        return lambda value: _model_fields(value, desc)
+        return _nested_writer(fd.message_type)
     if fd.cpp_type == FieldDescriptor.CPPTYPE_STRING and fd.type != FieldDescriptor.TYPE_BYTES:
         return _text_of
     return None
@@ -337,6 +347,22 @@ def _compiled(model: type[BaseModel], desc: Descriptor) -> Callable[[BaseModel],
     exec("".join(lines), namespace)  # noqa: S102 - the code is made here, from field names
     function: Callable[[BaseModel], dict[str, Any]] = namespace["write"]
     return function
+
+
+def _nested_writer(desc: Descriptor) -> Writer:
+    """`_model_fields(value, desc)` for a field's values, with the function of each model type
+    looked up once per type rather than per value."""
+    compiled: dict[type, Callable[[BaseModel], dict[str, Any]]] = {}
+
+    def write(value: Any) -> Any:
+        function = compiled.get(type(value))
+        if function is None:
+            if not isinstance(value, BaseModel):
+                return _model_fields(value, desc)
+            function = compiled[type(value)] = _compiled(type(value), desc)
+        return function(value)
+
+    return write
 
 
 def _model_fields(value: Any, desc: Descriptor) -> Any:
