@@ -189,6 +189,19 @@ def test_client_goes_through_a_proxy_the_environment_names(http_server, monkeypa
         assert client.stats().total_records >= 0
 
 
+def test_threads_sharing_a_client_each_get_their_own_answers(http_server):
+    """One Client, several threads calling at once: each thread's exchanges stay its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def calls(n: int) -> list[bool]:
+        texts = [f"thread {n} note {i}" for i in range(8)]
+        ids = [client.store(text) for text in texts]
+        return [client.inspect(rid).content.blocks[0].text == text for rid, text in zip(ids, texts, strict=True)]
+
+    with Client(http_server.url) as client, ThreadPoolExecutor(4) as pool:
+        assert all(ok for answers in pool.map(calls, range(4)) for ok in answers)
+
+
 def test_light_client_speaks_dicts_over_the_standard_library(http_server):
     from cerememory.transport.light import LightClient
 

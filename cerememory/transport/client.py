@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
@@ -72,6 +73,30 @@ class _BaseClient:
         return model.model_validate({}) if status == 204 else model.model_validate_json(content)
 
 
+class _Connections:
+    """One `LightClient` per thread, since a connection carries one exchange at a time: threads
+    sharing a `Client` each get a keep-alive connection of their own, as httpx's pool gives them."""
+
+    def __init__(self, make: Callable[[], LightClient]) -> None:
+        self._make, self._local = make, threading.local()
+        self._lock = threading.Lock()
+        self._opened: list[LightClient] = []
+
+    def get(self) -> LightClient:
+        client: LightClient | None = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = self._make()
+            with self._lock:
+                self._opened.append(client)
+        return client
+
+    def close(self) -> None:
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for client in opened:
+            client.close()
+
+
 def _direct(url: str) -> bool:
     """Whether the sync client speaks HTTP/1.1 on its own socket (`wire.py`) rather than through
     httpx: for a plain http:// server that no proxy of the environment stands before. httpx
@@ -104,9 +129,10 @@ class Client(_BaseClient, MemoryAPI):
         self._owned = http_client is None
         # the httpx client only for what the own socket does not do (https, proxies, a given
         # transport or client); `LightClient` is the same exchange the short commands use
-        self._light = LightClient(self.url, timeout=timeout, retries=self.retries, headers=self.headers) \
+        self._light = _Connections(lambda: LightClient(self.url, timeout=timeout, retries=self.retries,
+                                                       headers=self.headers)) \
             if http_client is None and transport is None and _direct(self.url) else None
-        self._http = http_client or (None if self._light else httpx.Client(
+        self._http = http_client or (None if self._light is not None else httpx.Client(
             base_url=self.url, timeout=timeout, headers=self.headers, transport=transport))
 
     def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -120,7 +146,7 @@ class Client(_BaseClient, MemoryAPI):
         if self._light is not None:
             payload = None if body is None else json.dumps(body, ensure_ascii=False, separators=(",", ":"),
                                                             allow_nan=False).encode()
-            return self._light.call(method, path, params, payload)
+            return self._light.get().call(method, path, params, payload)
         assert self._http is not None
         for attempt in range(self.retries + 1):
             try:
@@ -143,7 +169,7 @@ class Client(_BaseClient, MemoryAPI):
 
     def _status(self, path: str) -> Any:
         if self._light is not None:
-            return self._light.get(path)
+            return self._light.get().get(path)
         assert self._http is not None
         try:
             return self._http.get(path).json()
