@@ -74,8 +74,12 @@ def run_op(client, op: str, rng: random.Random) -> None:
         client.recall(" ".join(rng.choices(WORDS, k=3)), reconsolidate=False)
 
 
-def worker(kind: str, target: dict, op: str, count: int, seed: int, start_at: float, queue) -> None:
-    """One client process: wait for the common start, run `count` calls, report latencies."""
+def worker(kind: str, target: dict, op: str, count: int, seed: int, start_at: float, queue,
+           tree: str | None = None) -> None:
+    """One client process: wait for the common start, run `count` calls, report latencies; with
+    `tree`, the client is that source tree's."""
+    if tree is not None:
+        sys.path.insert(0, tree)
     rng = random.Random(seed)
     client = make_client(kind, target)
     for _ in range(3):
@@ -92,11 +96,12 @@ def worker(kind: str, target: dict, op: str, count: int, seed: int, start_at: fl
     client.close()
 
 
-def concurrent(kind: str, target: dict, op: str, clients: int, per_client: int) -> dict:
+def concurrent(kind: str, target: dict, op: str, clients: int, per_client: int, tree: Path | None = None) -> dict:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     start_at = time.time() + 3.0 + 0.3 * clients
-    procs = [ctx.Process(target=worker, args=(kind, target, op, per_client, 1000 + i, start_at, queue))
+    procs = [ctx.Process(target=worker, args=(kind, target, op, per_client, 1000 + i, start_at, queue,
+                                              None if tree is None else str(tree)))
              for i in range(clients)]
     for p in procs:
         p.start()
@@ -224,16 +229,29 @@ def hidden_modules(names: list[str], where: Path) -> Path | None:
 AB_OPS = (("encode.store", None), ("recall.query", 1), ("recall.query", 8))  # clients: None = --clients
 
 
+def embedded_recall(records: int) -> float:
+    """p50 in ms of recall.query on this checkout's engine, in process, over `records` records."""
+    import cerememory
+
+    with tempfile.TemporaryDirectory() as tmp, cerememory.open(Path(tmp) / "embedded", semantic="off") as mem:
+        load(mem, records)
+        return float(embedded(mem, "recall.query", 400)["p50_ms"])
+
+
 def compare(args: argparse.Namespace) -> int:
     """encode.store from `--clients` client processes and recall.query from 1 and from 8 (over
-    `--records` records) against a server of `--before` and one of this checkout, alternating
-    (before, after) per transport and round on the same machine load; with the server's and a
-    client's CPU per call."""
+    `--records` records) against a server of `--before` and one of this checkout, each called by
+    its own tree's client, alternating (before, after) per transport and round on the same machine
+    load; with the server's and a client's CPU per call."""
     after = Path(__file__).resolve().parent.parent
     rows: list[dict] = []
+    embedded_p50: dict[int, float] = {}  # per round: this checkout's embedded recall.query p50, in ms
     with tempfile.TemporaryDirectory() as stubs:
         hide = hidden_modules(args.before_without, Path(stubs))
         for round_ in range(args.rounds):
+            if "recall.query" in args.ops:
+                embedded_p50[round_] = embedded_recall(args.records)
+                print(f"round {round_ + 1} recall.query embedded p50 {embedded_p50[round_]:.2f} ms", file=sys.stderr)
             for op, op_clients in AB_OPS:
                 if op not in args.ops:
                     continue
@@ -248,7 +266,7 @@ def compare(args: argparse.Namespace) -> int:
                                     with make_client("http", target) as client:
                                         load(client, args.records)
                                 load_before, cpu_before = os.getloadavg()[0], cpu_seconds(server.pid)
-                                stats = concurrent(kind, target, op, clients, per)
+                                stats = concurrent(kind, target, op, clients, per, tree)
                                 used = cpu_seconds(server.pid) - cpu_before
                                 stats["server_cpu_ms"] = used / (clients * (per + 3)) * 1000  # 3 warm-up calls
                             finally:
@@ -268,8 +286,9 @@ def compare(args: argparse.Namespace) -> int:
     lines = ["# Many clients, before and after, side by side", "",
              f"`bench/transports.py --before <tree>{flags} --clients {args.clients} --rounds {args.rounds}` — "
              f"{env_line(environment())}", "",
-             "A real `cerememory serve` (HTTP + gRPC) of each source tree over a fresh data directory; client "
-             "processes on the same 2 cores; before and after alternate per operation, transport and round so "
+             "A real `cerememory serve` (HTTP + gRPC) of each source tree over a fresh data directory, called by "
+             "client processes of the same tree on the same 2 cores; before and after alternate per operation, "
+             "transport and round so "
              "both see the same load. The server's CPU per call (all its threads, over the calls of the run) "
              "moves far less with other work than throughput does; a client's CPU per call (the mean over its "
              "processes) is what the clients take from the same cores. The 1-minute load average is given for each "
@@ -279,6 +298,7 @@ def compare(args: argparse.Namespace) -> int:
              "| before p50 ms | after p50 ms | before server CPU ms/call | after server CPU ms/call "
              "| before client CPU ms/call | after client CPU ms/call | load |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    added: list[str] = []
     for round_ in range(args.rounds):
         for op, op_clients in AB_OPS:
             if op not in args.ops:
@@ -292,6 +312,16 @@ def compare(args: argparse.Namespace) -> int:
                              f"{a['p50_ms']:.1f} | {b['server_cpu_ms']:.2f} | {a['server_cpu_ms']:.2f} | "
                              f"{b['client_cpu_ms']:.2f} | {a['client_cpu_ms']:.2f} | "
                              f"{b['load1']:.1f} / {a['load1']:.1f} |")
+                if op == "recall.query" and a["clients"] == 1 and round_ in embedded_p50:
+                    base = embedded_p50[round_]
+                    added.append(f"| {round_ + 1} | {kind} | {base:.2f} | {b['p50_ms'] - base:.2f} | "
+                                 f"{a['p50_ms'] - base:.2f} |")
+    if added:
+        lines += ["", "recall.query from one client: p50 added over the embedded engine (this checkout's, in the "
+                  "benchmark process over its own copy of the same records, measured at the start of the round; "
+                  "target ≤ 1 ms)", "",
+                  "| round | transport | embedded p50 ms | before added ms | after added ms |", "|---|---|---|---|---|",
+                  *added]
     (RESULTS_DIR / "transports_ab.md").write_text("\n".join(lines) + "\n")
     return 0
 

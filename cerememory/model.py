@@ -12,6 +12,7 @@ import os
 import threading
 import time
 import uuid
+from binascii import b2a_base64
 from collections import deque
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -125,9 +126,22 @@ def _in_range(value: datetime) -> datetime:
     return value
 
 
+_ISO_TEXT: dict[datetime, str] = {}
+_ISO_KEPT = 1 << 16  # instants whose text is kept; then the table starts afresh
+
+
 def iso_utc(value: datetime) -> str:
-    """An instant as JSON carries it: RFC 3339 in UTC, `Z` for the offset."""
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    """An instant as JSON carries it: RFC 3339 in UTC, `Z` for the offset.
+
+    Kept by instant (equal instants are one text, whatever their zone): a record's times are
+    mostly one instant (created, updated, last accessed, captured), and an answer repeats the
+    records of the answers before it, so most values cost a lookup instead of formatting."""
+    text = _ISO_TEXT.get(value)
+    if text is None:
+        if len(_ISO_TEXT) >= _ISO_KEPT:
+            _ISO_TEXT.clear()
+        text = _ISO_TEXT[value] = value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return text
 
 
 UtcDatetime = Annotated[datetime, BeforeValidator(_as_utc), PlainSerializer(iso_utc, when_used="json")]
@@ -156,7 +170,7 @@ def _parse_bytes(value: Any) -> Any:
 Bytes = Annotated[
     bytes,
     BeforeValidator(_parse_bytes),
-    PlainSerializer(lambda v: base64.b64encode(v).decode("ascii"), when_used="json"),
+    PlainSerializer(lambda v: b2a_base64(v, newline=False).decode("ascii"), when_used="json"),  # b64encode's core
 ]
 
 

@@ -161,3 +161,19 @@ def test_bytes_that_are_not_a_stored_body_raise_one_codec_error():
     for data in (b"\xc1 not msgpack", b"\x92\x01", b"\xd7\x01\x00\x00\x00\x00\x00\x00\x00\x00"):
         with pytest.raises(codec.CodecError, match="not a stored body"):
             codec.unpack(data)
+
+
+def test_instants_are_written_in_utc_whatever_their_zone():
+    """Equal instants are one text (the serialiser keeps texts by instant), always in UTC with `Z`."""
+    from datetime import timedelta, timezone
+
+    from cerememory.model import iso_utc
+
+    paris = datetime(2026, 3, 1, 13, 0, 0, 500, tzinfo=timezone(timedelta(hours=1)))
+    utc = datetime(2026, 3, 1, 12, 0, 0, 500, tzinfo=UTC)
+    assert iso_utc(paris) == iso_utc(utc) == "2026-03-01T12:00:00.000500Z"
+    assert iso_utc(utc.replace(microsecond=0)) == "2026-03-01T12:00:00Z"
+    record = MemoryRecord(store=StoreType.EPISODIC, content=MemoryContent.of_text("x"), created_at=paris,
+                          updated_at=utc + timedelta(days=1))
+    wire = json.loads(record.model_dump_json())
+    assert (wire["created_at"], wire["updated_at"]) == ("2026-03-01T12:00:00.000500Z", "2026-03-02T12:00:00.000500Z")

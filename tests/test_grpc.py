@@ -285,6 +285,8 @@ def test_conversion_round_trips_the_dispatch_json(mem: cerememory.Memory):
         assert as_text(back) == as_text(response), op
         # what the server sends: the model written into the message directly, the same message
         assert convert.to_proto_response(op, result) == message, op
+        # what the typed client methods answer: the model read from the message directly, the same model
+        assert convert.response_model(op, message, type(result)) == result, op
 
 
 def test_numbers_beyond_json_take_the_same_form_on_both_paths():

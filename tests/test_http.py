@@ -172,6 +172,36 @@ def test_client_reports_an_unreachable_server():
     assert "cerememory serve" in err.value.hint
 
 
+def test_client_goes_through_a_proxy_the_environment_names(http_server, monkeypatch):
+    """The client's own socket serves only a server no proxy stands before; with one named, the
+    calls go through it (here: nothing listens there), as httpx's do."""
+    from .conftest import free_port
+
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
+    with Client(http_server.url, retries=0, timeout=2) as client, pytest.raises(CMPError) as err:
+        client.stats()
+    assert err.value.code is ErrorCode.SERVER_UNREACHABLE
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with Client(http_server.url) as client:
+        assert client.health().status == "ok"
+        assert client.stats().total_records >= 0
+
+
+def test_threads_sharing_a_client_each_get_their_own_answers(http_server):
+    """One Client, several threads calling at once: each thread's exchanges stay its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def calls(n: int) -> list[bool]:
+        texts = [f"thread {n} note {i}" for i in range(8)]
+        ids = [client.store(text) for text in texts]
+        return [client.inspect(rid).content.blocks[0].text == text for rid, text in zip(ids, texts, strict=True)]
+
+    with Client(http_server.url) as client, ThreadPoolExecutor(4) as pool:
+        assert all(ok for answers in pool.map(calls, range(4)) for ok in answers)
+
+
 def test_light_client_speaks_dicts_over_the_standard_library(http_server):
     from cerememory.transport.light import LightClient
 

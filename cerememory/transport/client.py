@@ -10,9 +10,12 @@ client.recall("where is the staging database").memories
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel
@@ -21,7 +24,7 @@ from ..api import AsyncMemoryAPI, Call, MemoryAPI
 from ..cmp.dispatch import operation, parse_request
 from ..types import HealthResponse, ReadinessResponse
 from .guard import refuse_plaintext_key
-from .light import error_from, request_parts, unreachable
+from .light import LightClient, error_from, request_parts, unreachable
 
 DEFAULT_URL = "http://127.0.0.1:8420"
 R = TypeVar("R", bound=BaseModel)
@@ -60,14 +63,51 @@ class _BaseClient:
         return float(error.retry_after or 1)
 
     @staticmethod
-    def _json(response: httpx.Response) -> dict[str, Any]:
-        return {} if response.status_code == 204 else cast(dict[str, Any], response.json())
+    def _json(status: int, content: bytes) -> dict[str, Any]:
+        return {} if status == 204 else cast(dict[str, Any], json.loads(content))
 
     @staticmethod
-    def _typed(response: httpx.Response, model: type[R]) -> R:
+    def _typed(status: int, content: bytes, model: type[R]) -> R:
         """The answer validated straight from its bytes (pydantic's JSON parser), without the
         dict that `json` would build first."""
-        return model.model_validate({}) if response.status_code == 204 else model.model_validate_json(response.content)
+        return model.model_validate({}) if status == 204 else model.model_validate_json(content)
+
+
+class _Connections:
+    """One `LightClient` per thread, since a connection carries one exchange at a time: threads
+    sharing a `Client` each get a keep-alive connection of their own, as httpx's pool gives them."""
+
+    def __init__(self, make: Callable[[], LightClient]) -> None:
+        self._make, self._local = make, threading.local()
+        self._lock = threading.Lock()
+        self._opened: list[LightClient] = []
+
+    def get(self) -> LightClient:
+        client: LightClient | None = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = self._make()
+            with self._lock:
+                self._opened.append(client)
+        return client
+
+    def close(self) -> None:
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for client in opened:
+            client.close()
+
+
+def _direct(url: str) -> bool:
+    """Whether the sync client speaks HTTP/1.1 on its own socket (`wire.py`) rather than through
+    httpx: for a plain http:// server that no proxy of the environment stands before. httpx
+    costs more client CPU per call than the server spends answering a small one."""
+    from urllib.request import getproxies, proxy_bypass
+
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        return False
+    proxies = getproxies()
+    return not (proxies.get("http") or proxies.get("all")) or bool(proxy_bypass(parts.hostname))
 
 
 class Client(_BaseClient, MemoryAPI):
@@ -87,17 +127,27 @@ class Client(_BaseClient, MemoryAPI):
                  headers: Mapping[str, str] | None = None, http_client: httpx.Client | None = None) -> None:
         super().__init__(url, api_key, retries if max_retries is None else max_retries, insecure, headers)
         self._owned = http_client is None
-        self._http = http_client or httpx.Client(base_url=self.url, timeout=timeout, headers=self.headers,
-                                                 transport=transport)
+        # the httpx client only for what the own socket does not do (https, proxies, a given
+        # transport or client); `LightClient` is the same exchange the short commands use
+        self._light = _Connections(lambda: LightClient(self.url, timeout=timeout, retries=self.retries,
+                                                       headers=self.headers)) \
+            if http_client is None and transport is None and _direct(self.url) else None
+        self._http = http_client or (None if self._light is not None else httpx.Client(
+            base_url=self.url, timeout=timeout, headers=self.headers, transport=transport))
 
     def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
-        return self._json(self._answer(op, request))
+        return self._json(*self._answer(op, request))
 
     def _invoke(self, call: Call[R]) -> R:
-        return self._typed(self._answer(call.op, call.request), call.response)
+        return self._typed(*self._answer(call.op, call.request), call.response)
 
-    def _answer(self, op: str, request: dict[str, Any] | None) -> httpx.Response:
+    def _answer(self, op: str, request: dict[str, Any] | None) -> tuple[int, bytes]:
         method, path, params, body = self._request(op, request)
+        if self._light is not None:
+            payload = None if body is None else json.dumps(body, ensure_ascii=False, separators=(",", ":"),
+                                                            allow_nan=False).encode()
+            return self._light.get().call(method, path, params, payload)
+        assert self._http is not None
         for attempt in range(self.retries + 1):
             try:
                 response = self._http.request(method, path, params=params, json=body)
@@ -105,7 +155,7 @@ class Client(_BaseClient, MemoryAPI):
                 raise unreachable(self.url, exc) from exc
             delay = self._retry_delay(response, attempt)
             if delay is None:
-                return response
+                return response.status_code, response.content
             time.sleep(delay)
         raise AssertionError("unreachable")
 
@@ -118,13 +168,18 @@ class Client(_BaseClient, MemoryAPI):
         return ReadinessResponse.model_validate(self._status("/readiness"))
 
     def _status(self, path: str) -> Any:
+        if self._light is not None:
+            return self._light.get().get(path)
+        assert self._http is not None
         try:
             return self._http.get(path).json()
         except httpx.HTTPError as exc:
             raise unreachable(self.url, exc) from exc
 
     def close(self) -> None:
-        if self._owned:
+        if self._light is not None:
+            self._light.close()
+        if self._owned and self._http is not None:
             self._http.close()
 
     def __enter__(self) -> Client:
@@ -147,12 +202,12 @@ class AsyncClient(_BaseClient, AsyncMemoryAPI):
                                                       transport=transport)
 
     async def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
-        return self._json(await self._answer(op, request))
+        return self._json(*await self._answer(op, request))
 
     async def _invoke(self, call: Call[R]) -> R:
-        return self._typed(await self._answer(call.op, call.request), call.response)
+        return self._typed(*await self._answer(call.op, call.request), call.response)
 
-    async def _answer(self, op: str, request: dict[str, Any] | None) -> httpx.Response:
+    async def _answer(self, op: str, request: dict[str, Any] | None) -> tuple[int, bytes]:
         method, path, params, body = self._request(op, request)
         for attempt in range(self.retries + 1):
             try:
@@ -161,7 +216,7 @@ class AsyncClient(_BaseClient, AsyncMemoryAPI):
                 raise unreachable(self.url, exc) from exc
             delay = self._retry_delay(response, attempt)
             if delay is None:
-                return response
+                return response.status_code, response.content
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 

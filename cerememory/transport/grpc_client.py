@@ -12,12 +12,13 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
+from pydantic import BaseModel
 
-from ..api import MemoryAPI
+from ..api import Call, MemoryAPI
 from ..cmp.dispatch import operation
 from ..cmp.errors import CMPError, ErrorCode
 from ..v1 import cerememory_pb2 as pb
@@ -25,6 +26,8 @@ from ..v1 import cerememory_pb2_grpc as pb_grpc
 from . import grpc_convert as convert
 from .grpc_convert import CHUNK_BYTES, ERROR_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KEY
 from .guard import refuse_plaintext_key
+
+R = TypeVar("R", bound=BaseModel)
 
 # statuses that arrive without a CMP envelope (transport failures) -> the closest CMP code
 _TRANSPORT_CODES = {
@@ -79,6 +82,18 @@ class GrpcClient(MemoryAPI):
 
     def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
         """Run a CMP operation on JSON-like data, exactly as `Memory.dispatch` does."""
+        reply = self._reply(op, request)
+        return reply if isinstance(reply, dict) else convert.from_proto_response(op, reply)
+
+    def _invoke(self, call: Call[R]) -> R:
+        """The typed methods: the response model read straight from the proto answer."""
+        reply = self._reply(call.op, call.request)
+        if isinstance(reply, dict):  # an export, reassembled from its chunks
+            return call.response.model_validate(reply)
+        return convert.response_model(call.op, reply, call.response)
+
+    def _reply(self, op: str, request: dict[str, Any] | None) -> Message | dict[str, Any]:
+        """The proto answer of one call (an export's: its JSON, the archive joined from its chunks)."""
         rpc = convert.rpc_method(operation(op))  # unknown operations fail here, as they do embedded
         message = convert.to_proto(op, request)
         metadata = self._call_metadata(request)
@@ -87,12 +102,12 @@ class GrpcClient(MemoryAPI):
                 return self._export(message, metadata)
             call = getattr(self._stub, rpc.name)
             if rpc.client_streaming:
-                reply = call(_import_chunks(message), metadata=metadata, timeout=self.timeout)
+                reply: Message = call(_import_chunks(message), metadata=metadata, timeout=self.timeout)
             else:
                 reply = call(message, metadata=metadata, timeout=self.timeout)
         except grpc.RpcError as exc:
             raise error_from_rpc(exc, self.target) from None
-        return convert.from_proto_response(op, reply)
+        return reply
 
     def _call_metadata(self, request: dict[str, Any] | None) -> tuple[tuple[str, str], ...]:
         header = (request or {}).get("header") or {}

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from functools import cache
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 from google.protobuf import empty_pb2, json_format, struct_pb2
 from google.protobuf.descriptor import (
@@ -57,6 +57,7 @@ _INT64 = {FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64}
 _FLOATS = {FieldDescriptor.CPPTYPE_DOUBLE, FieldDescriptor.CPPTYPE_FLOAT}
 _DATETIME: TypeAdapter[datetime] = TypeAdapter(UtcDatetime)
 _BYTES: TypeAdapter[bytes] = TypeAdapter(Bytes)
+M = TypeVar("M", bound=BaseModel)
 
 
 # ---------------------------------------------------------------- message types
@@ -255,11 +256,22 @@ def _text_of(value: Any) -> Any:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+_TIMESTAMPS: dict[datetime, dict[str, int]] = {}
+_TIMESTAMPS_KEPT = 1 << 16  # instants whose fields are kept; then the table starts afresh
+
+
 def _timestamp(value: datetime) -> dict[str, int]:
     """A Timestamp's fields, in integers (what `Timestamp.FromDatetime` gives, without its detour
-    through a time tuple)."""
-    since = (value if value.tzinfo is not None else value.replace(tzinfo=UTC)) - _EPOCH
-    return {"seconds": since.days * 86400 + since.seconds, "nanos": since.microseconds * 1000}
+    through a time tuple). Kept by instant, as `model.iso_utc` keeps its text: a record's times
+    are mostly one instant, and answers repeat records. (The constructor only reads the dict.)"""
+    fields = _TIMESTAMPS.get(value)
+    if fields is None:
+        if len(_TIMESTAMPS) >= _TIMESTAMPS_KEPT:
+            _TIMESTAMPS.clear()
+        since = (value if value.tzinfo is not None else value.replace(tzinfo=UTC)) - _EPOCH
+        fields = _TIMESTAMPS[value] = {"seconds": since.days * 86400 + since.seconds,
+                                       "nanos": since.microseconds * 1000}
+    return fields
 
 
 def _datetime(value: Message) -> datetime:
@@ -294,8 +306,7 @@ def _writer(fd: FieldDescriptor) -> Writer | None:
             return _timestamp
         if name in _JSON_TYPES:
             return _json_value(fd)
-        desc = fd.message_type
-        return lambda value: _model_fields(value, desc)
+        return _nested_writer(fd.message_type)
     if fd.cpp_type == FieldDescriptor.CPPTYPE_STRING and fd.type != FieldDescriptor.TYPE_BYTES:
         return _text_of
     return None
@@ -336,6 +347,22 @@ def _compiled(model: type[BaseModel], desc: Descriptor) -> Callable[[BaseModel],
     exec("".join(lines), namespace)  # noqa: S102 - the code is made here, from field names
     function: Callable[[BaseModel], dict[str, Any]] = namespace["write"]
     return function
+
+
+def _nested_writer(desc: Descriptor) -> Writer:
+    """`_model_fields(value, desc)` for a field's values, with the function of each model type
+    looked up once per type rather than per value."""
+    compiled: dict[type, Callable[[BaseModel], dict[str, Any]]] = {}
+
+    def write(value: Any) -> Any:
+        function = compiled.get(type(value))
+        if function is None:
+            if not isinstance(value, BaseModel):
+                return _model_fields(value, desc)
+            function = compiled[type(value)] = _compiled(type(value), desc)
+        return function(value)
+
+    return write
 
 
 def _model_fields(value: Any, desc: Descriptor) -> Any:
@@ -384,11 +411,14 @@ def _reader(fd: FieldDescriptor) -> Reader | None:
     """How one value of `fd` becomes CMP JSON (value, full) -> JSON; None: as it is."""
     if fd.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
         enum = fd.enum_type
-        return lambda value, full: _enum_from_wire(value, enum)
+        known = {v.number: _enum_from_wire(v.number, enum) for v in enum.values}  # one lookup per value
+        return lambda value, full: known.get(value, value)
     if fd.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE:
         name = fd.message_type.full_name
         if name == _TIMESTAMP:
             return lambda value, full: _DATETIME.dump_python(_datetime(value), mode="json")
+        if name == "google.protobuf.Struct":  # most metadata is empty: no json_format for it
+            return lambda value, full: _json_numbers(json_format.MessageToDict(value)) if value.fields else {}
         if name in _JSON_TYPES:
             return lambda value, full: _json_numbers(json_format.MessageToDict(value))
         return _from_wire
@@ -473,34 +503,63 @@ def _block_text(message: Message, out: dict[str, Any], full: bool) -> None:
         out["text"] = message.data.decode("utf-8")
 
 
+def _typed_block(message: Message, out: dict[str, Any]) -> None:
+    """A content block for its model: the text when it travelled (the model makes the bytes)."""
+    if message.HasField("text"):
+        out["text"] = message.text
+        if not message.data:
+            out.pop("data", None)
+
+
+def _as_datetime(value: Message, full: bool) -> datetime:
+    return _datetime(value)
+
+
+def _typed_read(f: _Field) -> Reader | None:
+    """`f.read` for a model's validation rather than for JSON: times stay datetimes and bytes
+    stay bytes, so that neither is written as text only to be parsed back."""
+    fd = f.fd.message_type.fields_by_name["value"] if f.shape == "map" else f.fd
+    if fd.message_type is not None and fd.message_type.full_name == _TIMESTAMP:
+        return _as_datetime
+    return None if fd.type == FieldDescriptor.TYPE_BYTES else f.read
+
+
 def _read_full(message: Message) -> dict[str, Any]:
-    return _full_reader(message.DESCRIPTOR)(message)
+    return _full_reader(message.DESCRIPTOR, False)(message)
+
+
+def _read_typed(message: Message) -> dict[str, Any]:
+    return _full_reader(message.DESCRIPTOR, True)(message)
 
 
 @cache
-def _full_reader(desc: Descriptor) -> Callable[[Message], dict[str, Any]]:
+def _full_reader(desc: Descriptor, typed: bool) -> Callable[[Message], dict[str, Any]]:
     """`_from_wire(message, full=True)` for messages of `desc`, as a function made once per
     message type with one straight line of code per field: what a client does with every
-    answer, several times quicker than the loop."""
-    names: dict[str, Any] = {"_read_full": _read_full, "_block_text": _block_text}
+    answer, several times quicker than the loop. `typed`: the values a model validates
+    (`_typed_read`) instead of JSON."""
+    names: dict[str, Any] = {"_read_full": _read_full, "_read_typed": _read_typed, "_block_text": _block_text,
+                             "_typed_block": _typed_block}
 
     def read(f: _Field, i: int, value: str) -> str:
         """The expression reading one value of `f` from the expression `value`."""
-        if f.read is None:
+        reader = _typed_read(f) if typed else f.read
+        if reader is None:
             return value
-        if f.read is _from_wire:
-            return f"_read_full({value})"
-        names[f"r{i}"] = f.read
+        if reader is _from_wire:
+            return f"{'_read_typed' if typed else '_read_full'}({value})"
+        names[f"r{i}"] = reader
         return f"r{i}({value}, True)"
 
     lines = ["def read(m):", "    out = {}"]
     for i, f in enumerate(_fields(desc)):
         field = f"m.{f.name}"
+        plain = (_typed_read(f) if typed else f.read) is None
         if f.shape == "map":
-            lines.append(f"    x = {{k: {read(f, i, 'v')} for k, v in {field}.items()}}" if f.read else
-                         f"    x = dict({field})")
+            lines.append(f"    x = dict({field})" if plain else
+                         f"    x = {{k: {read(f, i, 'v')} for k, v in {field}.items()}}")
         elif f.shape == "list":
-            lines.append(f"    x = [{read(f, i, 'v')} for v in {field}]" if f.read else f"    x = list({field})")
+            lines.append(f"    x = list({field})" if plain else f"    x = [{read(f, i, 'v')} for v in {field}]")
         else:
             presence = f" if m.HasField({f.name!r}) else None" if f.fd.has_presence else ""
             lines.append(f"    x = {read(f, i, field)}{presence}")
@@ -510,7 +569,7 @@ def _full_reader(desc: Descriptor) -> Callable[[Message], dict[str, Any]]:
             lines.append("    x = x if x else None")
         lines.append(f"    out[{f.name!r}] = x")
     if desc.full_name == _CONTENT_BLOCK:
-        lines.append("    _block_text(m, out, True)")
+        lines.append("    _typed_block(m, out)" if typed else "    _block_text(m, out, True)")
     lines.append("    return out")
     exec("\n".join(lines) + "\n", names)  # noqa: S102 - the code is made here, from field names
     function: Callable[[Message], dict[str, Any]] = names["read"]
@@ -551,6 +610,12 @@ def to_proto_response(op: str, response: Mapping[str, Any] | BaseModel) -> Messa
 def from_proto_response(op: str, message: Message) -> dict[str, Any]:
     """Exactly the JSON `dispatch` returns, from the op's proto response."""
     return message_to_json(_check(op, message, response_class(op)), full=True)
+
+
+def response_model(op: str, message: Message, model: type[M]) -> M:
+    """`model` (the op's response model) validated straight from the op's proto response, with
+    no JSON between: what the typed client methods answer."""
+    return model.model_validate(_read_typed(_check(op, message, response_class(op))))
 
 
 # ---------------------------------------------------------------- the schema, checked

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -63,7 +63,8 @@ class LightClient:
     """`dispatch(op, request) -> dict` over one keep-alive connection; errors raise `CMPError`.
     An error carrying `retry_after` is retried up to `retries` times."""
 
-    def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 30.0, retries: int = 1) -> None:
+    def __init__(self, url: str, *, api_key: str | None = None, timeout: float | None = 30.0, retries: int = 1,
+                 headers: Mapping[str, str] | None = None) -> None:
         self.url = url.rstrip("/")
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -73,24 +74,38 @@ class LightClient:
         self._prefix = parts.path
         self._served = 0  # responses read on the current connection
         self.retries = retries
-        self.headers = {"content-type": "application/json", "accept": "application/json"}
+        self.headers = {"content-type": "application/json", "accept": "application/json", **(headers or {})}
         if api_key:
             self.headers["authorization"] = f"Bearer {api_key}"
 
     def dispatch(self, op: str, request: dict[str, Any] | None = None) -> dict[str, Any]:
         spec = operation(op)
         path, params, body = request_parts(spec, request or {})
-        target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
         payload = json.dumps(body).encode() if body is not None else None
+        status, data = self.call(spec.http.method, path, params, payload)
+        return json.loads(data) if status != 204 and data else {}
+
+    def call(self, method: str, path: str, params: dict[str, Any], payload: bytes | None) -> tuple[int, bytes]:
+        """(status, body) of a successful exchange; an error answer raises the server's CMP
+        error, retried while it carries `retry_after` and retries are left."""
+        target = self._prefix + path + (f"?{urlencode(params)}" if params else "")
         for attempt in range(self.retries + 1):
-            status, data = self._send(spec.http.method, target, payload)
+            status, data = self._send(method, target, payload)
             if 200 <= status < 300:
-                return json.loads(data) if status != 204 and data else {}
+                return status, data
             error = error_from(status, data)
             if error.retry_after is None or attempt >= self.retries:
                 raise error
             time.sleep(float(error.retry_after or 1))
         raise AssertionError("unreachable")
+
+    def get(self, path: str, timeout: float | None = None) -> Any:
+        """The JSON answer of `GET path` whatever its status (the probes answer 503 with JSON)."""
+        status, data = self._send("GET", self._prefix + path, None, timeout)
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise error_from(status, data) from None
 
     def _send(self, method: str, target: str, payload: bytes | None,
               timeout: float | None = None) -> tuple[int, bytes]:
@@ -129,11 +144,7 @@ class LightClient:
     def health(self, timeout: float | None = None) -> dict[str, Any]:
         """The server's liveness answer (`{"status": "ok"}`, without touching its engine);
         raises SERVER_UNREACHABLE when nothing answers within `timeout` (default: the client's)."""
-        status, data = self._send("GET", self._prefix + "/health", None, timeout)
-        try:
-            answer = json.loads(data)
-        except ValueError:
-            raise error_from(status, data) from None
+        answer = self.get("/health", timeout)
         return answer if isinstance(answer, dict) else {"status": str(answer)}
 
     def close(self) -> None:
