@@ -66,7 +66,8 @@ try:
         groups = group.groups - groups_before
 finally:
     shutil.rmtree(work, ignore_errors=True)
-print(json.dumps({"p50_ms": latencies[len(latencies) // 2] * 1000, "p95_ms": latencies[int(len(latencies) * 0.95)] * 1000,
+print(json.dumps({"p50_ms": latencies[len(latencies) // 2] * 1000,
+                  "p95_ms": latencies[int(len(latencies) * 0.95)] * 1000,
                   "cpu_ms": cpu / calls * 1000, "many_per_s": writers * per / wall,
                   "many_cpu_ms": many_cpu / (writers * per) * 1000, "per_group": writers * per / max(groups, 1)}))
 """
