@@ -74,6 +74,8 @@ def test_a_full_disk_is_storage_full_and_the_server_recovers_without_a_restart(s
             for n in range(50):
                 word = f"before{n}x"
                 acknowledged[store(client, f"note {word} " + os.urandom(2000).hex()).json()["record_id"]] = word
+            some_id, word = next(iter(acknowledged.items()))
+            assert found(client, word) == [some_id]  # a search commits the text index: what it held stays searchable
             fill(filler)
 
             refused = None
@@ -89,7 +91,6 @@ def test_a_full_disk_is_storage_full_and_the_server_recovers_without_a_restart(s
             assert client.get("/health").status_code == 200  # reads go on
             assert client.get("/readiness").status_code == 200
             assert client.get("/v1/introspect/stats").json()["records_by_store"]["semantic"] == len(acknowledged)
-            some_id, word = next(iter(acknowledged.items()))
             assert client.get(f"/v1/introspect/record/{some_id}").status_code == 200
             assert found(client, word) == [some_id]
 
