@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import gc
 import threading
+import uuid
 from collections.abc import Iterator
 
 import pytest
 
 import cerememory
 from cerememory import collector
+from cerememory.cmp import messages as m
 from cerememory.cmp.errors import CMPError
+from cerememory.model import StoreType, built, new_id, new_ids
 
 
 @pytest.fixture
@@ -66,3 +69,41 @@ def test_a_batch_runs_with_the_collector_paused_and_resumes_it(collecting: None,
     mem.store("a single store leaves the collector alone")
     assert states == [False, True]
     assert gc.isenabled()
+
+
+def test_ids_made_together_are_unique_and_in_order() -> None:
+    ids = [*new_ids(5000), new_id(), *new_ids(3)]  # 5000 in one millisecond run past the 12-bit counter
+    assert ids == sorted(ids)
+    assert len(set(ids)) == len(ids)
+    assert all(i.version == 7 and i.variant == uuid.RFC_4122 and uuid.UUID(str(i)) == i for i in ids)
+
+
+def test_a_built_model_is_the_one_pydantic_would_construct() -> None:
+    values = {"record_id": new_id(), "store": StoreType.SEMANTIC, "initial_fidelity": 0.75,
+              "associations_created": 2}
+    made = built(m.EncodeStoreResponse, dict(values))
+    assert made == m.EncodeStoreResponse.model_construct(**values) == m.EncodeStoreResponse(**values)
+    assert made.model_dump_json() == m.EncodeStoreResponse(**values).model_dump_json()
+    with pytest.raises(TypeError, match="every field in order"):
+        built(m.EncodeStoreResponse, {"store": StoreType.SEMANTIC, "record_id": new_id(), "initial_fidelity": 1.0,
+                                      "associations_created": 0})
+
+
+def test_batch_records_read_back_as_a_single_store_writes_them(mem: cerememory.Memory) -> None:
+    """Records of one batch share their fresh fidelity and absent meta; each reads back whole."""
+    rows = [{"content": {"blocks": [{"text": f"note {i}"}]}, "metadata": {"i": i}} for i in range(3)]
+    rows.append({"content": {"blocks": [{"text": "glad"}], "summary": "a fact"},
+                 "emotion": {"joy": 1.0, "intensity": 1.0}, "context": {"session_id": "s1"},
+                 "meta": {"intent": "remember"}})
+    answer = mem.store_batch(rows)
+    single = mem.store("on its own", metadata={"i": 9})
+    got = [mem.inspect(r.record_id) for r in answer.results]
+    alone = mem.inspect(single.record_id)
+    assert [r.metadata.get("i") for r in got] == [0, 1, 2, None]
+    assert [r.store for r in got] == [StoreType.EPISODIC] * 3 + [StoreType.SEMANTIC]
+    kept = {"decay_rate", "emotional_anchor", "reinforcement_count", "stability"}  # score decays with the clock
+    assert got[0].fidelity.model_dump(include=kept) == alone.fidelity.model_dump(include=kept)
+    assert got[3].fidelity.emotional_anchor == 1.5 and got[0].fidelity.emotional_anchor == 1.0
+    assert got[3].metadata["_context"] == {"session_id": "s1"} and got[3].meta.intent == "remember"
+    assert got[0].meta.trigger == "encode.batch" and alone.meta.trigger == "encode.store"
+    assert [r.initial_fidelity for r in answer.results] == [1.0] * 4
