@@ -626,14 +626,18 @@ def normalise_meta(meta: MetaMemory | None, trigger: str, now: datetime | None =
 
 
 M = TypeVar("M", bound=BaseModel)
+_FIELD_NAMES: dict[type[BaseModel], list[str]] = {}
 
 
 def built(cls: type[M], values: dict[str, Any]) -> M:
     """`cls.model_construct(**values)` for trusted `values` that name every field of `cls` in
     its order (the order a dump follows), for a model without private attributes: one object,
     no pass over the model's fields. A batch builds a thousand records and their answers so."""
-    if list(values) != list(cls.model_fields):
-        raise TypeError(f"{cls.__name__}: give every field in order: {', '.join(cls.model_fields)}")
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = list(cls.model_fields)  # a class property: read once per class
+    if list(values) != names:
+        raise TypeError(f"{cls.__name__}: give every field in order: {', '.join(names)}")
     model = cls.__new__(cls)
     object.__setattr__(model, "__dict__", values)
     object.__setattr__(model, "__pydantic_fields_set__", set(values))
