@@ -6,7 +6,9 @@ import gc
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 import cerememory
@@ -107,3 +109,51 @@ def test_batch_records_read_back_as_a_single_store_writes_them(mem: cerememory.M
     assert got[3].metadata["_context"] == {"session_id": "s1"} and got[3].meta.intent == "remember"
     assert got[0].meta.trigger == "encode.batch" and alone.meta.trigger == "encode.store"
     assert [r.initial_fidelity for r in answer.results] == [1.0] * 4
+
+
+def _row(text: str, embedding: object = None, **more: object) -> dict:
+    block: dict = {"text": text}
+    if embedding is not None:
+        block["embedding"] = embedding
+    return {"content": {"blocks": [block]}, **more}
+
+
+def _nested(levels: int) -> dict:
+    value: dict = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("bad", [
+    [_row("fine", [0.1, 0.2]), _row("nan", [0.1, float("nan")])],
+    [_row("inf", [float("inf"), 0.0])],
+    [_row("empty", [])],
+    [_row("a bool is no number", [True, 0.5])],
+    [_row("text is no number", ["0.5", 0.5])],
+    [_row("deep", [0.1, 0.2], metadata=_nested(40))],
+    [_row(f"r{i}", [0.1, 0.2]) for i in range(1001)],
+], ids=["nan", "inf", "empty", "bool", "string", "deep", "too-many"])
+def test_a_bad_vector_batch_is_refused_whole_with_a_validation_error(mem: cerememory.Memory, bad: list) -> None:
+    kept = mem.store_batch([_row("kept", [1.0, 0.0])]).results[0].record_id
+    with pytest.raises(CMPError) as caught:
+        mem.store_batch(bad)
+    assert caught.value.code.value == "VALIDATION_ERROR" and caught.value.message
+    assert mem.stats().total_records == 1
+    assert [hit.record.id for hit in mem.recall(embedding=[1.0, 0.0], limit=5).memories] == [kept]
+
+
+def test_a_batch_of_vectors_is_searchable_and_survives_a_reopen(data_dir: Path) -> None:
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((300, 16))
+    with cerememory.open(data_dir, semantic="off") as mem:
+        ids = [r.record_id for r in mem.store_batch(
+            [_row(f"note {i}", matrix[i].tolist()) for i in range(300)]).results]
+        mem.store_batch([_row("other width", [0.5, 0.5, 0.5])])
+        before = [mem.recall(embedding=matrix[i].tolist(), limit=1).memories[0].record.id for i in (0, 150, 299)]
+    assert before == [ids[0], ids[150], ids[299]]
+    with cerememory.open(data_dir, semantic="off") as mem:
+        assert mem.stats().total_records == 301
+        assert [mem.recall(embedding=matrix[i].tolist(), limit=1).memories[0].record.id
+                for i in (0, 150, 299)] == before
+        assert mem.recall("note 150", limit=1).memories[0].record.id == ids[150]
