@@ -157,3 +157,14 @@ def test_a_batch_of_vectors_is_searchable_and_survives_a_reopen(data_dir: Path) 
         assert [mem.recall(embedding=matrix[i].tolist(), limit=1).memories[0].record.id
                 for i in (0, 150, 299)] == before
         assert mem.recall("note 150", limit=1).memories[0].record.id == ids[150]
+
+
+def test_pauses_that_overlap_without_end_still_collect(collecting: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    collections: list[int] = []
+    monkeypatch.setattr(gc, "collect", lambda *args: collections.append(1) or 0)
+    monkeypatch.setattr(collector, "LONGEST_PAUSE_S", 0.0)
+    with collector.paused():
+        with collector.paused():
+            pass  # another burst still runs: the collector stays off, but collects once now
+        assert collections == [1] and not gc.isenabled()
+    assert collections == [1] and gc.isenabled()
