@@ -646,7 +646,6 @@ def built(cls: type[M], values: dict[str, Any]) -> M:
     return model
 
 
-
 class MemoryRecord(Model):
     id: uuid.UUID = Field(default_factory=new_id)
     store: StoreType
