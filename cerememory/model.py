@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from itertools import repeat
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -47,22 +47,33 @@ _uuid7_last = (0, 0)
 
 def new_id() -> uuid.UUID:
     """A UUIDv7: time-ordered, so ids sort by creation and index locality stays good."""
+    return new_ids(1)[0]
+
+
+_RANDOM_BITS = (1 << 62) - 1
+
+
+def new_ids(count: int) -> list[uuid.UUID]:
+    """`count` UUIDv7s in creation order, with one clock read and one draw of random bytes for
+    all (a batch makes a thousand). Within a millisecond the 12-bit counter after the time
+    orders them; a counter that runs out carries into the next millisecond, so ids made in one
+    process always sort in the order they were made."""
     global _uuid7_last
     with _uuid7_lock:
         ms = time.time_ns() // 1_000_000
         last_ms, last_seq = _uuid7_last
         if ms <= last_ms:
-            ms, seq = last_ms, last_seq + 1
+            start = (last_ms << 12 | last_seq) + 1
         else:
-            seq = int.from_bytes(os.urandom(2), "big") & 0x3FF
-        _uuid7_last = (ms, seq)
-    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
-    value = (ms & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= (seq & 0xFFF) << 64
-    value |= 0b10 << 62
-    value |= rand
-    return _uuid_of_int(value)
+            start = ms << 12 | int.from_bytes(os.urandom(2), "big") & 0x3FF
+        end = start + count - 1
+        _uuid7_last = (end >> 12, end & 0xFFF)
+    rand = os.urandom(8 * count)
+    return [
+        _uuid_of_int((counter >> 12 & (1 << 48) - 1) << 80 | 0x7 << 76 | (counter & 0xFFF) << 64 | 0b10 << 62
+                     | int.from_bytes(rand[8 * i:8 * i + 8], "big") & _RANDOM_BITS)
+        for i, counter in enumerate(range(start, end + 1))
+    ]
 
 
 def _uuid_of_int(number: int) -> uuid.UUID:
@@ -626,6 +637,27 @@ def normalise_meta(meta: MetaMemory | None, trigger: str, now: datetime | None =
 
 
 # ---------------------------------------------------------------- records
+
+
+M = TypeVar("M", bound=BaseModel)
+_FIELD_NAMES: dict[type[BaseModel], list[str]] = {}
+
+
+def built(cls: type[M], values: dict[str, Any]) -> M:
+    """`cls.model_construct(**values)` for trusted `values` that name every field of `cls` in
+    its order (the order a dump follows), for a model without private attributes: one object,
+    no pass over the model's fields. A batch builds a thousand records and their answers so."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = list(cls.model_fields)  # a class property: read once per class
+    if list(values) != names:
+        raise TypeError(f"{cls.__name__}: give every field in order: {', '.join(names)}")
+    model = cls.__new__(cls)
+    object.__setattr__(model, "__dict__", values)
+    object.__setattr__(model, "__pydantic_fields_set__", set(values))
+    object.__setattr__(model, "__pydantic_extra__", None)
+    object.__setattr__(model, "__pydantic_private__", None)
+    return model
 
 
 class MemoryRecord(Model):

@@ -30,8 +30,8 @@ from cerememory.model import (
     StoreType,
 )
 from cerememory.storage import codec
+from cerememory.stores.bodies import BODY_FIELDS, NOT_IN_BODY, record_bodies
 from cerememory.stores.journal import BODY_FIELDS as RAW_BODY
-from cerememory.stores.records import BODY_FIELDS
 from cerememory.transport import grpc_convert
 
 unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
@@ -94,6 +94,14 @@ def test_record_body_round_trips_through_the_codec(record: MemoryRecord):
     blob = codec.pack_model(record, include=BODY_FIELDS)
     rest = record.model_dump(exclude=BODY_FIELDS)
     assert codec.unpack_model(MemoryRecord, blob, **rest) == record
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(records, min_size=1, max_size=3), emotions, metas)
+def test_record_bodies_are_the_codec_dump_byte_for_byte(batch: list[MemoryRecord], emotion: EmotionVector,
+                                                        meta: MetaMemory):
+    batch += [record.model_copy(update={"emotion": emotion, "meta": meta}) for record in batch]  # shared parts
+    assert record_bodies(batch) == [codec.pack_model(r, include=BODY_FIELDS, exclude=NOT_IN_BODY) for r in batch]
 
 
 @settings(max_examples=150, deadline=None)

@@ -108,3 +108,16 @@ def test_the_int8_bound_holds_for_every_row() -> None:
         exact = matrix.astype(np.float64) @ query.astype(np.float64)
         bound = small.errors * (1 + q.errors[0]) + q.errors[0]
         assert np.all(np.abs(exact - approx) <= bound + 1e-6)
+
+
+def test_adding_an_id_again_replaces_its_vector_in_its_dimension_or_another() -> None:
+    index = VectorIndex()
+    ids = [uuid.uuid4() for _ in range(4)]
+    index.add(ids, [0] * 4, np.eye(4, dtype=np.float32))
+    index.add([uuid.uuid4(), ids[1]], [0, 0], np.eye(4, dtype=np.float32)[[3, 0]])  # one new, one again
+    assert len(index) == 5
+    assert {i for i, score in index.search([1, 0, 0, 0], 5) if score > 0.99} == {ids[0], ids[1]}
+    index.add([ids[2]], [0], np.ones((1, 3), dtype=np.float32) / np.sqrt(3))  # now 3-d
+    assert len(index) == 5
+    assert ids[2] not in {i for i, _ in index.search([0, 0, 1, 0], 5)}
+    assert [i for i, _ in index.search([1, 1, 1], 5)] == [ids[2]]

@@ -10,10 +10,12 @@ operations themselves are declared in `operations.py`.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ValidationError
 
+from ..collector import paused
 from ..progress import ProgressFn
 from ..security.audit import running
 from ..storage.full import is_disk_full, storage_full
@@ -93,27 +95,8 @@ class Dispatcher:
         try:
             op = operation(name)
             options = self._options(op, sink=sink, progress=progress)
-            parsed = parse_request(name, request)
-            method = getattr(self.engine, op.method, None)
-            if method is None:
-                raise CMPError(
-                    ErrorCode.NOT_IMPLEMENTED,
-                    f"{name} is not implemented by this server yet",
-                    hint="see `cerememory --help` for the operations available",
-                    details={"operation": name},
-                )
-            audit = self.engine.audit
-            with collecting() as touched, running(name) as run:
-                try:
-                    result: BaseModel | None = method(parsed, **options)
-                except Exception as exc:
-                    if audit is not None and run.intents:
-                        audit.record_failure(name, parsed, exc, touched)
-                    raise
-            result = result if result is not None else m.Empty()
-            if audit is not None and op.audited:
-                audit.record(name, parsed, result, touched)
-            return result
+            with paused() if op.bulk else nullcontext():
+                return self._run(op, request, options)
         except CMPError as exc:
             code = exc.code.value
             raise
@@ -126,6 +109,30 @@ class Dispatcher:
         finally:
             if self.metrics is not None:
                 self.metrics.observe(name, time.perf_counter() - started, code)
+
+    def _run(self, op: Operation, request: dict[str, Any] | BaseModel | None, options: dict[str, Any]) -> BaseModel:
+        name = op.name
+        parsed = parse_request(name, request)
+        method = getattr(self.engine, op.method, None)
+        if method is None:
+            raise CMPError(
+                ErrorCode.NOT_IMPLEMENTED,
+                f"{name} is not implemented by this server yet",
+                hint="see `cerememory --help` for the operations available",
+                details={"operation": name},
+            )
+        audit = self.engine.audit
+        with collecting() as touched, running(name) as run:
+            try:
+                result: BaseModel | None = method(parsed, **options)
+            except Exception as exc:
+                if audit is not None and run.intents:
+                    audit.record_failure(name, parsed, exc, touched)
+                raise
+        result = result if result is not None else m.Empty()
+        if audit is not None and op.audited:
+            audit.record(name, parsed, result, touched)
+        return result
 
     def dispatch(self, name: str, request: dict[str, Any] | BaseModel | None = None, *,
                  plain: bool = False) -> dict[str, Any]:

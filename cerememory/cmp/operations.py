@@ -63,6 +63,7 @@ class Operation:
     mcp: Tool | None = None
     audited: bool = True  # it changes stored data or its policy, or copies the data out
     options: frozenset[str] = frozenset()  # call options passed through to the engine method
+    bulk: bool = False  # a thousand records at once: the cyclic collector waits (collector.py)
 
     @property
     def method(self) -> str:
@@ -93,8 +94,9 @@ def _model(name: str) -> type[BaseModel]:
 
 
 def _op(name: str, request: str, response: str, summary: str, http: Route, rpc: str, *,
-        mcp: Tool | None = None, audited: bool = True, options: tuple[str, ...] = ()) -> Operation:
-    return Operation(name, request, response, summary, http, rpc, mcp, audited, frozenset(options))
+        mcp: Tool | None = None, audited: bool = True, options: tuple[str, ...] = (),
+        bulk: bool = False) -> Operation:
+    return Operation(name, request, response, summary, http, rpc, mcp, audited, frozenset(options), bulk)
 
 
 POST, GET, PATCH, PUT, DELETE = "POST", "GET", "PATCH", "PUT", "DELETE"
@@ -110,7 +112,7 @@ _OPS = [
         "Store up to 1000 records at once, linking the turns of each session in sequence, across "
         "batches (or, optionally, all records of the batch); `associations_inferred` counts the edges made.",
         Route(POST, "/v1/encode/batch"), "EncodeBatch",
-        mcp=Tool("batch_store", "Remember many things at once (one transaction).")),
+        mcp=Tool("batch_store", "Remember many things at once (one transaction)."), bulk=True),
     _op("encode.update", "EncodeUpdateRequest", "Empty",
         "Replace the content, emotion, metadata or meta-memory of a record, or move it to another store.",
         Route(PATCH, "/v1/encode/{record_id}"), "EncodeUpdate",
@@ -124,7 +126,7 @@ _OPS = [
     _op("encode.batch_raw", "EncodeBatchRawRequest", "EncodeBatchRawResponse",
         "Append up to 1000 verbatim records to the raw journal.",
         Route(POST, "/v1/encode/raw/batch"), "EncodeBatchRaw",
-        mcp=Tool("batch_store_raw", "Append many verbatim records to the raw journal at once.")),
+        mcp=Tool("batch_store_raw", "Append many verbatim records to the raw journal at once."), bulk=True),
     _op("encode.update_raw", "EncodeUpdateRawRequest", "Empty",
         "Suppress a raw journal record or change its visibility or secrecy.",
         Route(PATCH, "/v1/encode/raw/{record_id}"), "EncodeUpdateRaw",

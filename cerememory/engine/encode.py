@@ -16,7 +16,8 @@ from ..model import (
     MemoryRecord,
     RawJournalRecord,
     StoreType,
-    new_id,
+    built,
+    new_ids,
     normalise_meta,
     to_ts,
 )
@@ -41,33 +42,31 @@ class Encoding:
         self.writer = writer
 
     def build_records(self, reqs: Sequence[m.EncodeStoreRequest], op: str, now: datetime) -> list[MemoryRecord]:
-        """Records from validated requests; constructed without re-validating what already was."""
-        no_meta = normalise_meta(None, op, now)  # shared: records are never mutated in place
+        """Records from validated requests, each built once without re-validating what already
+        was. What requests share (the absent meta, a store's fresh fidelity at one emotional
+        anchor) is one object for all of them: records are never mutated in place."""
+        no_meta = normalise_meta(None, op, now)
         neutral = EmotionVector()
+        fidelities: dict[tuple[StoreType, float], FidelityState] = {}
         records = []
-        for req in reqs:
+        for record_id, req in zip(new_ids(len(reqs)), reqs, strict=True):
             store, emotion = route(req), req.emotion or neutral
-            params = self.core.params[store]
+            anchor = float(decay.emotion_factor(emotion.intensity))
+            fidelity = fidelities.get((store, anchor))
+            if fidelity is None:
+                params = self.core.params[store]
+                fresh = {**FRESH_FIDELITY, "last_decay_tick": now, "stability": params.stability,
+                         "decay_rate": params.exponent, "emotional_anchor": anchor}
+                fidelity = fidelities[store, anchor] = built(
+                    FidelityState, {name: fresh[name] for name in FidelityState.model_fields})
             metadata = dict(req.metadata or {})
             if req.context is not None:
                 metadata["_context"] = req.context.model_dump(mode="json", exclude_none=True)
-            records.append(MemoryRecord.model_construct(
-                id=new_id(),
-                store=store,
-                created_at=req.created_at or now,
-                updated_at=now,
-                last_accessed_at=now,
-                access_count=0,
-                content=req.content,
-                fidelity=FidelityState.model_construct(
-                    **FRESH_FIDELITY, last_decay_tick=now, stability=params.stability, decay_rate=params.exponent,
-                    emotional_anchor=float(decay.emotion_factor(emotion.intensity))),
-                emotion=emotion,
-                associations=[],
-                metadata=metadata,
-                version=1,
-                meta=no_meta if req.meta is None else normalise_meta(req.meta, op, now),
-            ))
+            records.append(built(MemoryRecord, {
+                "id": record_id, "store": store, "created_at": req.created_at or now, "updated_at": now,
+                "last_accessed_at": now, "access_count": 0, "content": req.content, "fidelity": fidelity,
+                "emotion": emotion, "associations": [], "metadata": metadata, "version": 1,
+                "meta": no_meta if req.meta is None else normalise_meta(req.meta, op, now)}))
         return records
 
     def store(self, req: m.EncodeStoreRequest) -> m.EncodeStoreResponse:
@@ -106,8 +105,8 @@ class Encoding:
         self.writer.add(write)
         inferred = len(asked) + write.session_links
         results = [
-            m.EncodeStoreResponse(record_id=r.id, store=r.store, initial_fidelity=r.fidelity.score,
-                                  associations_created=n)
+            built(m.EncodeStoreResponse, {"record_id": r.id, "store": r.store, "initial_fidelity": r.fidelity.score,
+                                          "associations_created": n})
             for r, n in zip(records, manual_counts, strict=True)
         ]
         return results, inferred

@@ -22,7 +22,7 @@ from ..cmp.errors import CMPError, ErrorCode
 from ..embed.base import normalise_rows
 from ..limits import check_answerable
 from ..model import StoreType, from_ts, iso_utc, to_ts
-from ..stores.records import BODY_FIELDS
+from ..stores.bodies import BODY_FIELDS
 from ..stores.undecodable import collect
 from .core import EngineCore
 

@@ -79,7 +79,7 @@ class _Group:
         self.searched = False
 
     def add(self, ids: Sequence[uuid.UUID], codes: Sequence[int], rows: np.ndarray) -> None:
-        if self.row_of:  # replacing: an empty group (loading at open) has nothing to replace
+        if not self.row_of.keys().isdisjoint(ids):  # replacing (new records, the usual case, never are)
             self.remove([i for i in ids if i in self.row_of])
         n, need = len(self.ids), len(self.ids) + len(ids)
         if n == 0 and len(ids) > len(self.matrix) and rows.dtype == np.float32 and rows.flags.c_contiguous \
@@ -188,7 +188,7 @@ class VectorIndex:
         if not len(ids):
             return
         with self._lock:
-            if self._dim_of:
+            if not self._dim_of.keys().isdisjoint(ids):  # one pass in C: new records are the usual case
                 for record_id in ids:
                     self._discard(record_id)
             dim: int = rows.shape[1]

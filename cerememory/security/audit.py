@@ -223,8 +223,9 @@ def _ids_in(value: Any, out: list[uuid.UUID], depth: int = 0) -> list[uuid.UUID]
         for item in value:
             _ids_in(item, out, depth + 1)
     elif isinstance(value, BaseModel) and depth < 3:
+        fields = type(value).model_fields  # a missing attribute costs pydantic a raised error
         for name in _ID_FIELDS:
-            found = getattr(value, name, None)
+            found = getattr(value, name) if name in fields else None
             if found is not None:
                 _ids_in(found, out, depth + 1)
     return out

@@ -22,15 +22,12 @@ from ..model import FidelityState, MemoryRecord, StoreType, from_ts
 from ..storage import codec
 from ..storage.base import HEAD_COLUMNS, RecordRows, StoredHeads, Tables
 from ..storage.crypto import PLAINTEXT, Sealer
+from .bodies import record_bodies
 from .columns import HeadColumns
 from .heads import STORES, Head, HeadTable
 from .undecodable import UndecodableLog, UndecodableRecord
 
 TOUCHED_LIMIT = 10_000  # reinforced heads patched into the columns; past it they are rebuilt
-BODY_FIELDS = {"content", "emotion", "metadata", "meta"}
-# A block's embedding is the record's vector: it lives once, in the vectors table (and the RAM
-# index), not again in every body, which it would make ten times larger.
-NOT_IN_BODY = {"content": {"blocks": {"__all__": {"embedding"}}}}
 
 
 def _head_columns(ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> dict[str, list]:
@@ -232,7 +229,7 @@ class RecordStore:
         `heads` are written as given (an import restores archived decay state exactly)."""
         heads = list(heads) if heads is not None else [self._head_for(r) for r in records]
         columns = _head_columns([r.id for r in records], heads)
-        bodies = [codec.pack_model(r, include=BODY_FIELDS, exclude=NOT_IN_BODY) for r in records]
+        bodies = record_bodies(records)
         columns["body"] = self.sealer.seal_many(columns["id"], bodies)
         uow.records.insert(columns, replace=replace)
         return Written(columns["id"], heads, bodies)

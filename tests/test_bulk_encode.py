@@ -1,0 +1,170 @@
+"""encode.batch in bulk: the collector's pause, and batches with caller vectors."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cerememory
+from cerememory import collector
+from cerememory.cmp import messages as m
+from cerememory.cmp.errors import CMPError
+from cerememory.model import StoreType, built, new_id, new_ids
+
+
+@pytest.fixture
+def collecting() -> Iterator[None]:
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    if not was:
+        gc.disable()
+
+
+def test_pauses_nest_across_threads_and_the_last_one_resumes(collecting: None) -> None:
+    first_in, second_out = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def other() -> None:
+        with collector.paused():
+            first_in.set()
+            second_out.wait(5)
+            seen.append(gc.isenabled())  # the main thread's pause ended meanwhile
+
+    thread = threading.Thread(target=other)
+    with collector.paused():
+        thread.start()
+        first_in.wait(5)
+        assert not gc.isenabled()
+    second_out.set()
+    thread.join(5)
+    assert seen == [False]
+    assert gc.isenabled()
+
+
+def test_a_collector_the_process_turned_off_stays_off(collecting: None) -> None:
+    gc.disable()
+    with collector.paused():
+        pass
+    assert not gc.isenabled()
+
+
+def test_a_batch_runs_with_the_collector_paused_and_resumes_it(collecting: None, mem: cerememory.Memory) -> None:
+    states: list[bool] = []
+    encoding = mem.engine.encoding
+    build = encoding.build_records
+
+    def spy(*args: object) -> object:
+        states.append(gc.isenabled())
+        return build(*args)  # type: ignore[arg-type]
+
+    encoding.build_records = spy  # type: ignore[method-assign]
+    mem.store_batch([{"content": {"blocks": [{"text": "one"}]}}])
+    with pytest.raises(CMPError):  # a bad batch resumes the collector too
+        mem.store_batch([{"content": {"blocks": [{"text": " "}]}}])
+    mem.store("a single store leaves the collector alone")
+    assert states == [False, True]
+    assert gc.isenabled()
+
+
+def test_ids_made_together_are_unique_and_in_order() -> None:
+    ids = [*new_ids(5000), new_id(), *new_ids(3)]  # 5000 in one millisecond run past the 12-bit counter
+    assert ids == sorted(ids)
+    assert len(set(ids)) == len(ids)
+    assert all(i.version == 7 and i.variant == uuid.RFC_4122 and uuid.UUID(str(i)) == i for i in ids)
+
+
+def test_a_built_model_is_the_one_pydantic_would_construct() -> None:
+    values = {"record_id": new_id(), "store": StoreType.SEMANTIC, "initial_fidelity": 0.75,
+              "associations_created": 2}
+    made = built(m.EncodeStoreResponse, dict(values))
+    assert made == m.EncodeStoreResponse.model_construct(**values) == m.EncodeStoreResponse(**values)
+    assert made.model_dump_json() == m.EncodeStoreResponse(**values).model_dump_json()
+    with pytest.raises(TypeError, match="every field in order"):
+        built(m.EncodeStoreResponse, {"store": StoreType.SEMANTIC, "record_id": new_id(), "initial_fidelity": 1.0,
+                                      "associations_created": 0})
+
+
+def test_batch_records_read_back_as_a_single_store_writes_them(mem: cerememory.Memory) -> None:
+    """Records of one batch share their fresh fidelity and absent meta; each reads back whole."""
+    rows = [{"content": {"blocks": [{"text": f"note {i}"}]}, "metadata": {"i": i}} for i in range(3)]
+    rows.append({"content": {"blocks": [{"text": "glad"}], "summary": "a fact"},
+                 "emotion": {"joy": 1.0, "intensity": 1.0}, "context": {"session_id": "s1"},
+                 "meta": {"intent": "remember"}})
+    answer = mem.store_batch(rows)
+    single = mem.store("on its own", metadata={"i": 9})
+    got = [mem.inspect(r.record_id) for r in answer.results]
+    alone = mem.inspect(single.record_id)
+    assert [r.metadata.get("i") for r in got] == [0, 1, 2, None]
+    assert [r.store for r in got] == [StoreType.EPISODIC] * 3 + [StoreType.SEMANTIC]
+    kept = {"decay_rate", "emotional_anchor", "reinforcement_count", "stability"}  # score decays with the clock
+    assert got[0].fidelity.model_dump(include=kept) == alone.fidelity.model_dump(include=kept)
+    assert got[3].fidelity.emotional_anchor == 1.5 and got[0].fidelity.emotional_anchor == 1.0
+    assert got[3].metadata["_context"] == {"session_id": "s1"} and got[3].meta.intent == "remember"
+    assert got[0].meta.trigger == "encode.batch" and alone.meta.trigger == "encode.store"
+    assert [r.initial_fidelity for r in answer.results] == [1.0] * 4
+
+
+def _row(text: str, embedding: object = None, **more: object) -> dict:
+    block: dict = {"text": text}
+    if embedding is not None:
+        block["embedding"] = embedding
+    return {"content": {"blocks": [block]}, **more}
+
+
+def _nested(levels: int) -> dict:
+    value: dict = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("bad", [
+    [_row("fine", [0.1, 0.2]), _row("nan", [0.1, float("nan")])],
+    [_row("inf", [float("inf"), 0.0])],
+    [_row("empty", [])],
+    [_row("a bool is no number", [True, 0.5])],
+    [_row("text is no number", ["0.5", 0.5])],
+    [_row("deep", [0.1, 0.2], metadata=_nested(40))],
+    [_row(f"r{i}", [0.1, 0.2]) for i in range(1001)],
+], ids=["nan", "inf", "empty", "bool", "string", "deep", "too-many"])
+def test_a_bad_vector_batch_is_refused_whole_with_a_validation_error(mem: cerememory.Memory, bad: list) -> None:
+    kept = mem.store_batch([_row("kept", [1.0, 0.0])]).results[0].record_id
+    with pytest.raises(CMPError) as caught:
+        mem.store_batch(bad)
+    assert caught.value.code.value == "VALIDATION_ERROR" and caught.value.message
+    assert mem.stats().total_records == 1
+    assert [hit.record.id for hit in mem.recall(embedding=[1.0, 0.0], limit=5).memories] == [kept]
+
+
+def test_a_batch_of_vectors_is_searchable_and_survives_a_reopen(data_dir: Path) -> None:
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((300, 16))
+    with cerememory.open(data_dir, semantic="off") as mem:
+        ids = [r.record_id for r in mem.store_batch(
+            [_row(f"note {i}", matrix[i].tolist()) for i in range(300)]).results]
+        mem.store_batch([_row("other width", [0.5, 0.5, 0.5])])
+        before = [mem.recall(embedding=matrix[i].tolist(), limit=1).memories[0].record.id for i in (0, 150, 299)]
+    assert before == [ids[0], ids[150], ids[299]]
+    with cerememory.open(data_dir, semantic="off") as mem:
+        assert mem.stats().total_records == 301
+        assert [mem.recall(embedding=matrix[i].tolist(), limit=1).memories[0].record.id
+                for i in (0, 150, 299)] == before
+        assert mem.recall("note 150", limit=1).memories[0].record.id == ids[150]
+
+
+def test_pauses_that_overlap_without_end_still_collect(collecting: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    collections: list[int] = []
+    monkeypatch.setattr(gc, "collect", lambda *args: collections.append(1) or 0)
+    monkeypatch.setattr(collector, "LONGEST_PAUSE_S", 0.0)
+    with collector.paused():
+        with collector.paused():
+            pass  # another burst still runs: the collector stays off, but collects once now
+        assert collections == [1] and not gc.isenabled()
+    assert collections == [1] and gc.isenabled()
