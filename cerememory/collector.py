@@ -1,4 +1,4 @@
-"""Hold off Python's cyclic garbage collector during a burst of short-lived objects.
+"""Hold off Python's cyclic garbage collector while many objects are built at once.
 
 A batch of a thousand records builds tens of thousands of containers (the parsed request, the
 records, their bodies and index entries) that reference counting frees on its own. Each 700
@@ -11,6 +11,10 @@ keep it off until the last one ends, and a process that turned it off itself kee
 Bursts that overlap without end (a server taking batches from many clients at once) would keep
 it off for good: once it has been off for `LONGEST_PAUSE_S`, the burst that ends next runs one
 collection, so cyclic garbage still goes.
+
+Objects built to last as long as the engine (opening's, every head made at once) are built the
+same way and then moved out of the collector's generations (`lasting_objects`), so later full
+collections never walk them.
 """
 
 from __future__ import annotations
@@ -50,3 +54,15 @@ def paused() -> Iterator[None]:
                 collect, _since = True, time.monotonic()
         if collect:
             gc.collect()
+
+
+@contextmanager
+def lasting_objects() -> Iterator[None]:
+    """Build objects that live as long as the engine: no cyclic collection runs while they are
+    built, and afterwards they are frozen (`gc.freeze`), so later full collections skip them
+    (100k heads would double the collector's share of a decay tick)."""
+    with paused():
+        try:
+            yield
+        finally:
+            gc.freeze()

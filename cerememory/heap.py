@@ -8,10 +8,7 @@ system) this does nothing.
 
 from __future__ import annotations
 
-import gc
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 TRIM_AFTER_RECORDS = 10_000  # below this, what a bulk read leaves behind is not worth a trim
 
@@ -27,18 +24,3 @@ def release_free_memory() -> None:
         return
     trim(0)
 
-
-@contextmanager
-def lasting_objects() -> Iterator[None]:
-    """Build objects that live as long as the engine (opening, every head made at once): no
-    cyclic collection runs while they are built, and afterwards they are moved out of the
-    collector's generations (`gc.freeze`), so later full collections do not walk them (100k
-    heads would double the collector's share of a decay tick)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if collecting:
-            gc.enable()

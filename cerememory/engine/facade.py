@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 from ..cmp import messages as m
 from ..cmp.errors import CMPError
-from ..heap import TRIM_AFTER_RECORDS, lasting_objects, release_free_memory
+from ..collector import lasting_objects
+from ..heap import TRIM_AFTER_RECORDS, release_free_memory
 from ..model import MemoryRecord
 from ..progress import ProgressFn
 from ..security.audit import AuditLog

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..heap import lasting_objects
+from ..collector import lasting_objects
 from ..model import STORE_CODE, FidelityState, MemoryRecord, StoreType, from_ts, to_ts
 from ..storage.base import HEAD_COLUMNS
 from .columns import HeadColumns
