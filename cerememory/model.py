@@ -7,6 +7,7 @@ serialises to JSON (bytes as base64) and to Python values for the msgpack codec.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import threading
@@ -137,22 +138,17 @@ def _in_range(value: datetime) -> datetime:
     return value
 
 
-_ISO_TEXT: dict[datetime, str] = {}
-_ISO_KEPT = 1 << 16  # instants whose text is kept; then the table starts afresh
+INSTANTS_KEPT = 1 << 16  # instants whose wire form is kept (`iso_utc`, the gRPC Timestamp's)
 
 
+@functools.lru_cache(maxsize=INSTANTS_KEPT)
 def iso_utc(value: datetime) -> str:
     """An instant as JSON carries it: RFC 3339 in UTC, `Z` for the offset.
 
     Kept by instant (equal instants are one text, whatever their zone): a record's times are
     mostly one instant (created, updated, last accessed, captured), and an answer repeats the
     records of the answers before it, so most values cost a lookup instead of formatting."""
-    text = _ISO_TEXT.get(value)
-    if text is None:
-        if len(_ISO_TEXT) >= _ISO_KEPT:
-            _ISO_TEXT.clear()
-        text = _ISO_TEXT[value] = value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-    return text
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 UtcDatetime = Annotated[datetime, BeforeValidator(_as_utc), PlainSerializer(iso_utc, when_used="json")]

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import Enum
-from functools import cache
+from functools import cache, lru_cache
 from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 from google.protobuf import empty_pb2, json_format, struct_pb2
@@ -37,7 +37,7 @@ from pydantic_core import to_jsonable_python
 from ..cmp import messages as m
 from ..cmp.dispatch import OPERATIONS, Operation, operation
 from ..cmp.errors import CMPError, ErrorCode
-from ..model import Bytes, Modality, UtcDatetime
+from ..model import INSTANTS_KEPT, Bytes, Modality, UtcDatetime
 from ..v1 import cerememory_pb2 as pb
 
 SERVICE: ServiceDescriptor = pb.DESCRIPTOR.services_by_name["CerememoryService"]
@@ -256,22 +256,13 @@ def _text_of(value: Any) -> Any:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-_TIMESTAMPS: dict[datetime, dict[str, int]] = {}
-_TIMESTAMPS_KEPT = 1 << 16  # instants whose fields are kept; then the table starts afresh
-
-
+@lru_cache(maxsize=INSTANTS_KEPT)
 def _timestamp(value: datetime) -> dict[str, int]:
     """A Timestamp's fields, in integers (what `Timestamp.FromDatetime` gives, without its detour
     through a time tuple). Kept by instant, as `model.iso_utc` keeps its text: a record's times
     are mostly one instant, and answers repeat records. (The constructor only reads the dict.)"""
-    fields = _TIMESTAMPS.get(value)
-    if fields is None:
-        if len(_TIMESTAMPS) >= _TIMESTAMPS_KEPT:
-            _TIMESTAMPS.clear()
-        since = (value if value.tzinfo is not None else value.replace(tzinfo=UTC)) - _EPOCH
-        fields = _TIMESTAMPS[value] = {"seconds": since.days * 86400 + since.seconds,
-                                       "nanos": since.microseconds * 1000}
-    return fields
+    since = (value if value.tzinfo is not None else value.replace(tzinfo=UTC)) - _EPOCH
+    return {"seconds": since.days * 86400 + since.seconds, "nanos": since.microseconds * 1000}
 
 
 def _datetime(value: Message) -> datetime:
