@@ -96,7 +96,7 @@ def test_record_body_round_trips_through_the_codec(record: MemoryRecord):
     assert codec.unpack_model(MemoryRecord, blob, **rest) == record
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(st.lists(records, min_size=1, max_size=3), emotions, metas)
 def test_record_bodies_are_the_codec_dump_byte_for_byte(batch: list[MemoryRecord], emotion: EmotionVector,
                                                         meta: MetaMemory):
