@@ -3,6 +3,7 @@ directory, and a runner for the `cerememory` CLI as a real subprocess."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -90,9 +91,30 @@ def cli(data_dir: Path, tmp_path: Path):
     return run
 
 
+PORT_BLOCK = 1000  # ports per test worker, from FIRST_PORT up
+FIRST_PORT = 20000
+_next_port = itertools.count()
+
+
 def free_port() -> int:
+    """A free loopback port from this worker's own block, below the kernel's ephemeral range. A
+    port the kernel picks (binding port 0) may be handed out again as the source port of any
+    outgoing connection before the server binds it, and another worker never picks from this
+    block. Where the ephemeral range starts too low for the blocks, the kernel picks."""
     import socket
 
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    start = FIRST_PORT + PORT_BLOCK * (int(worker) if worker.isdigit() else 0)
+    ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]) \
+        if Path("/proc/sys/net/ipv4/ip_local_port_range").exists() else 0
+    for _ in range(PORT_BLOCK if start + PORT_BLOCK <= ephemeral_low else 0):
+        port = start + next(_next_port) % PORT_BLOCK
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
