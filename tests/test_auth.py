@@ -113,7 +113,7 @@ def test_a_key_anywhere_but_the_authorization_header_is_refused(keyed_server):
 def test_mcp_over_http_needs_the_bearer_key(keyed_server):
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     headers = {"accept": "application/json, text/event-stream"}
-    with httpx.Client(base_url=keyed_server.url) as h:
+    with httpx.Client(base_url=keyed_server.url, timeout=60) as h:  # a loaded machine answers slowly
         assert h.post("/mcp", json=body, headers=headers).status_code == 401
         ok = h.post("/mcp", json=body, headers={**headers, "authorization": "Bearer k-one"})
         assert ok.status_code != 401
