@@ -15,8 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import cerememory
+
+# Property tests run on a small shared machine with both cores often busy: no example may fail
+# for being slow to make or to run (wall-clock checks), and the examples are the same every run.
+settings.register_profile("cerememory", deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("cerememory")
 
 
 @pytest.fixture(autouse=True)

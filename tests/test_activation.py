@@ -20,7 +20,7 @@ def _graph(spec) -> AssociationGraph:
     return graph
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(edges, st.integers(1, 8), st.floats(0.1, 1.0), st.floats(0.0, 0.5), st.floats(0.0, 0.9))
 def test_activation_is_bounded_respects_depth_and_follows_real_edges(spec, depth, decay, threshold, min_weight):
     graph = _graph(spec)
@@ -42,7 +42,7 @@ def test_activation_is_bounded_respects_depth_and_follows_real_edges(spec, depth
         assert act.level <= level + 1e-9
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(edges, st.integers(1, 7))
 def test_deeper_spreading_never_loses_a_node_or_lowers_its_activation(spec, depth):
     graph = _graph(spec)

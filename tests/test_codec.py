@@ -88,7 +88,7 @@ records = st.builds(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(records)
 def test_record_body_round_trips_through_the_codec(record: MemoryRecord):
     blob = codec.pack_model(record, include=BODY_FIELDS)
@@ -96,7 +96,7 @@ def test_record_body_round_trips_through_the_codec(record: MemoryRecord):
     assert codec.unpack_model(MemoryRecord, blob, **rest) == record
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(st.lists(records, min_size=1, max_size=3), emotions, metas)
 def test_record_bodies_are_the_codec_dump_byte_for_byte(batch: list[MemoryRecord], emotion: EmotionVector,
                                                         meta: MetaMemory):
@@ -104,14 +104,14 @@ def test_record_bodies_are_the_codec_dump_byte_for_byte(batch: list[MemoryRecord
     assert record_bodies(batch) == [codec.pack_model(r, include=BODY_FIELDS, exclude=NOT_IN_BODY) for r in batch]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(records)
 def test_record_round_trips_through_json(record: MemoryRecord):
     wire = json.loads(json.dumps(record.model_dump(mode="json")))
     assert MemoryRecord.model_validate(wire) == record
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 @given(st.builds(RawJournalRecord, session_id=words, content=contents, meta=metas, created_at=moments,
                  derived_memory_ids=st.lists(st.uuids(), max_size=2),
                  metadata=st.dictionaries(st.text(max_size=8), json_values, max_size=3)))
@@ -126,7 +126,7 @@ def test_codec_keeps_uuids_and_times_exact(value: uuid.UUID, moment: datetime):
     assert codec.unpack(codec.pack({"id": value, "at": moment})) == {"id": value, "at": moment}
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 @given(metadata=st.dictionaries(st.text(max_size=8), json_values, max_size=4),
        spatial=st.none() | json_values)
 def test_what_a_request_may_carry_is_stored_and_answered(metadata: dict, spatial: object):
