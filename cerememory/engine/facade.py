@@ -217,10 +217,18 @@ class Engine:
     # ================================================================ encode
 
     def encode_store(self, req: m.EncodeStoreRequest) -> m.EncodeStoreResponse:
-        return self.encoding.store(req)
+        try:
+            return self.encoding.store(req)
+        finally:
+            if self._warmup is not None:
+                self._warmup.busy()
 
     def encode_batch(self, req: m.EncodeBatchRequest) -> m.EncodeBatchResponse:
-        return self.encoding.batch(req)
+        try:
+            return self.encoding.batch(req)
+        finally:
+            if self._warmup is not None:
+                self._warmup.busy()
 
     def encode_update(self, req: m.EncodeUpdateRequest) -> None:
         self.encoding.update(req)

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from itertools import compress
+from operator import attrgetter
 
 import numpy as np
 
@@ -84,7 +85,7 @@ class AssociationGraph:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._index: dict[uuid.UUID, int] = {}
+        self._index: dict[int, int] = {}  # a node's number by `uuid.int` (an int hashes in C, a UUID in Python)
         self._nodes: list[uuid.UUID] = []
         self._gone: set[int] = set()  # nodes removed (their index is kept for a later return)
         self._types: list[str] = []
@@ -97,9 +98,9 @@ class AssociationGraph:
     # ------------------------------------------------------------ ids
 
     def _node(self, node: uuid.UUID) -> int:
-        index = self._index.get(node)
+        index = self._index.get(node.int)
         if index is None:
-            index = self._index[node] = len(self._nodes)
+            index = self._index[node.int] = len(self._nodes)
             self._nodes.append(node)
         else:
             self._gone.discard(index)
@@ -152,7 +153,7 @@ class AssociationGraph:
             chosen = kept[edges.source] & kept[edges.target]
             self._nodes = (list(edges.nodes) if kept.all() else
                            [node for node, k in zip(edges.nodes, kept.tolist(), strict=True) if k])
-            self._index = dict(zip(self._nodes, range(len(self._nodes)), strict=True))
+            self._index = dict(zip(map(attrgetter("int"), self._nodes), range(len(self._nodes)), strict=True))
             number = np.full(len(edges.nodes), -1, dtype=np.int32)
             number[kept] = np.arange(len(self._nodes), dtype=np.int32)
             codes = {name: self._type(name) for name in set(edges.type)}
@@ -184,7 +185,7 @@ class AssociationGraph:
     def remove_nodes(self, ids: Iterable[uuid.UUID]) -> None:
         with self._lock:
             for node in ids:
-                index = self._index.get(node)
+                index = self._index.get(node.int)
                 if index is None or index in self._gone:
                     continue
                 self._remove_out(index)
@@ -199,7 +200,7 @@ class AssociationGraph:
         """Drop what these records point at, keeping what points at them (an overwrite)."""
         with self._lock:
             for node in ids:
-                index = self._index.get(node)
+                index = self._index.get(node.int)
                 if index is not None:
                     self._remove_out(index)
 
@@ -218,7 +219,7 @@ class AssociationGraph:
 
     def out_edges(self, node: uuid.UUID, types: Collection[str] | None = None) -> list[Edge]:
         with self._lock:
-            index = self._index.get(node)
+            index = self._index.get(node.int)
             if index is None or index in self._gone:
                 return []
             columns = self._columns
@@ -230,7 +231,7 @@ class AssociationGraph:
 
     def in_edges(self, node: uuid.UUID) -> list[Edge]:
         with self._lock:
-            index = self._index.get(node)
+            index = self._index.get(node.int)
             if index is None or index in self._gone:
                 return []
             columns = self._columns
