@@ -51,6 +51,14 @@ _Key = tuple[int, int]  # (other node, edge type code)
 _Attrs = tuple[float, float, float]  # weight, created_at, last_co_activation
 
 
+def _starts(nodes: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Where each node's run begins among `nodes` sorted (and where the last ends): counted, not
+    searched for."""
+    starts = np.zeros(n_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(nodes, minlength=n_nodes)[:n_nodes], out=starts[1:])
+    return starts
+
+
 class _Columns:
     """Edges as columns sorted by source, with offsets per source and per target."""
 
@@ -58,9 +66,9 @@ class _Columns:
         order = np.argsort(src, kind="stable")  # each source keeps its edges in the order written
         self.src, self.dst, self.kind, self.attrs = src[order], dst[order], kind[order], attrs[order]
         self.alive = np.ones(len(self.src), dtype=bool)
-        self.out_start = np.searchsorted(self.src, np.arange(n_nodes + 1))
+        self.out_start = _starts(self.src, n_nodes)
         self.by_target = np.argsort(self.dst, kind="stable").astype(np.int64)
-        self.in_start = np.searchsorted(self.dst[self.by_target], np.arange(n_nodes + 1))
+        self.in_start = _starts(self.dst, n_nodes)
 
     @classmethod
     def empty(cls) -> _Columns:
