@@ -23,7 +23,8 @@ def test_idle_once_no_request_came_for_the_quiet_time():
     warmup = Warmup(stop, quiet=1.0, clock=clock)
     clock.now = 101.5
     assert warmup.idle()
-    warmup.busy()  # a request just now: not idle until 102.5
+    with warmup.serving():  # a request answered at 101.5: not idle until 102.5
+        pass
     clock.now = 102.6
     assert warmup.idle()
 
@@ -32,11 +33,22 @@ def test_waiting_for_a_pause_ends_when_closing_begins():
     clock = FixedClock(100.0)
     stop = threading.Event()
     warmup = Warmup(stop, quiet=3600.0, clock=clock)
-    warmup.busy()
     stopper = threading.Timer(0.05, stop.set)
     stopper.start()
     assert not warmup.idle()  # would wait an hour of this clock; closing ends it
     stopper.join()
+
+
+def test_a_running_request_keeps_the_process_busy_however_long_it_takes():
+    clock = FixedClock(100.0)
+    stop = threading.Event()
+    warmup = Warmup(stop, quiet=1.0, clock=clock)
+    with warmup.serving():
+        clock.now = 200.0  # long past the quiet time, but the request still runs
+        stopper = threading.Timer(0.05, stop.set)
+        stopper.start()
+        assert not warmup.idle()
+        stopper.join()
 
 
 def test_steps_run_in_order_after_the_first_recall_each_given_the_idle_gate():
@@ -54,7 +66,11 @@ def test_steps_run_in_order_after_the_first_recall_each_given_the_idle_gate():
 
     warmup.opened(step("first"), step("second"))
     warmup.start()
-    warmup.answered()
+    with warmup.serving():  # not a recall: the steps still wait
+        pass
+    assert not ran
+    with warmup.serving(recall=True):
+        pass
     assert done.wait(60)
     stop.set()
     warmup.join()

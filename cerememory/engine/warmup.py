@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, get_args
 
 from pydantic import BaseModel
@@ -67,7 +68,9 @@ class Warmup:
         self._go = threading.Event()  # the first recall answered, or closing
         self._steps: tuple[Callable[[Idle], None], ...] = ()
         self._quiet, self._clock = quiet, clock
-        self._last = clock()  # when the last request was answered
+        self._requests = threading.Lock()
+        self._running = 0  # requests being answered now
+        self._last = clock()  # when the last one was answered
         self._thread = threading.Thread(target=self._run, name="cerememory-warm", daemon=True)
 
     def start(self) -> None:
@@ -77,21 +80,28 @@ class Warmup:
         """The stores are open: what to run after the first recall (each is given `idle`)."""
         self._steps = steps
 
-    def answered(self) -> None:
-        """A recall was answered: the cache may be warmed, once requests pause."""
-        self.busy()
-        if not self._go.is_set():
-            self._go.set()
-
-    def busy(self) -> None:
-        """A request was answered: background work waits for the next pause."""
-        self._last = self._clock()
+    @contextmanager
+    def serving(self, *, recall: bool = False) -> Iterator[None]:
+        """Around a request: background work waits while it runs and for `quiet` seconds after
+        the last one; the first recall answered lets the steps begin."""
+        with self._requests:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._requests:
+                self._running -= 1
+                self._last = self._clock()
+            if recall and not self._go.is_set():
+                self._go.set()
 
     def idle(self) -> bool:
-        """Wait until no request has been answered for `quiet` seconds: True then, False as
-        soon as closing begins instead."""
+        """Wait until no request is running and none was answered for `quiet` seconds: True
+        then, False as soon as closing begins instead."""
         while not self._stop.is_set():
-            wait = self._quiet - (self._clock() - self._last)
+            with self._requests:
+                running, last = self._running, self._last
+            wait = self._quiet if running else self._quiet - (self._clock() - last)
             if wait <= 0:
                 return True
             self._stop.wait(wait)
