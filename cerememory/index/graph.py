@@ -158,18 +158,22 @@ class AssociationGraph:
                 return
             if len(self._columns.src) or self._written or self._nodes:
                 raise RuntimeError("load() fills an empty graph; add() merges into one")
-            chosen = kept[edges.source] & kept[edges.target]
-            self._nodes = (list(edges.nodes) if kept.all() else
-                           [node for node, k in zip(edges.nodes, kept.tolist(), strict=True) if k])
-            self._index = dict(zip(map(attrgetter("int"), self._nodes), range(len(self._nodes)), strict=True))
-            number = np.full(len(edges.nodes), -1, dtype=np.int32)
-            number[kept] = np.arange(len(self._nodes), dtype=np.int32)
             codes = {name: self._type(name) for name in set(edges.type)}
             kinds = np.fromiter(map(codes.__getitem__, edges.type), dtype=np.int16, count=len(edges.type))
             last = np.where(np.isnan(edges.last_co_activation), edges.created_at, edges.last_co_activation)
             attrs = np.stack([edges.weight, edges.created_at, last], axis=1)
-            self._columns = _Columns(len(self._nodes), number[edges.source][chosen], number[edges.target][chosen],
-                                     kinds[chosen], attrs[chosen])
+            if kept.all():  # every node an end of a kept edge (the usual case): numbered as given
+                self._nodes = list(edges.nodes)
+                src, dst = edges.source.astype(np.int32), edges.target.astype(np.int32)
+            else:
+                self._nodes = [node for node, k in zip(edges.nodes, kept.tolist(), strict=True) if k]
+                number = np.full(len(edges.nodes), -1, dtype=np.int32)
+                number[kept] = np.arange(len(self._nodes), dtype=np.int32)
+                chosen = kept[edges.source] & kept[edges.target]
+                src, dst, kinds, attrs = (number[edges.source][chosen], number[edges.target][chosen], kinds[chosen],
+                                          attrs[chosen])
+            self._index = dict(zip(map(attrgetter("int"), self._nodes), range(len(self._nodes)), strict=True))
+            self._columns = _Columns(len(self._nodes), src, dst, kinds, attrs)
 
     def _drop_column_edge(self, source: int, target: int, code: int) -> None:
         columns = self._columns
