@@ -101,9 +101,12 @@ class Warmup:
         while not self._stop.is_set():
             with self._requests:
                 running, last = self._running, self._last
-            wait = self._quiet if running else self._quiet - (self._clock() - last)
-            if wait <= 0:
-                return True
+            if running:  # look again after a while: when it ends is not signalled
+                wait = max(self._quiet, 0.05)
+            else:
+                wait = self._quiet - (self._clock() - last)
+                if wait <= 0:
+                    return True
             self._stop.wait(wait)
         return False
 

@@ -111,9 +111,9 @@ def _numeric(values: Sequence[Any]) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class _Rows:
-    """Which row holds each id (by `uuid.int`: an int hashes in C, a UUID through a Python
-    method, a tenth of a second per 100k ids at open), and each row's id and head (None: not
-    made yet, or removed). Rows only grow while a table lives, except when `HeadTable` compacts
+    """Which row holds each id (by `uuid.int`: an int hashes in C, a UUID through its Python
+    `__hash__`, three times as slow to key the 100k ids read at open), and each row's id and
+    head (None: not made yet, or removed). Rows only grow while a table lives, except when `HeadTable` compacts
     them into a new `_Rows`; a reader holding an older one still finds the same heads in it."""
 
     row_of: dict[int, int] = field(default_factory=dict)
