@@ -10,11 +10,15 @@ and reports: the wall and CPU time of `cerememory.open`, the RSS right after it,
 from the start of opening to the first recall.query answered (text, semantic off), then the time
 (and CPU) of a first vector query after it and the RSS after that. CPU time and
 RSS move far less with other work on a shared machine than wall time; the load average is
-given for each run. Writes bench/results/open_ab.md and open_ab.json.
+given for each run. Both trees' modules are byte-compiled first, as an installed package's are:
+a fresh tree (`git archive`) run with PYTHONDONTWRITEBYTECODE would otherwise compile every
+module opening imports, in every process (about 0.1 s here), which no installed copy does.
+Writes bench/results/open_ab.md and open_ab.json.
 """
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import shutil
@@ -86,6 +90,8 @@ def main() -> None:
         for copy in copies.values():
             shutil.copytree(data_dir, copy)
         rows: list[dict] = []
+        for tree in (args.before, after):
+            compileall.compile_dir(tree / "cerememory", quiet=1)
         for r in range(args.rounds):
             for label, tree in (("before", args.before), ("after", after)):
                 load = os.getloadavg()[0]
@@ -102,6 +108,7 @@ def main() -> None:
     lines = ["# Opening a large data directory, before and after, side by side", "",
              f"`bench/open_ab.py --n {args.n} --rounds {args.rounds}`: {args.n:,} records with 384-d caller vectors, "
              f"in sessions of {SESSION} linked turns; each figure a fresh process, before and after alternating. "
+             "Both trees byte-compiled first (as installed). "
              "1-minute load average of the 2-core machine at the start of each run in the last column.", "",
              "| measure | round | before | after | after / before | load |", "|---|---|---|---|---|---|"]
     for key, name in metrics:

@@ -136,3 +136,17 @@ def test_columns_of_unmade_rows_equal_those_of_made_heads():
     for name in ("codes", "created_at", "last_accessed_at", "stability", "emotion_intensity", "fidelity_base"):
         assert getattr(lazy, name).tolist() == getattr(made, name).tolist(), name
     assert lazy.newest([StoreType.PROCEDURAL], 5) == [ids[8], uuid.UUID(int=1000)]
+
+
+def test_removed_rows_are_compacted_and_the_rest_keep_their_heads():
+    table, ids = _table(5000)
+    kept = ids[4500:]
+    table.make_all()
+    heads = {i: table[i] for i in kept}
+    table.discard_many(ids[:4500])  # more removed rows than live ones: compacted
+    assert len(table) == 500 and list(table) == kept and ids[0] not in table and table.get(ids[0]) is None
+    assert all(table[i] is heads[i] for i in kept)
+    again = Head(*(getattr(heads[kept[0]], name) for name in HEAD_COLUMNS))
+    table.put_many([(ids[0], again), (kept[1], again)])  # one back, one replaced
+    assert table[ids[0]] is again and table[kept[1]] is again and list(table) == [*kept, ids[0]]
+    assert [h is again for _, h in table.items()][:2] == [False, True]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
@@ -106,6 +107,10 @@ class Engine:
         self._flusher.start()
         if self._warmup is not None:
             self._warmup.opened(lambda _: core.records.heads.make_all(), core.records.warm)
+
+    def _serving(self, *, recall: bool = False) -> AbstractContextManager[None]:
+        """Around the requests a server answers most: the warm-up waits for a pause in them."""
+        return nullcontext() if self._warmup is None else self._warmup.serving(recall=recall)
 
     # The parts below are made on first use: a short process (one `cm` command) that only reads
     # never imports the code of dreams, consolidation, forgetting or archives.
@@ -217,10 +222,12 @@ class Engine:
     # ================================================================ encode
 
     def encode_store(self, req: m.EncodeStoreRequest) -> m.EncodeStoreResponse:
-        return self.encoding.store(req)
+        with self._serving():
+            return self.encoding.store(req)
 
     def encode_batch(self, req: m.EncodeBatchRequest) -> m.EncodeBatchResponse:
-        return self.encoding.batch(req)
+        with self._serving():
+            return self.encoding.batch(req)
 
     def encode_update(self, req: m.EncodeUpdateRequest) -> None:
         self.encoding.update(req)
@@ -237,11 +244,8 @@ class Engine:
     # ================================================================ recall
 
     def recall_query(self, req: m.RecallQueryRequest) -> m.RecallQueryResponse:
-        try:
+        with self._serving(recall=True):
             return self.recall.query(req)
-        finally:
-            if self._warmup is not None:
-                self._warmup.answered()
 
     def recall_associate(self, req: m.RecallAssociateRequest) -> m.RecallAssociateResponse:
         return self.recall.associate(req)

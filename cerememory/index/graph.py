@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from itertools import compress
+from operator import attrgetter
 
 import numpy as np
 
@@ -50,6 +51,14 @@ _Key = tuple[int, int]  # (other node, edge type code)
 _Attrs = tuple[float, float, float]  # weight, created_at, last_co_activation
 
 
+def _starts(nodes: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Where each node's run begins among `nodes` sorted (and where the last ends): counted, not
+    searched for."""
+    starts = np.zeros(n_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(nodes, minlength=n_nodes)[:n_nodes], out=starts[1:])
+    return starts
+
+
 class _Columns:
     """Edges as columns sorted by source, with offsets per source and per target."""
 
@@ -57,9 +66,9 @@ class _Columns:
         order = np.argsort(src, kind="stable")  # each source keeps its edges in the order written
         self.src, self.dst, self.kind, self.attrs = src[order], dst[order], kind[order], attrs[order]
         self.alive = np.ones(len(self.src), dtype=bool)
-        self.out_start = np.searchsorted(self.src, np.arange(n_nodes + 1))
+        self.out_start = _starts(self.src, n_nodes)
         self.by_target = np.argsort(self.dst, kind="stable").astype(np.int64)
-        self.in_start = np.searchsorted(self.dst[self.by_target], np.arange(n_nodes + 1))
+        self.in_start = _starts(self.dst, n_nodes)
 
     @classmethod
     def empty(cls) -> _Columns:
@@ -84,7 +93,7 @@ class AssociationGraph:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._index: dict[uuid.UUID, int] = {}
+        self._index: dict[int, int] = {}  # a node's number by `uuid.int` (an int hashes in C, a UUID in Python)
         self._nodes: list[uuid.UUID] = []
         self._gone: set[int] = set()  # nodes removed (their index is kept for a later return)
         self._types: list[str] = []
@@ -97,9 +106,9 @@ class AssociationGraph:
     # ------------------------------------------------------------ ids
 
     def _node(self, node: uuid.UUID) -> int:
-        index = self._index.get(node)
+        index = self._index.get(node.int)
         if index is None:
-            index = self._index[node] = len(self._nodes)
+            index = self._index[node.int] = len(self._nodes)
             self._nodes.append(node)
         else:
             self._gone.discard(index)
@@ -149,18 +158,22 @@ class AssociationGraph:
                 return
             if len(self._columns.src) or self._written or self._nodes:
                 raise RuntimeError("load() fills an empty graph; add() merges into one")
-            chosen = kept[edges.source] & kept[edges.target]
-            self._nodes = (list(edges.nodes) if kept.all() else
-                           [node for node, k in zip(edges.nodes, kept.tolist(), strict=True) if k])
-            self._index = dict(zip(self._nodes, range(len(self._nodes)), strict=True))
-            number = np.full(len(edges.nodes), -1, dtype=np.int32)
-            number[kept] = np.arange(len(self._nodes), dtype=np.int32)
             codes = {name: self._type(name) for name in set(edges.type)}
             kinds = np.fromiter(map(codes.__getitem__, edges.type), dtype=np.int16, count=len(edges.type))
             last = np.where(np.isnan(edges.last_co_activation), edges.created_at, edges.last_co_activation)
             attrs = np.stack([edges.weight, edges.created_at, last], axis=1)
-            self._columns = _Columns(len(self._nodes), number[edges.source][chosen], number[edges.target][chosen],
-                                     kinds[chosen], attrs[chosen])
+            if kept.all():  # every node an end of a kept edge (the usual case): numbered as given
+                self._nodes = list(edges.nodes)
+                src, dst = edges.source.astype(np.int32), edges.target.astype(np.int32)
+            else:
+                self._nodes = [node for node, k in zip(edges.nodes, kept.tolist(), strict=True) if k]
+                number = np.full(len(edges.nodes), -1, dtype=np.int32)
+                number[kept] = np.arange(len(self._nodes), dtype=np.int32)
+                chosen = kept[edges.source] & kept[edges.target]
+                src, dst, kinds, attrs = (number[edges.source][chosen], number[edges.target][chosen], kinds[chosen],
+                                          attrs[chosen])
+            self._index = dict(zip(map(attrgetter("int"), self._nodes), range(len(self._nodes)), strict=True))
+            self._columns = _Columns(len(self._nodes), src, dst, kinds, attrs)
 
     def _drop_column_edge(self, source: int, target: int, code: int) -> None:
         columns = self._columns
@@ -184,7 +197,7 @@ class AssociationGraph:
     def remove_nodes(self, ids: Iterable[uuid.UUID]) -> None:
         with self._lock:
             for node in ids:
-                index = self._index.get(node)
+                index = self._index.get(node.int)
                 if index is None or index in self._gone:
                     continue
                 self._remove_out(index)
@@ -199,7 +212,7 @@ class AssociationGraph:
         """Drop what these records point at, keeping what points at them (an overwrite)."""
         with self._lock:
             for node in ids:
-                index = self._index.get(node)
+                index = self._index.get(node.int)
                 if index is not None:
                     self._remove_out(index)
 
@@ -218,7 +231,7 @@ class AssociationGraph:
 
     def out_edges(self, node: uuid.UUID, types: Collection[str] | None = None) -> list[Edge]:
         with self._lock:
-            index = self._index.get(node)
+            index = self._index.get(node.int)
             if index is None or index in self._gone:
                 return []
             columns = self._columns
@@ -230,7 +243,7 @@ class AssociationGraph:
 
     def in_edges(self, node: uuid.UUID) -> list[Edge]:
         with self._lock:
-            index = self._index.get(node)
+            index = self._index.get(node.int)
             if index is None or index in self._gone:
                 return []
             columns = self._columns

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from functools import cached_property
 from operator import attrgetter
 from typing import Protocol
 
@@ -45,10 +46,14 @@ class HeadColumns:
     stability: np.ndarray
     emotion_intensity: np.ndarray
     fidelity_base: np.ndarray
-    row_of: dict[uuid.UUID, int] = field(repr=False, default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @cached_property
+    def row_of(self) -> dict[int, int]:
+        """The row of each id, by `uuid.int` (made when first patched: most columns never are)."""
+        return dict(zip(map(attrgetter("int"), self.ids), range(len(self.ids)), strict=True))
 
     @classmethod
     def of(cls, items: Sequence[tuple[uuid.UUID, HeadFields]]) -> HeadColumns:
@@ -62,19 +67,21 @@ class HeadColumns:
         codes = np.fromiter((STORE_CODE[h.store] for h in heads), dtype=np.int64, count=n)
         return cls(ids, codes, column("created_at"), last_accessed_at=column("last_accessed_at"),
                    stability=column("stability"), emotion_intensity=column("emotion_intensity"),
-                   fidelity_base=column("fidelity_base"), row_of={record_id: row for row, record_id in enumerate(ids)})
+                   fidelity_base=column("fidelity_base"))
 
     def patched(self, heads: HeadSource, ids: Iterable[uuid.UUID]) -> HeadColumns:
         """A copy with the rows of `ids` read again from `heads` (callers may still hold this one)."""
         rows = [(row, head) for i in set(ids)
-                if (row := self.row_of.get(i)) is not None and (head := heads.get(i)) is not None]
+                if (row := self.row_of.get(i.int)) is not None and (head := heads.get(i)) is not None]
         if not rows:
             return self
         changed = {name: getattr(self, name).copy() for name in PATCHED}
         for row, head in rows:
             for name, values in changed.items():
                 values[row] = getattr(head, name)
-        return replace(self, **changed)
+        copy = replace(self, **changed)
+        object.__setattr__(copy, "row_of", self.row_of)  # the same ids in the same rows
+        return copy
 
     def newest(self, stores: Iterable[StoreType], k: int, start: float | None = None,
                end: float | None = None) -> list[uuid.UUID]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -371,16 +371,16 @@ class RecordStore:
         except Exception as exc:
             raise self.undecodable.note(record_id, exc) from exc
 
-    def warm(self, stop: threading.Event, batch: int = 1000) -> None:
+    def warm(self, ready: Callable[[], bool], batch: int = 1000) -> None:
         """Fill the body cache with the newest records, so first queries need not read storage.
-        Newest first by the RAM heads (their columns: no head is made for it), a small batch per
-        query, so `stop` (closing) never waits for more than one batch."""
-        ids = list(self.heads)
-        _, created = self.heads.stores_and_created(ids)
-        newest = [ids[row] for row in np.argsort(-created, kind="stable").tolist()]
+        Newest first by the heads' columns (`columns`: numpy, kept for later questions of every
+        record), a small batch per query, each once `ready` (which waits while requests come,
+        and says False once closing begins: it never waits for more than one batch)."""
+        columns = self.columns()
+        newest = list(map(columns.ids.__getitem__, np.argsort(-columns.created_at, kind="stable").tolist()))
         try:
             for start in range(0, len(newest), batch):
-                if stop.is_set():
+                if not ready():
                     return
                 rows = self.rows.bodies(newest[start:start + batch])
                 if not self.cache.add_missing(self._open_rows(rows)):
