@@ -27,6 +27,7 @@ from ..index.graph import AssociationGraph
 from ..index.vectors import VectorIndex
 from ..model import (
     ALL_STORES,
+    STORE_CODE,
     MemoryContent,
     MemoryRecord,
     RecallMode,
@@ -57,6 +58,9 @@ class VectorColumns:
     ids: list[uuid.UUID]
     models: list[str]
     matrix: np.ndarray  # float32, one unit row per id
+
+
+_CODE_OF_NAME = {store.value: code for store, code in STORE_CODE.items()}  # a store's name as STORE_CODE
 
 
 def by_dimension(vectors: Vectors) -> list[VectorColumns]:
@@ -134,7 +138,8 @@ class EngineCore:
 
     def _read_vectors(self) -> VectorIndex:
         """Every stored vector of a record whose head is loaded: storage hands them over in
-        batches, and the index takes each dimension's rows of all batches at once."""
+        batches, and the index takes each dimension's rows of all batches at once (a single
+        batch's matrix, the usual case, as it is: no copy)."""
         parts: dict[int, tuple[list[uuid.UUID], list[int], list[np.ndarray]]] = {}
         for stored in self.read.vectors.load():
             for dim, ids, codes, matrix in self._by_dimension(stored):
@@ -145,7 +150,7 @@ class EngineCore:
         self.backend.release_cache()  # DuckDB would keep about the vectors' size cached
         index = VectorIndex()
         for ids, codes, matrices in parts.values():
-            index.add(ids, codes, np.concatenate(matrices) if len(matrices) > 1 else matrices[0].copy())
+            index.add(ids, codes, np.concatenate(matrices) if len(matrices) > 1 else matrices[0], own=True)
         del parts
         if len(index) >= TRIM_AFTER_RECORDS:
             release_free_memory()  # the rows read and dropped: glibc would keep their pages
@@ -162,8 +167,8 @@ class EngineCore:
 
     def _by_dimension(self, stored: StoredVectors) -> Iterator[tuple[int, list[uuid.UUID], list[int], np.ndarray]]:
         """(dimension, ids, store codes, rows) of `stored`'s vectors whose heads are loaded, each
-        dimension's rows joined into one read-only matrix (each row opened first when encrypted)."""
-        found, _ = self.records.heads.stores_and_created(stored.ids)
+        dimension's rows joined into one matrix of its own (each row opened first when encrypted)."""
+        found = self._store_codes(stored)
         kept = found >= 0
         for dim in np.unique(stored.dims[kept]).tolist():
             chosen = kept & (stored.dims == dim)
@@ -174,8 +179,22 @@ class EngineCore:
                 ids, vecs = [stored.ids[row] for row in rows], [stored.vecs[row] for row in rows]
                 codes = found[rows].tolist()
             if self.sealer is not PLAINTEXT:
-                vecs = [self.sealer.open(i, vec, VECTOR) for i, vec in zip(ids, vecs, strict=True)]
-            yield dim, ids, codes, np.frombuffer(b"".join(vecs), dtype=np.float32).reshape(-1, dim)
+                vecs = [self.sealer.open(i, bytes(vec), VECTOR) for i, vec in zip(ids, vecs, strict=True)]
+            # joined into a bytearray: the matrix over it is writeable, so the index keeps it as is
+            yield dim, ids, codes, np.frombuffer(bytearray().join(vecs), dtype=np.float32).reshape(-1, dim)
+
+    def _store_codes(self, stored: StoredVectors) -> np.ndarray:
+        """STORE_CODE of each of `stored`'s records, -1 for one whose head is not loaded. From
+        the stores storage read beside the vectors when it did (one dict lookup per id, in C),
+        else from the heads."""
+        heads = self.records.heads
+        if stored.stores is None:
+            return heads.stores_and_created(stored.ids)[0]
+        n = len(stored.ids)
+        codes = np.fromiter(map(_CODE_OF_NAME.__getitem__, stored.stores), dtype=np.int64, count=n)
+        loaded = np.fromiter(map(heads.__contains__, stored.ids), dtype=bool, count=n)
+        codes[~loaded] = -1
+        return codes
 
     def _open_audit(self, data_dir: Path, options: EngineOptions) -> AuditLog:
         chain = self.backend.audit_chain()
