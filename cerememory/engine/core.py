@@ -8,6 +8,7 @@ record, what vector does this content get. Changes go through `writer.Writer`.
 from __future__ import annotations
 
 import json
+import operator
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -60,6 +61,7 @@ class VectorColumns:
     matrix: np.ndarray  # float32, one unit row per id
 
 
+_INT = operator.attrgetter("int")  # a UUID as its 128-bit integer
 _CODE_OF_NAME = {store.value: code for store, code in STORE_CODE.items()}  # a store's name as STORE_CODE
 
 
@@ -147,6 +149,7 @@ class EngineCore:
                 part[0].extend(ids)
                 part[1].extend(codes)
                 part[2].append(matrix)
+            del stored  # its blobs, as many bytes as the vectors, are freed before the trim below
         self.backend.release_cache()  # DuckDB would keep about the vectors' size cached
         index = VectorIndex()
         for ids, codes, matrices in parts.values():
@@ -176,8 +179,8 @@ class EngineCore:
                 ids, vecs, codes = stored.ids, stored.vecs, found.tolist()
             else:
                 rows = np.flatnonzero(chosen).tolist()
-                ids, vecs = [stored.ids[row] for row in rows], [stored.vecs[row] for row in rows]
-                codes = found[rows].tolist()
+                ids, codes = [stored.ids[row] for row in rows], found[rows].tolist()
+                vecs = stored.vecs[rows] if isinstance(stored.vecs, np.ndarray) else [stored.vecs[row] for row in rows]
             if self.sealer is not PLAINTEXT:
                 vecs = [self.sealer.open(i, bytes(vec), VECTOR) for i, vec in zip(ids, vecs, strict=True)]
             # joined into a bytearray: the matrix over it is writeable, so the index keeps it as is
@@ -185,14 +188,15 @@ class EngineCore:
 
     def _store_codes(self, stored: StoredVectors) -> np.ndarray:
         """STORE_CODE of each of `stored`'s records, -1 for one whose head is not loaded. From
-        the stores storage read beside the vectors when it did (one dict lookup per id, in C),
-        else from the heads."""
+        the stores storage read beside the vectors when it did, else from the heads. Ids are
+        matched as integers: a UUID's hash and equality are Python methods, an int's are not."""
         heads = self.records.heads
         if stored.stores is None:
             return heads.stores_and_created(stored.ids)[0]
         n = len(stored.ids)
         codes = np.fromiter(map(_CODE_OF_NAME.__getitem__, stored.stores), dtype=np.int64, count=n)
-        loaded = np.fromiter(map(heads.__contains__, stored.ids), dtype=bool, count=n)
+        held = set(map(_INT, heads))
+        loaded = np.fromiter(map(held.__contains__, map(_INT, stored.ids)), dtype=bool, count=n)
         codes[~loaded] = -1
         return codes
 

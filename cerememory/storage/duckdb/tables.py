@@ -262,17 +262,15 @@ class DuckEdges(_Rows):
 
 class DuckVectors(_Rows):
     def load(self) -> Iterator[StoredVectors]:
-        # one read per dimension, as numpy columns (no Python step per row): the blobs as one
-        # object column, which the engine joins into one buffer, and each vector's store joined
+        # one read, as numpy columns (no Python step per row): the blobs as one object column,
+        # which the engine joins into one buffer per dimension, and each vector's store joined
         # from its record, so the engine need not look every id up among the heads for it
-        for (dim,) in self._read("SELECT DISTINCT dim FROM vectors ORDER BY dim"):
-            columns = self.db.query_columns(
-                f"SELECT {_HEX.format('v.record_id')} AS id, r.store, v.vec FROM vectors v "
-                "JOIN records r ON r.id = v.record_id WHERE v.dim = ?", [dim])
-            if len(columns["id"]):
-                yield StoredVectors(uuids_of_hex(columns["id"].tolist()),
-                                    np.full(len(columns["id"]), dim, dtype=np.int64), columns["vec"],
-                                    stores=columns["store"])
+        columns = self.db.query_columns(
+            f"SELECT {_HEX.format('v.record_id')} AS id, v.dim, r.store, v.vec FROM vectors v "
+            "JOIN records r ON r.id = v.record_id")
+        if len(columns["id"]):
+            yield StoredVectors(uuids_of_hex(columns["id"].tolist()), columns["dim"].astype(np.int64),
+                                columns["vec"], stores=columns["store"])
 
     def load_for(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, int, bytes]]:
         rows = self._read("SELECT record_id, dim, vec FROM vectors WHERE record_id IN (SELECT unnest(?::UUID[]))",
