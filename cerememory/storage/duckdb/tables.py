@@ -25,7 +25,6 @@ _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "se
 
 
 _FEW_ROWS = 8
-LOAD_BATCH = 8192  # rows a bulk load holds as Python objects at a time
 
 
 def _param(name: str, value: Any) -> Any:
