@@ -2,7 +2,9 @@
 
     python bench/open_ab.py --before /tmp/base --n 100000 --rounds 3
 
-One data directory of N records is made once, by this checkout: `bench/scale.py`'s corpus with a
+One data directory of N records is made once, by the `--before` tree (this checkout opens, and
+migrates, an older format; the reverse is refused), then opened once by this checkout, outside
+the rounds, so a migration is not timed: `bench/scale.py`'s corpus with a
 caller 384-d unit vector each, stored as conversations (sessions of 20 turns, each turn linked
 to the one before, as `encode.batch` links them: about two association rows a record). Each
 round then opens it in a fresh process of the `--before` tree and of this checkout, alternating,
@@ -82,13 +84,14 @@ def main() -> None:
     work = Path(tempfile.mkdtemp())
     try:
         data_dir = args.data_dir or work / "d"
-        if args.data_dir is None:
-            made = run_tree(after, MAKE, str(HERE), str(data_dir), str(args.n), str(SESSION))
+        if args.data_dir is None:  # by the older tree: the newer one opens (migrates) its format, not the reverse
+            made = run_tree(args.before, MAKE, str(HERE), str(data_dir), str(args.n), str(SESSION))
             print(json.dumps(made), flush=True)
         # each tree opens its own copy: a format either writes on open stays out of the other's way
         copies = {label: work / label for label in ("before", "after")}
         for copy in copies.values():
             shutil.copytree(data_dir, copy)
+        run_tree(after, OPEN, str(copies["after"]))  # a schema migration, if any, is not part of a round
         rows: list[dict] = []
         for tree in (args.before, after):
             compileall.compile_dir(tree / "cerememory", quiet=1)

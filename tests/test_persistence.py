@@ -13,7 +13,6 @@ import pytest
 import cerememory
 from cerememory import CMPError, ErrorCode
 from cerememory.model import uuids_of_hex
-from cerememory.storage.duckdb import tables
 
 
 def open_mem(data_dir, **settings):
@@ -45,8 +44,7 @@ def test_everything_survives_reopen(data_dir):
 
 def test_vectors_read_at_first_use_see_every_change_since_open(data_dir, monkeypatch):
     """Opening leaves the vectors in storage; stores and forgets made before the first vector
-    search are all in the index it reads then (two dimensions, several read batches)."""
-    monkeypatch.setattr(tables, "LOAD_BATCH", 4)
+    search are all in the index it reads then (two dimensions, one read each)."""
     rng = np.random.default_rng(3)
     rows = rng.standard_normal((23, 8))
     with open_mem(data_dir) as mem:

@@ -8,6 +8,7 @@ record, what vector does this content get. Changes go through `writer.Writer`.
 from __future__ import annotations
 
 import json
+import operator
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,6 +28,7 @@ from ..index.graph import AssociationGraph
 from ..index.vectors import VectorIndex
 from ..model import (
     ALL_STORES,
+    STORE_CODE,
     MemoryContent,
     MemoryRecord,
     RecallMode,
@@ -57,6 +59,10 @@ class VectorColumns:
     ids: list[uuid.UUID]
     models: list[str]
     matrix: np.ndarray  # float32, one unit row per id
+
+
+_INT = operator.attrgetter("int")  # a UUID as its 128-bit integer
+_CODE_OF_NAME = {store.value: code for store, code in STORE_CODE.items()}  # a store's name as STORE_CODE
 
 
 def by_dimension(vectors: Vectors) -> list[VectorColumns]:
@@ -134,7 +140,8 @@ class EngineCore:
 
     def _read_vectors(self) -> VectorIndex:
         """Every stored vector of a record whose head is loaded: storage hands them over in
-        batches, and the index takes each dimension's rows of all batches at once."""
+        batches, and the index takes each dimension's rows of all batches at once (a single
+        batch's matrix, the usual case, as it is: no copy)."""
         parts: dict[int, tuple[list[uuid.UUID], list[int], list[np.ndarray]]] = {}
         for stored in self.read.vectors.load():
             for dim, ids, codes, matrix in self._by_dimension(stored):
@@ -142,10 +149,11 @@ class EngineCore:
                 part[0].extend(ids)
                 part[1].extend(codes)
                 part[2].append(matrix)
+            del stored  # its blobs, as many bytes as the vectors, are freed before the trim below
         self.backend.release_cache()  # DuckDB would keep about the vectors' size cached
         index = VectorIndex()
         for ids, codes, matrices in parts.values():
-            index.add(ids, codes, np.concatenate(matrices) if len(matrices) > 1 else matrices[0].copy())
+            index.add(ids, codes, np.concatenate(matrices) if len(matrices) > 1 else matrices[0], own=True)
         del parts
         if len(index) >= TRIM_AFTER_RECORDS:
             release_free_memory()  # the rows read and dropped: glibc would keep their pages
@@ -162,8 +170,8 @@ class EngineCore:
 
     def _by_dimension(self, stored: StoredVectors) -> Iterator[tuple[int, list[uuid.UUID], list[int], np.ndarray]]:
         """(dimension, ids, store codes, rows) of `stored`'s vectors whose heads are loaded, each
-        dimension's rows joined into one read-only matrix (each row opened first when encrypted)."""
-        found, _ = self.records.heads.stores_and_created(stored.ids)
+        dimension's rows joined into one matrix of its own (each row opened first when encrypted)."""
+        found = self._store_codes(stored)
         kept = found >= 0
         for dim in np.unique(stored.dims[kept]).tolist():
             chosen = kept & (stored.dims == dim)
@@ -171,11 +179,26 @@ class EngineCore:
                 ids, vecs, codes = stored.ids, stored.vecs, found.tolist()
             else:
                 rows = np.flatnonzero(chosen).tolist()
-                ids, vecs = [stored.ids[row] for row in rows], [stored.vecs[row] for row in rows]
-                codes = found[rows].tolist()
+                ids, codes = [stored.ids[row] for row in rows], found[rows].tolist()
+                vecs = stored.vecs[rows] if isinstance(stored.vecs, np.ndarray) else [stored.vecs[row] for row in rows]
             if self.sealer is not PLAINTEXT:
-                vecs = [self.sealer.open(i, vec, VECTOR) for i, vec in zip(ids, vecs, strict=True)]
-            yield dim, ids, codes, np.frombuffer(b"".join(vecs), dtype=np.float32).reshape(-1, dim)
+                vecs = [self.sealer.open(i, bytes(vec), VECTOR) for i, vec in zip(ids, vecs, strict=True)]
+            # joined into a bytearray: the matrix over it is writeable, so the index keeps it as is
+            yield dim, ids, codes, np.frombuffer(bytearray().join(vecs), dtype=np.float32).reshape(-1, dim)
+
+    def _store_codes(self, stored: StoredVectors) -> np.ndarray:
+        """STORE_CODE of each of `stored`'s records, -1 for one whose head is not loaded. From
+        the stores storage read beside the vectors when it did, else from the heads. Ids are
+        matched as integers: a UUID's hash and equality are Python methods, an int's are not."""
+        heads = self.records.heads
+        if stored.stores is None:
+            return heads.stores_and_created(stored.ids)[0]
+        n = len(stored.ids)
+        codes = np.fromiter(map(_CODE_OF_NAME.__getitem__, stored.stores), dtype=np.int64, count=n)
+        held = set(map(_INT, heads))
+        loaded = np.fromiter(map(held.__contains__, map(_INT, stored.ids)), dtype=bool, count=n)
+        codes[~loaded] = -1
+        return codes
 
     def _open_audit(self, data_dir: Path, options: EngineOptions) -> AuditLog:
         chain = self.backend.audit_chain()

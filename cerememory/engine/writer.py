@@ -164,7 +164,7 @@ class Writer:
             kept_edges = [e for e in edges if e.source in durable_ids or e.source in core.records.heads]
             written = core.records.insert(uow, [r for r in records if r.id in durable_ids])
             self._insert_edges(uow, kept_edges)
-            self._insert_vectors(uow, {i: v for i, v in vectors.items() if i in durable_ids})
+            self._insert_vectors(uow, {i: v for i, v in vectors.items() if i in durable_ids}, replace=False)
             seq = self._alongside(uow, alongside)
             self._flush_in(uow)
             intents()
@@ -195,7 +195,7 @@ class Writer:
                 written = core.records.insert(uow, [record], replace=True)
                 if vectors is not None:
                     uow.vectors.delete([record.id])
-                    self._insert_vectors(uow, vectors)
+                    self._insert_vectors(uow, vectors, replace=False)
             seq = uow.state.bump(RECORDS_SEQ)
             core.intend_audit("update", [record.id])
         if written is not None:
@@ -355,16 +355,18 @@ class Writer:
             crashpoints.reached(alongside.crashpoint)
         return uow.state.bump(RECORDS_SEQ)
 
-    def _insert_vectors(self, uow: Tables, vectors: Vectors) -> None:
+    def _insert_vectors(self, uow: Tables, vectors: Vectors, *, replace: bool = True) -> None:
         """One columnar insert per dimension: an unencrypted directory hands the float32 matrix
-        itself to storage; an encrypted one seals each row under its record's key."""
+        itself to storage; an encrypted one seals each row under its record's key. `replace=False`
+        when no id has a vector stored (new records, or theirs deleted in the same transaction)."""
         sealer = self.core.sealer
         for group in by_dimension(vectors):
             n, dim = group.matrix.shape
             vec: np.ndarray | list[bytes] = group.matrix
             if not isinstance(sealer, Plaintext):
                 vec = sealer.seal_many(group.ids, [row.tobytes() for row in group.matrix], VECTOR)
-            uow.vectors.insert({"record_id": group.ids, "dim": [dim] * n, "model": group.models}, vec)
+            uow.vectors.insert({"record_id": group.ids, "dim": [dim] * n, "model": group.models}, vec,
+                               replace=replace)
 
     def _insert_edges(self, uow: Tables, edges: Sequence[Edge]) -> None:
         uow.edges.insert(

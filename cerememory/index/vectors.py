@@ -78,12 +78,13 @@ class _Group:
         self.small: coarse.Int8Rows | None = None
         self.searched = False
 
-    def add(self, ids: Sequence[uuid.UUID], codes: Sequence[int], rows: np.ndarray) -> None:
-        if not self.row_of.keys().isdisjoint(ids):  # replacing (new records, the usual case, never are)
+    def add(self, ids: Sequence[uuid.UUID], codes: Sequence[int], rows: np.ndarray, *, own: bool = False) -> None:
+        # replacing (new records, the usual case, never are); an empty group has nothing to check
+        if self.row_of and not self.row_of.keys().isdisjoint(ids):
             self.remove([i for i in ids if i in self.row_of])
         n, need = len(self.ids), len(self.ids) + len(ids)
         if n == 0 and len(ids) > len(self.matrix) and rows.dtype == np.float32 and rows.flags.c_contiguous \
-                and rows.flags.writeable and rows.flags.owndata:
+                and rows.flags.writeable and (own or rows.flags.owndata):
             # a group's first rows, a matrix of their own (loading at open): taken as they are
             self.matrix, self.codes = rows, np.asarray(codes, dtype=np.int8)
             if self.small is not None:
@@ -183,17 +184,19 @@ class VectorIndex:
     def __contains__(self, record_id: uuid.UUID) -> bool:
         return record_id in self._dim_of
 
-    def add(self, ids: Sequence[uuid.UUID], codes: Sequence[int], rows: np.ndarray) -> None:
-        """Add or replace vectors; rows must already be normalised."""
+    def add(self, ids: Sequence[uuid.UUID], codes: Sequence[int], rows: np.ndarray, *, own: bool = False) -> None:
+        """Add or replace vectors; rows must already be normalised. `own`: the caller hands
+        `rows` over (a matrix nothing else uses), so the index may keep it as its storage."""
         if not len(ids):
             return
         with self._lock:
-            if not self._dim_of.keys().isdisjoint(ids):  # one pass in C: new records are the usual case
+            # one pass in C: new records are the usual case; an empty index has nothing to check
+            if self._dim_of and not self._dim_of.keys().isdisjoint(ids):
                 for record_id in ids:
                     self._discard(record_id)
             dim: int = rows.shape[1]
             group = self._groups.setdefault(dim, _Group(dim))
-            group.add(list(ids), codes, rows)
+            group.add(list(ids), codes, rows, own=own)
             self._dim_of.update(dict.fromkeys(ids, dim))
 
     def remove(self, ids: Sequence[uuid.UUID]) -> None:

@@ -141,15 +141,19 @@ class StoredVectors:
 
     ids: list[uuid.UUID]
     dims: np.ndarray  # int, one per id
-    vecs: Sequence[bytes]  # sealed as stored (unencrypted: the row's float32 bytes)
+    vecs: Sequence[bytes | bytearray] | np.ndarray  # sealed as stored (unencrypted: the row's float32 bytes)
+    # the store of each id's record, when the backend read it with the vector (joined in the
+    # database): then the engine need not look each id up among the heads for it
+    stores: Sequence[str] | np.ndarray | None = None
 
 
 class VectorRows(Protocol):
     def load(self) -> Iterator[StoredVectors]: ...  # every stored vector, in batches
     def load_for(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, int, bytes]]: ...
     # columns record_id, dim, model; `vec` is sealed bytes per row or, unencrypted, one float32
-    # matrix of shape (rows, dim) whose rows are stored as their raw bytes
-    def insert(self, columns: Columns, vec: Sequence[bytes] | np.ndarray) -> None: ...
+    # matrix of shape (rows, dim) whose rows are stored as their raw bytes. `replace=False`: the
+    # ids have no vector stored (new records, or theirs deleted first), so no conflict is looked for
+    def insert(self, columns: Columns, vec: Sequence[bytes] | np.ndarray, *, replace: bool = True) -> None: ...
     def delete(self, ids: Sequence[uuid.UUID]) -> None: ...
 
 

@@ -143,6 +143,22 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE SEQUENCE counter_journal_seq;
         """,
     ),
+    (
+        6,
+        "vectors stored uncompressed: a vector's bytes do not compress, and DuckDB's analysis of them at every "
+        "checkpoint cost most of a bulk write's time",
+        """
+        CREATE TABLE vectors_uncompressed (
+            record_id UUID PRIMARY KEY,
+            dim INTEGER NOT NULL,
+            model VARCHAR NOT NULL,
+            vec BLOB USING COMPRESSION uncompressed NOT NULL
+        );
+        INSERT INTO vectors_uncompressed SELECT record_id, dim, model, vec FROM vectors;
+        DROP TABLE vectors;
+        ALTER TABLE vectors_uncompressed RENAME TO vectors;
+        """,
+    ),
 ]
 # State keys counted by a sequence of migration 5 (see `tables.DuckState`): drawing from one costs
 # a write a third of what updating a state row does.

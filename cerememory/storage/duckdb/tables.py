@@ -25,7 +25,6 @@ _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "se
 
 
 _FEW_ROWS = 8
-LOAD_BATCH = 8192  # rows a bulk load holds as Python objects at a time
 
 
 def _param(name: str, value: Any) -> Any:
@@ -50,6 +49,15 @@ def _column(name: str, values: Sequence[Any] | np.ndarray) -> np.ndarray:
     if typed.ndim == 1 and typed.dtype.kind in "biuf":
         return typed
     return np.array(list(values), dtype=object)
+
+
+def blobs_of_rows(matrix: np.ndarray) -> list[bytes]:
+    """Each row of a float32 matrix as its raw bytes (stored as one BLOB each): the rows viewed
+    as one fixed-size void item each, turned into bytes by numpy's C loop (a third of the time
+    of a Python `tobytes` per row)."""
+    rows = np.ascontiguousarray(matrix, dtype=np.float32)
+    blobs: list[bytes] = rows.view(f"V{rows.shape[1] * 4}").ravel().tolist()
+    return blobs
 
 
 def _batch(columns: Columns) -> dict[str, np.ndarray]:
@@ -253,22 +261,26 @@ class DuckEdges(_Rows):
 
 class DuckVectors(_Rows):
     def load(self) -> Iterator[StoredVectors]:
-        # in batches: the blobs of one batch at a time are Python objects, not all of them
-        for rows in self._stream(f"SELECT {_HEX.format('record_id')}, dim, vec FROM vectors", [], LOAD_BATCH):
-            yield StoredVectors(uuids_of_hex([row[0] for row in rows]),
-                                np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows)),
-                                [row[2] for row in rows])
+        # one read, as numpy columns (no Python step per row): the blobs as one object column,
+        # which the engine joins into one buffer per dimension, and each vector's store joined
+        # from its record, so the engine need not look every id up among the heads for it
+        columns = self.db.query_columns(
+            f"SELECT {_HEX.format('v.record_id')} AS id, v.dim, r.store, v.vec FROM vectors v "
+            "JOIN records r ON r.id = v.record_id")
+        if len(columns["id"]):
+            yield StoredVectors(uuids_of_hex(columns["id"].tolist()), columns["dim"].astype(np.int64),
+                                columns["vec"], stores=columns["store"])
 
     def load_for(self, ids: Sequence[uuid.UUID]) -> list[tuple[uuid.UUID, int, bytes]]:
         rows = self._read("SELECT record_id, dim, vec FROM vectors WHERE record_id IN (SELECT unnest(?::UUID[]))",
                           [_ids(ids)])
         return [(row[0], row[1], row[2]) for row in rows]
 
-    def insert(self, columns: Columns, vec: Sequence[bytes] | np.ndarray) -> None:
+    def insert(self, columns: Columns, vec: Sequence[bytes] | np.ndarray, *, replace: bool = True) -> None:
         if isinstance(vec, np.ndarray):  # a float32 matrix: one blob per row
-            matrix = np.ascontiguousarray(vec, dtype=np.float32)
-            vec = [row.tobytes() for row in matrix]
-        self._insert("vectors", {**columns, "vec": vec})
+            vec = blobs_of_rows(vec)
+        # a plain INSERT when no id can conflict: half the work of INSERT OR REPLACE at 1000 rows
+        self._insert("vectors", {**columns, "vec": vec}, replace=replace)
 
     def delete(self, ids: Sequence[uuid.UUID]) -> None:
         self._delete("vectors", "record_id", ids)

@@ -225,10 +225,10 @@ class PgVectors(_Rows):
         rows = self._read("SELECT record_id, dim, vec FROM vectors WHERE record_id = ANY(%s::uuid[])", [list(ids)])
         return [(record_id, dim, bytes(vec)) for record_id, dim, vec in rows]
 
-    def insert(self, columns: Columns, vec: Sequence[bytes] | np.ndarray) -> None:
+    def insert(self, columns: Columns, vec: Sequence[bytes] | np.ndarray, *, replace: bool = True) -> None:
         if isinstance(vec, np.ndarray):  # bytea travels as one value per row
             vec = [row.tobytes() for row in np.asarray(vec, dtype=np.float32)]
-        self._insert("vectors", {**columns, "vec": vec})
+        self._insert("vectors", {**columns, "vec": vec}, replace=replace)
         self._changed(RECORD, columns.get("record_id", ()))
 
     def delete(self, ids: Sequence[uuid.UUID]) -> None:
