@@ -158,9 +158,11 @@ _HEX = "replace({}::VARCHAR, '-', '')"  # an id as 32 hex digits, for `uuids_of_
 _NODES = ("WITH ends AS (SELECT source_id AS id FROM associations UNION SELECT target_id FROM associations) "
           "SELECT id, (row_number() OVER (ORDER BY id)) - 1 AS n FROM ends")
 _EDGE_NODES = f"SELECT {_HEX.format('id')} AS id FROM ({_NODES}) ORDER BY n"
+# a never co-activated edge's time as NaN, not null: a column with nulls comes out as a numpy
+# masked array, and a short process that needs no numpy.ma otherwise should not import it for this
 _EDGE_COLUMNS = ("SELECT s.n AS source, t.n AS target, a.association_type, a.weight, a.created_at, "
-                 "a.last_co_activation{} FROM associations a JOIN nodes s ON s.id = a.source_id "
-                 "JOIN nodes t ON t.id = a.target_id")
+                 "coalesce(a.last_co_activation, 'NaN'::DOUBLE) AS last_co_activation{} "
+                 "FROM associations a JOIN nodes s ON s.id = a.source_id JOIN nodes t ON t.id = a.target_id")
 _EDGES_NUMBERED = f"WITH nodes AS ({_NODES}) " + _EDGE_COLUMNS.format("")
 # the edges between records, each end numbered by its record's place in id order (as `heads` reads them)
 _EDGES_OVER_RECORDS = ("WITH nodes AS (SELECT id, (row_number() OVER (ORDER BY id)) - 1 AS n FROM records) "
@@ -239,12 +241,11 @@ class DuckEdges(_Rows):
 
     @staticmethod
     def _columns(nodes: list[uuid.UUID], edges: dict[str, np.ndarray]) -> EdgeColumns:
-        last = edges["last_co_activation"]
         return EdgeColumns(nodes, edges["source"].astype(np.int64),
                            edges["target"].astype(np.int64), edges["association_type"].tolist(),
                            np.asarray(edges["weight"], dtype=np.float64),
                            np.asarray(edges["created_at"], dtype=np.float64),
-                           np.ma.filled(np.ma.asarray(last, dtype=np.float64), np.nan))
+                           np.asarray(edges["last_co_activation"], dtype=np.float64))
 
     def load_from(self, ids: Sequence[uuid.UUID]) -> list[Row]:
         return self._read(f"{sql.EDGES} WHERE source_id IN (SELECT unnest(?::UUID[]))", [_ids(ids)])
