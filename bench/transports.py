@@ -9,7 +9,9 @@ processes, so client-side Python does not share one GIL.
     python bench/transports.py --before /tmp/before --rounds 2   # side by side with an earlier tree
     python bench/transports.py --before /tmp/before --ops recall.query --rounds 1
 
-Writes bench/results/transports.md, transports.json and transports_latency.png.
+Writes bench/results/transports.md, transports.json and transports_latency.png; with --before,
+transports_ab.md and .json, which also measure each tree's transport alone over a stub engine
+(bench/transport_stub.py).
 """
 
 from __future__ import annotations
@@ -210,6 +212,36 @@ def main() -> int:
     return 0
 
 
+def wait_quiet(pid: int, limit: float = 30.0) -> float:
+    """Wait until the process `pid` uses under 5% of a core over a second (the engine's warm-up
+    and index merges after a load are done), at most `limit` seconds; the seconds waited."""
+    began = time.perf_counter()
+    while time.perf_counter() - began < limit:
+        used = cpu_seconds(pid)
+        time.sleep(1.0)
+        if cpu_seconds(pid) - used < 0.05:
+            break
+    return time.perf_counter() - began
+
+
+def start_stub(kind: str, tree: Path) -> tuple[subprocess.Popen, dict]:
+    """bench/transport_stub.py serving `kind` with the transports of the source tree `tree`."""
+    import socket
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
+    env["PYTHONPATH"] = str(tree)
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "transport_stub.py"), kind,
+                             str(port)], env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(1200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    return proc, {"http": f"http://127.0.0.1:{port}", "grpc": f"127.0.0.1:{port}"}
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU time (user + system, every thread) a process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -227,6 +259,8 @@ def hidden_modules(names: list[str], where: Path) -> Path | None:
 
 
 AB_OPS = (("encode.store", None), ("recall.query", 1), ("recall.query", 8))  # clients: None = --clients
+STUB_OPS = ("encode.store", "recall.query")  # one client against a stub engine: the transport alone
+STUB_CALLS = 1000
 
 
 def embedded_recall(records: int) -> float:
@@ -265,6 +299,7 @@ def compare(args: argparse.Namespace) -> int:
                                 if op == "recall.query":
                                     with make_client("http", target) as client:
                                         load(client, args.records)
+                                    wait_quiet(server.pid)  # the warm-up after the load is not the calls'
                                 load_before, cpu_before = os.getloadavg()[0], cpu_seconds(server.pid)
                                 stats = concurrent(kind, target, op, clients, per, tree)
                                 used = cpu_seconds(server.pid) - cpu_before
@@ -277,6 +312,22 @@ def compare(args: argparse.Namespace) -> int:
                         print(f"round {round_ + 1} {op} x{clients} {kind:5} {label:6} p50 {stats['p50_ms']:.1f} ms  "
                               f"{stats['throughput']:.0f}/s  server CPU {stats['server_cpu_ms']:.2f} ms/call  "
                               f"client CPU {stats['client_cpu_ms']:.2f} ms/call  load {load_before:.1f}",
+                              file=sys.stderr)
+            for op in [name for name in STUB_OPS if name in args.ops]:
+                for kind in ("http", "grpc"):
+                    for label, tree in (("before", args.before.resolve()), ("after", after)):
+                        server, target = start_stub(kind, tree)
+                        try:
+                            load_before, cpu_before = os.getloadavg()[0], cpu_seconds(server.pid)
+                            stats = concurrent(kind, target, op, 1, STUB_CALLS, tree)
+                            stats["server_cpu_ms"] = (cpu_seconds(server.pid) - cpu_before) / (STUB_CALLS + 3) * 1000
+                        finally:
+                            server.terminate()
+                            server.wait(timeout=60)
+                        rows.append({"round": round_, "op": op, "clients": 1, "transport": kind, "tree": label,
+                                     "stub": True, "load1": load_before, **stats})
+                        print(f"round {round_ + 1} stub {op} {kind:5} {label:6} p50 {stats['p50_ms']:.2f} ms  "
+                              f"server CPU {stats['server_cpu_ms']:.2f} ms/call  load {load_before:.1f}",
                               file=sys.stderr)
     RESULTS_DIR.mkdir(exist_ok=True)
     (RESULTS_DIR / "transports_ab.json").write_text(json.dumps(rows, indent=2))
@@ -292,7 +343,9 @@ def compare(args: argparse.Namespace) -> int:
              "both see the same load. The server's CPU per call (all its threads, over the calls of the run) "
              "moves far less with other work than throughput does; a client's CPU per call (the mean over its "
              "processes) is what the clients take from the same cores. The 1-minute load average is given for each "
-             "run; the clients themselves are most of it."
+             "run; the clients themselves are most of it. Before recall.query is measured, the server is left to "
+             "finish the work a load of records sets off (the engine's warm-up, index merges: up to 30 s, until it "
+             "uses under 5% of a core), so its CPU per call is the calls' own."
              + (f" The before server ran without {', '.join(args.before_without)}." if args.before_without else ""), "",
              "| round | operation | clients | transport | before calls/s | after calls/s | after / before "
              "| before p50 ms | after p50 ms | before server CPU ms/call | after server CPU ms/call "
@@ -305,7 +358,8 @@ def compare(args: argparse.Namespace) -> int:
                 continue
             for kind in ("http", "grpc"):
                 b, a = (next(r for r in rows if r["round"] == round_ and r["op"] == op and r["transport"] == kind
-                             and r["clients"] == (op_clients or args.clients) and r["tree"] == t)
+                             and r["clients"] == (op_clients or args.clients) and r["tree"] == t
+                             and not r.get("stub"))
                         for t in ("before", "after"))
                 lines.append(f"| {round_ + 1} | {op} | {a['clients']} | {kind} | {b['throughput']:,.0f} | "
                              f"{a['throughput']:,.0f} | {a['throughput'] / b['throughput']:.2f}× | {b['p50_ms']:.1f} | "
@@ -322,6 +376,23 @@ def compare(args: argparse.Namespace) -> int:
                   "target ≤ 1 ms)", "",
                   "| round | transport | embedded p50 ms | before added ms | after added ms |", "|---|---|---|---|---|",
                   *added]
+    stub_lines = []
+    for round_ in range(args.rounds):
+        for op in [name for name in STUB_OPS if name in args.ops]:
+            for kind in ("http", "grpc"):
+                b, a = (next(r for r in rows if r.get("stub") and r["round"] == round_ and r["op"] == op
+                             and r["transport"] == kind and r["tree"] == t) for t in ("before", "after"))
+                stub_lines.append(f"| {round_ + 1} | {op} | {kind} | {b['p50_ms']:.2f} | {a['p50_ms']:.2f} | "
+                                  f"{b['server_cpu_ms']:.2f} | {a['server_cpu_ms']:.2f} | "
+                                  f"{a['server_cpu_ms'] / b['server_cpu_ms']:.2f}× | "
+                                  f"{b['load1']:.1f} / {a['load1']:.1f} |")
+    lines += ["", f"The transport alone: each tree's HTTP or gRPC server over a stub engine (bench/transport_stub.py: "
+              f"recall.query answers ten memories made once by a real engine, encode.store a record id), "
+              f"{STUB_CALLS} calls from one client process of the same tree. The server's CPU per call is then "
+              "the transport's own: parsing, validation, middleware, metrics, serialisation.", "",
+              "| round | operation | transport | before p50 ms | after p50 ms | before server CPU ms/call "
+              "| after server CPU ms/call | after / before | load |", "|---|---|---|---|---|---|---|---|---|",
+              *stub_lines]
     (RESULTS_DIR / "transports_ab.md").write_text("\n".join(lines) + "\n")
     return 0
 

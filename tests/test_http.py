@@ -250,3 +250,28 @@ def test_reindex_is_an_operation_with_its_admin_route(http_server, client):
         assert_envelope(h.post("/v1/admin/reindex", json={"target": "everything"}), 400, "VALIDATION_ERROR")
     assert client.reindex() == {"records": 1, "journal": 0}
     assert client.reindex(target="records") == {"records": 1}
+
+
+def test_a_route_is_answered_past_the_router_as_through_it(http_server):
+    """A CMP route's request is answered by the middleware itself (transport/http.py
+    DirectRoutes); a method the route does not take still goes FastAPI's router and its 405.
+    Both carry the request id, and the metrics name each by the route's template (as served, with its convertor)."""
+    with httpx.Client(base_url=http_server.url) as h:
+        stored = h.post("/v1/encode", json={"content": {"blocks": [{"text": "past the router"}]}})
+        record_id = stored.json()["record_id"]
+        direct = h.get(f"/v1/introspect/record/{record_id}", headers={"x-request-id": "direct-1"})
+        assert direct.status_code == 200 and direct.json()["id"] == record_id
+        assert direct.headers["content-type"] == "application/json"
+        assert int(direct.headers["content-length"]) == len(direct.content)
+        assert direct.headers["x-request-id"] == "direct-1"
+        routed = h.put(f"/v1/introspect/record/{record_id}", headers={"x-request-id": "routed-1"})
+        assert_envelope(routed, 405, "METHOD_NOT_ALLOWED")
+        assert routed.headers["x-request-id"] == "routed-1"
+        assert h.patch(f"/v1/encode/{record_id}", json={"metadata": {"k": 1}}).status_code == 204
+        missing = h.get("/v1/introspect/record/00000000-0000-0000-0000-000000000000")
+        assert_envelope(missing, 404, "RECORD_NOT_FOUND")
+        metrics = h.get("/metrics").text
+    template = 'route="/v1/introspect/record/{record_id:param}"'
+    assert f'cerememory_http_requests_total{{method="GET",{template},status="200"}}' in metrics
+    assert f'cerememory_http_requests_total{{method="GET",{template},status="404"}}' in metrics
+    assert 'cerememory_http_requests_total{method="PATCH",route="/v1/encode/{record_id:param}",status="204"}' in metrics

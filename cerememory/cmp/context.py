@@ -3,7 +3,7 @@ running in this thread or task.
 
 Transports bind a `CallContext` around the work they hand to the dispatcher; the dispatcher and
 the audit log read it, so no operation signature carries caller details. Context variables follow
-the call into the worker thread (`run_in_threadpool` copies the context) and stay out of other
+the call into the worker thread (`run_in_threadpool` and transport/offload.py copy the context) and stay out of other
 calls running at the same time.
 """
 

@@ -31,6 +31,7 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 Observe = Callable[[str, str, int, float], None]
 Denied = Callable[[str, str], None]  # (transport, error code)
+Direct = Callable[[Scope, Receive, Send], Awaitable[bool]]  # answers a request itself, or says it did not
 
 access_log = logging.getLogger("cerememory.access")
 log = logging.getLogger("cerememory.http")
@@ -41,8 +42,9 @@ class RequestMiddleware:
     def __init__(self, app: Any, *, keys: Any = None, observe: Observe | None = None,
                  render_error: Callable[[CMPError, str], Any], rate_limit: RateLimit | None = None,
                  denied: Denied | None = None, host_policy: HostPolicy | None = None,
-                 auth_failures: FailedAuthLimit | None = None) -> None:
+                 auth_failures: FailedAuthLimit | None = None, direct: Direct | None = None) -> None:
         self.app = app
+        self.direct = direct  # the CMP routes, served without the app's router (http.DirectRoutes)
         self.keys = keys  # KeyRing or ServerKeys: identify_authorization(header) -> key id
         self.observe = observe
         self.render_error = render_error
@@ -108,7 +110,8 @@ class RequestMiddleware:
                     await deny(error)
                     return
             with bound(transport="http", request_id=rid, key_id=key_id, client=address):
-                await self.app(scope, receive, send_with_id)
+                if self.direct is None or not await self.direct(scope, receive, send_with_id):
+                    await self.app(scope, receive, send_with_id)
         except Exception:
             # Answered here rather than re-raised to Starlette, which would answer 500 and then
             # re-raise to the server, and the server would drop the kept-alive connection without
