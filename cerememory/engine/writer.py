@@ -30,6 +30,7 @@ from ..dream.grouping import Group
 from ..index.graph import Edge
 from ..model import STORE_CODE, MemoryRecord, RawJournalRecord, RecallMode, StoreType, to_ts
 from ..storage.base import Tables
+from ..storage.codec import blobs_of_rows
 from ..storage.crypto import VECTOR, Plaintext
 from ..stores.records import Head, Written
 from . import sessions
@@ -364,7 +365,7 @@ class Writer:
             n, dim = group.matrix.shape
             vec: np.ndarray | list[bytes] = group.matrix
             if not isinstance(sealer, Plaintext):
-                vec = sealer.seal_many(group.ids, [row.tobytes() for row in group.matrix], VECTOR)
+                vec = sealer.seal_many(group.ids, blobs_of_rows(group.matrix), VECTOR)
             uow.vectors.insert({"record_id": group.ids, "dim": [dim] * n, "model": group.models}, vec,
                                replace=replace)
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import msgpack
+import numpy as np
 from pydantic import BaseModel
 
 _UUID = 1
@@ -33,6 +34,15 @@ def _ext_hook(code: int, data: bytes) -> Any:
     if code == _DATETIME:
         return _EPOCH + timedelta(microseconds=struct.unpack(">q", data)[0])
     return msgpack.ExtType(code, data)
+
+
+def blobs_of_rows(matrix: np.ndarray) -> list[bytes]:
+    """Each row of a float32 matrix as its raw bytes (a vector's stored form, unencrypted): the rows viewed
+    as one fixed-size void item each, turned into bytes by numpy's C loop (a third of the time
+    of a Python `tobytes` per row)."""
+    rows = np.ascontiguousarray(matrix, dtype=np.float32)
+    blobs: list[bytes] = rows.view(f"V{rows.shape[1] * 4}").ravel().tolist()
+    return blobs
 
 
 def pack(value: Any) -> bytes:

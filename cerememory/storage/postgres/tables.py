@@ -18,6 +18,7 @@ import psycopg
 
 from .. import sql
 from ..base import HEAD_COLUMNS, Columns, EdgeColumns, Row, StoredHeads, StoredVectors
+from ..codec import blobs_of_rows
 from ..sql import Dialect
 from .database import PRIMARY_KEYS, Database
 
@@ -227,7 +228,7 @@ class PgVectors(_Rows):
 
     def insert(self, columns: Columns, vec: Sequence[bytes] | np.ndarray, *, replace: bool = True) -> None:
         if isinstance(vec, np.ndarray):  # bytea travels as one value per row
-            vec = [row.tobytes() for row in np.asarray(vec, dtype=np.float32)]
+            vec = blobs_of_rows(vec)
         self._insert("vectors", {**columns, "vec": vec}, replace=replace)
         self._changed(RECORD, columns.get("record_id", ()))
 
