@@ -4,9 +4,10 @@
 
 One recall.query response (10 memories out of 1,000 records, text cue, semantic off) is turned
 from the model the dispatcher returns into its proto message (what the server does before it
-answers) and back into CMP JSON (what
-`GrpcClient` does with the answer), and a request is turned into its proto message, each many
-times in a fresh process per tree and round, the trees alternating. Figures are CPU
+answers), back into CMP JSON (what `GrpcClient.dispatch` does with the answer) and back into
+the response model (what its typed methods, `recall` and the rest, do), and a request is turned
+into its proto message, each many times in a fresh process per tree and round, the trees
+alternating. Figures are CPU
 milliseconds per conversion in that process; each round also checks that the JSON which comes
 back is exactly what `dispatch` returned.
 Writes bench/results/grpc_convert.md and grpc_convert.json.
@@ -46,12 +47,14 @@ else:  # the server went through the JSON
 print(json.dumps({
     "response_to_proto_ms": cpu_ms(to_proto, 300),
     "proto_to_response_ms": cpu_ms(lambda: convert.from_proto_response("recall.query", message), 300),
+    "proto_to_model_ms": cpu_ms(lambda: convert.response_model("recall.query", message, type(model)), 300),
     "request_to_proto_ms": cpu_ms(lambda: convert.to_proto("recall.query", request), 3000),
     "identical": convert.from_proto_response("recall.query", message) == json.loads(json.dumps(response, default=str)),
 }))
 """
 
-MEASURES = {"response_to_proto_ms": "response → proto (server)", "proto_to_response_ms": "proto → response (client)",
+MEASURES = {"response_to_proto_ms": "response → proto (server)", "proto_to_response_ms": "proto → JSON (client)",
+            "proto_to_model_ms": "proto → model (client's typed methods)",
             "request_to_proto_ms": "request → proto (client)"}
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message import Message
 from pydantic import BaseModel
 
@@ -77,6 +78,7 @@ class GrpcClient(MemoryAPI):
             credentials = grpc.ssl_channel_credentials(root_certificates=tls_root_cert)
             self._channel = grpc.secure_channel(target, credentials, options=options)
         self._stub = pb_grpc.CerememoryServiceStub(self._channel)
+        self._methods: dict[str, tuple[MethodDescriptor, Any]] = {}  # per operation, looked up once
 
     # ------------------------------------------------------------ CMP
 
@@ -94,13 +96,12 @@ class GrpcClient(MemoryAPI):
 
     def _reply(self, op: str, request: dict[str, Any] | None) -> Message | dict[str, Any]:
         """The proto answer of one call (an export's: its JSON, the archive joined from its chunks)."""
-        rpc = convert.rpc_method(operation(op))  # unknown operations fail here, as they do embedded
+        rpc, call = self._methods.get(op) or self._method(op)
         message = convert.to_proto(op, request)
         metadata = self._call_metadata(request)
         try:
             if rpc.server_streaming:
                 return self._export(message, metadata)
-            call = getattr(self._stub, rpc.name)
             if rpc.client_streaming:
                 reply: Message = call(_import_chunks(message), metadata=metadata, timeout=self.timeout)
             else:
@@ -108,6 +109,12 @@ class GrpcClient(MemoryAPI):
         except grpc.RpcError as exc:
             raise error_from_rpc(exc, self.target) from None
         return reply
+
+    def _method(self, op: str) -> tuple[MethodDescriptor, Any]:
+        """The RPC of `op` and the stub's callable for it; unknown operations fail here, as they do embedded."""
+        rpc = convert.rpc_method(operation(op))
+        self._methods[op] = rpc, getattr(self._stub, rpc.name)
+        return self._methods[op]
 
     def _call_metadata(self, request: dict[str, Any] | None) -> tuple[tuple[str, str], ...]:
         header = (request or {}).get("header") or {}

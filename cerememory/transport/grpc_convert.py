@@ -267,7 +267,14 @@ def _timestamp(value: datetime) -> dict[str, int]:
 
 def _datetime(value: Message) -> datetime:
     """A Timestamp as `ToDatetime(tzinfo=UTC)` gives it (nanos round down to microseconds), in one step."""
-    return _EPOCH + timedelta(seconds=value.seconds, microseconds=value.nanos // 1000)
+    return _instant(value.seconds, value.nanos)
+
+
+@lru_cache(maxsize=INSTANTS_KEPT)
+def _instant(seconds: int, nanos: int) -> datetime:
+    """Kept by instant, as `_timestamp` is on the way out: a record's times are mostly one
+    instant, and answers repeat records (a datetime is immutable, so one can be shared)."""
+    return _EPOCH + timedelta(seconds=seconds, microseconds=nanos // 1000)
 
 
 def _json_value(fd: FieldDescriptor) -> Writer:
@@ -523,14 +530,30 @@ def _read_typed(message: Message) -> dict[str, Any]:
     return _full_reader(message.DESCRIPTOR, True)(message)
 
 
+_BUILDING: set[tuple[Descriptor, bool]] = set()  # readers being made (a message type may nest itself)
+
+
 @cache
 def _full_reader(desc: Descriptor, typed: bool) -> Callable[[Message], dict[str, Any]]:
     """`_from_wire(message, full=True)` for messages of `desc`, as a function made once per
     message type with one straight line of code per field: what a client does with every
     answer, several times quicker than the loop. `typed`: the values a model validates
-    (`_typed_read`) instead of JSON."""
+    (`_typed_read`) instead of JSON. The readers of submessages, enums and times are bound in
+    directly (no per-value lookup of the submessage's reader)."""
     names: dict[str, Any] = {"_read_full": _read_full, "_read_typed": _read_typed, "_block_text": _block_text,
-                             "_typed_block": _typed_block}
+                             "_typed_block": _typed_block, "_datetime": _datetime}
+    _BUILDING.add((desc, typed))
+    try:
+        lines = _reader_lines(desc, typed, names)
+    finally:
+        _BUILDING.discard((desc, typed))
+    exec("\n".join(lines) + "\n", names)  # noqa: S102 - the code is made here, from field names
+    function: Callable[[Message], dict[str, Any]] = names["read"]
+    return function
+
+
+def _reader_lines(desc: Descriptor, typed: bool, names: dict[str, Any]) -> list[str]:
+    """The lines of `_full_reader`'s function; the values they call are put in `names`."""
 
     def read(f: _Field, i: int, value: str) -> str:
         """The expression reading one value of `f` from the expression `value`."""
@@ -538,11 +561,21 @@ def _full_reader(desc: Descriptor, typed: bool) -> Callable[[Message], dict[str,
         if reader is None:
             return value
         if reader is _from_wire:
-            return f"{'_read_typed' if typed else '_read_full'}({value})"
+            fd = f.fd.message_type.fields_by_name["value"] if f.shape == "map" else f.fd
+            if (fd.message_type, typed) in _BUILDING:  # a message within itself: looked up per value
+                return f"{'_read_typed' if typed else '_read_full'}({value})"
+            names[f"n{i}"] = _full_reader(fd.message_type, typed)
+            return f"n{i}({value})"
+        if reader is _as_datetime:
+            return f"_datetime({value})"
+        if f.fd.enum_type is not None and f.shape == "one":  # the number's CMP value; UNSPECIFIED: None
+            names[f"e{i}"] = {v.number: None if v.number == 0 else reader(v.number, True)
+                              for v in f.fd.enum_type.values}
+            return f"e{i}.get({value}, {value})"
         names[f"r{i}"] = reader
         return f"r{i}({value}, True)"
 
-    lines = ["def read(m):", "    out = {}"]
+    lines = ["def read(m):", "    out = {}", "    has = m.HasField"]
     for i, f in enumerate(_fields(desc)):
         field = f"m.{f.name}"
         plain = (_typed_read(f) if typed else f.read) is None
@@ -552,19 +585,19 @@ def _full_reader(desc: Descriptor, typed: bool) -> Callable[[Message], dict[str,
         elif f.shape == "list":
             lines.append(f"    x = list({field})" if plain else f"    x = [{read(f, i, 'v')} for v in {field}]")
         else:
-            presence = f" if m.HasField({f.name!r}) else None" if f.fd.has_presence else ""
-            lines.append(f"    x = {read(f, i, field)}{presence}")
-            if f.unspecified is not None:  # UNSPECIFIED: not given
-                lines.append(f"    x = None if x == {f.unspecified!r} else x")
+            presence = f" if has({f.name!r}) else None" if f.fd.has_presence else ""
+            if f.fd.enum_type is not None and not plain:
+                lines.append(f"    x = {field}")
+                lines.append(f"    x = {read(f, i, 'x')}{presence}")
+            else:
+                lines.append(f"    x = {read(f, i, field)}{presence}")
         if f.shape != "one" and f.nullable:  # an empty one the model allows to be null was not given
             lines.append("    x = x if x else None")
         lines.append(f"    out[{f.name!r}] = x")
     if desc.full_name == _CONTENT_BLOCK:
         lines.append("    _typed_block(m, out)" if typed else "    _block_text(m, out, True)")
     lines.append("    return out")
-    exec("\n".join(lines) + "\n", names)  # noqa: S102 - the code is made here, from field names
-    function: Callable[[Message], dict[str, Any]] = names["read"]
-    return function
+    return lines
 
 
 def message_to_json(message: Message, *, full: bool) -> dict[str, Any]:
