@@ -66,13 +66,27 @@ _CODE_OF_NAME = {store.value: code for store, code in STORE_CODE.items()}  # a s
 
 
 def by_dimension(vectors: Vectors) -> list[VectorColumns]:
-    """`vectors` grouped by dimension, each group one contiguous float32 matrix."""
-    groups: dict[int, list[uuid.UUID]] = {}
-    for record_id, (vector, _) in vectors.items():
-        groups.setdefault(vector.shape[0], []).append(record_id)
-    return [VectorColumns(ids, [vectors[i][1] for i in ids],
-                          np.stack([vectors[i][0] for i in ids]).astype(np.float32, copy=False))
-            for ids in groups.values()]
+    """`vectors` grouped by dimension, each group one contiguous float32 matrix (one pass over
+    the items: no id is looked up again)."""
+    groups: dict[int, tuple[list[uuid.UUID], list[str], list[np.ndarray]]] = {}
+    for record_id, (vector, model) in vectors.items():
+        group = groups.get(vector.shape[0])
+        if group is None:
+            group = groups[vector.shape[0]] = ([], [], [])
+        group[0].append(record_id)
+        group[1].append(model)
+        group[2].append(vector)
+    return [VectorColumns(ids, models, np.stack(rows).astype(np.float32, copy=False))
+            for ids, models, rows in groups.values()]
+
+
+def _stacked(rows: Sequence[Sequence[float]], dim: int) -> np.ndarray:
+    """Lists of floats of one length as a float64 matrix: filling it row by row reads each list
+    once, where `np.asarray` of the nested lists first walks them all to learn their shape."""
+    matrix = np.empty((len(rows), dim), dtype=np.float64)
+    for i, row in enumerate(rows):
+        matrix[i] = row
+    return matrix
 
 
 class EngineCore:
@@ -360,8 +374,8 @@ class EngineCore:
                 given.setdefault(len(vector), []).append((record_id, vector))
             elif self.embedder is not None and (text := embedding_text(content)):
                 to_embed.append((record_id, text))
-        for rows in given.values():  # one matrix per dimension, normalised at once
-            matrix = normalise_rows([vector for _, vector in rows])
+        for dim, rows in given.items():  # one matrix per dimension, normalised at once
+            matrix = normalise_rows(_stacked([vector for _, vector in rows], dim))
             out.update(zip([i for i, _ in rows], [(row, CALLER_MODEL) for row in matrix], strict=True))
         if to_embed and self.embedder is not None:
             matrix = self.embed([text for _, text in to_embed]).astype(np.float32, copy=False)

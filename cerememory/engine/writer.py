@@ -35,7 +35,7 @@ from ..storage.crypto import VECTOR, Plaintext
 from ..stores.records import Head, Written
 from . import sessions
 from .core import EngineCore, Vectors, by_dimension
-from .docs import raw_text_doc, record_text_doc
+from .docs import raw_text_doc, record_text_doc, record_text_docs
 from .group import GroupCommit, Pending
 from .handoff import HandoffLock
 
@@ -159,13 +159,16 @@ class Writer:
                  link: Callable[[Tables], list[Edge]] | None = None) -> None:
         core = self.core
         durable_ids = {r.id for r in records if r.store is not StoreType.WORKING}
+        all_durable = len(durable_ids) == len(records)  # the usual batch: nothing to leave out
         with self._transaction() as uow:
             if link is not None:
                 edges = [*edges, *link(uow)]
             kept_edges = [e for e in edges if e.source in durable_ids or e.source in core.records.heads]
-            written = core.records.insert(uow, [r for r in records if r.id in durable_ids])
+            written = core.records.insert(uow, records if all_durable else
+                                          [r for r in records if r.id in durable_ids])
             self._insert_edges(uow, kept_edges)
-            self._insert_vectors(uow, {i: v for i, v in vectors.items() if i in durable_ids}, replace=False)
+            self._insert_vectors(uow, vectors if all_durable else
+                                 {i: v for i, v in vectors.items() if i in durable_ids}, replace=False)
             seq = self._alongside(uow, alongside)
             self._flush_in(uow)
             intents()
@@ -391,7 +394,7 @@ class Writer:
         self._add_vectors_ram(vectors, stores if stores is not None else {r.id: r.store for r in records})
         added = docs if docs is not None else records
         if added:
-            core.text.stage(seq, add=[record_text_doc(r) for r in added])
+            core.text.stage(seq, add=record_text_docs(added))
         core.text.mark_pending()
 
     def _mirror_removed(self, cleared: set[uuid.UUID], gone: set[uuid.UUID], seq: int) -> None:
