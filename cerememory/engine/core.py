@@ -80,15 +80,6 @@ def by_dimension(vectors: Vectors) -> list[VectorColumns]:
             for ids, models, rows in groups.values()]
 
 
-def _stacked(rows: Sequence[Sequence[float]], dim: int) -> np.ndarray:
-    """Lists of floats of one length as a float64 matrix: filling it row by row reads each list
-    once, where `np.asarray` of the nested lists first walks them all to learn their shape."""
-    matrix = np.empty((len(rows), dim), dtype=np.float64)
-    for i, row in enumerate(rows):
-        matrix[i] = row
-    return matrix
-
-
 class EngineCore:
     """One opened data directory: stores, indexes, clock, decay parameters, recall modes."""
 
@@ -374,8 +365,8 @@ class EngineCore:
                 given.setdefault(len(vector), []).append((record_id, vector))
             elif self.embedder is not None and (text := embedding_text(content)):
                 to_embed.append((record_id, text))
-        for dim, rows in given.items():  # one matrix per dimension, normalised at once
-            matrix = normalise_rows(_stacked([vector for _, vector in rows], dim))
+        for rows in given.values():  # one matrix per dimension, normalised at once
+            matrix = normalise_rows([vector for _, vector in rows])
             out.update(zip([i for i, _ in rows], [(row, CALLER_MODEL) for row in matrix], strict=True))
         if to_embed and self.embedder is not None:
             matrix = self.embed([text for _, text in to_embed]).astype(np.float32, copy=False)
