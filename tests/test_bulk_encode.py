@@ -15,7 +15,8 @@ import cerememory
 from cerememory import collector
 from cerememory.cmp import messages as m
 from cerememory.cmp.errors import CMPError
-from cerememory.model import StoreType, built, new_id, new_ids
+from cerememory.embed.base import normalise_rows
+from cerememory.model import StoreType, built, id_strings, new_id, new_ids
 
 
 @pytest.fixture
@@ -78,6 +79,32 @@ def test_ids_made_together_are_unique_and_in_order() -> None:
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
     assert all(i.version == 7 and i.variant == uuid.RFC_4122 and uuid.UUID(str(i)) == i for i in ids)
+
+
+def test_ids_as_text_in_bulk_are_their_str() -> None:
+    ids = [*new_ids(3), uuid.uuid4(), uuid.UUID(int=0), uuid.UUID(int=(1 << 128) - 1)]
+    assert id_strings(ids) == [str(i) for i in ids]
+    assert id_strings([]) == []
+
+
+@pytest.mark.parametrize("rows", [
+    [[3.0, 4.0], [0.0, 0.0]],  # a zero row stays zero
+    [[1e300, 1e300], [1.0, 2.0]],  # squares past float64's range
+    [[1e-170, 0.0], [2e-320, 0.0], [1.0, 1.0]],  # squares below it, a subnormal among them
+    [[-5.0, 12.0]],
+])
+def test_rows_are_scaled_to_unit_length_whatever_their_magnitude(rows: list[list[float]]) -> None:
+    got = normalise_rows(rows)
+    exact = [[x / max(abs(v) for v in row) for x in row] if any(row) else row for row in rows]
+    expected = [[x / float(np.linalg.norm(row)) for x in row] if any(row) else row for row in exact]
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, np.array(expected, dtype=np.float32), atol=1e-7)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_row_that_is_not_finite_is_refused(bad: float) -> None:
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        normalise_rows([[1.0, 2.0], [bad, 1.0]])
 
 
 def test_a_built_model_is_the_one_pydantic_would_construct() -> None:

@@ -59,6 +59,9 @@ class Embedder(Protocol):
         ...
 
 
+_SAFE_SQUARES = (1e-200, 1e200)  # a row's sum of squares computed in float64 without loss
+
+
 def normalise_rows(matrix: np.ndarray | Sequence[float] | Sequence[Sequence[float]]) -> np.ndarray:
     """Return a float32 copy of ``matrix`` with every row scaled to unit L2 norm.
 
@@ -73,15 +76,29 @@ def normalise_rows(matrix: np.ndarray | Sequence[float] | Sequence[Sequence[floa
         raise ValueError(f"expected a 1-D or 2-D array, got {arr.ndim} dimensions")
     if arr.size == 0:
         return arr.astype(np.float32)
+    # The usual rows in one pass for the squared norms and one for the scaled float32 copy. A
+    # NaN, an inf, a square too large or too small for float64, or a zero row puts some row's sum
+    # outside the safe range, and only then is the careful path below taken (it names NaN/inf,
+    # rescales rows first and leaves zero rows zero).
+    squares = np.einsum("ij,ij->i", arr, arr)
+    if ((squares >= _SAFE_SQUARES[0]) & (squares <= _SAFE_SQUARES[1])).all():
+        return _scaled_float32(arr, np.sqrt(squares))
     if not np.isfinite(arr).all():
         raise ValueError("matrix contains NaN or infinite values")
     # Divide by the largest magnitude first so squaring huge values cannot overflow.
     scale = np.abs(arr).max(axis=1, keepdims=True)
     scale[scale == 0.0] = 1.0
     scaled = arr / scale
-    norms = np.linalg.norm(scaled, axis=1, keepdims=True)
+    norms = np.linalg.norm(scaled, axis=1)
     norms[norms == 0.0] = 1.0
-    return (scaled / norms).astype(np.float32)
+    return _scaled_float32(scaled, norms)
+
+
+def _scaled_float32(arr: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """`arr / norms[:, None]` as float32, computed in float64 and written once."""
+    out = np.empty(arr.shape, dtype=np.float32)
+    np.multiply(arr, (1.0 / norms)[:, None], out=out, casting="same_kind")
+    return out
 
 
 def as_text_list(texts: Sequence[str]) -> list[str]:

@@ -66,13 +66,18 @@ _CODE_OF_NAME = {store.value: code for store, code in STORE_CODE.items()}  # a s
 
 
 def by_dimension(vectors: Vectors) -> list[VectorColumns]:
-    """`vectors` grouped by dimension, each group one contiguous float32 matrix."""
-    groups: dict[int, list[uuid.UUID]] = {}
-    for record_id, (vector, _) in vectors.items():
-        groups.setdefault(vector.shape[0], []).append(record_id)
-    return [VectorColumns(ids, [vectors[i][1] for i in ids],
-                          np.stack([vectors[i][0] for i in ids]).astype(np.float32, copy=False))
-            for ids in groups.values()]
+    """`vectors` grouped by dimension, each group one contiguous float32 matrix (one pass over
+    the items: no id is looked up again)."""
+    groups: dict[int, tuple[list[uuid.UUID], list[str], list[np.ndarray]]] = {}
+    for record_id, (vector, model) in vectors.items():
+        group = groups.get(vector.shape[0])
+        if group is None:
+            group = groups[vector.shape[0]] = ([], [], [])
+        group[0].append(record_id)
+        group[1].append(model)
+        group[2].append(vector)
+    return [VectorColumns(ids, models, np.stack(rows).astype(np.float32, copy=False))
+            for ids, models, rows in groups.values()]
 
 
 class EngineCore:

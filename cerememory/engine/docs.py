@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ..index.fulltext import TextDoc
-from ..model import JSON_MODALITIES, MemoryContent, MemoryRecord, RawJournalRecord
+from ..model import JSON_MODALITIES, MemoryContent, MemoryRecord, Modality, RawJournalRecord, id_strings
 
 FLATTEN_DEPTH = 10
 
@@ -24,19 +25,35 @@ def flatten_json(value: Any, prefix: str = "", depth: int = 0) -> list[str]:
 
 
 def record_text_doc(record: MemoryRecord) -> TextDoc:
+    return record_text_docs([record])[0]
+
+
+def record_text_docs(records: Sequence[MemoryRecord]) -> list[TextDoc]:
+    """The document of each record; a meta-memory that records share (a batch's absent one)
+    is made text once."""
+    whys: dict[int, str] = {}  # by id(): the records hold every meta alive meanwhile
+    docs = []
+    for record, text_id in zip(records, id_strings([r.id for r in records]), strict=True):
+        content, meta = record.content, record.meta
+        why = whys.get(id(meta))
+        if why is None:
+            why = whys[id(meta)] = meta.searchable_text()
+        docs.append(TextDoc(id=text_id, group=record.store.value, body=_body(content),
+                            summary=content.summary or "", why=why))
+    return docs
+
+
+def _body(content: MemoryContent) -> str:
+    blocks = content.blocks
+    if len(blocks) == 1 and blocks[0].modality is Modality.TEXT:  # the usual content, read directly
+        return blocks[0].data.decode("utf-8")
     parts = []
-    for block in record.content.blocks:
-        if block.modality.value == "text":
+    for block in blocks:
+        if block.modality is Modality.TEXT:
             parts.append(block.text or "")
         elif block.modality in JSON_MODALITIES:
             parts.extend(flatten_json(json.loads(block.text or "null")))
-    return TextDoc(
-        id=str(record.id),
-        group=record.store.value,
-        body="\n".join(parts),
-        summary=record.content.summary or "",
-        why=record.meta.searchable_text(),
-    )
+    return "\n".join(parts)
 
 
 def raw_text_doc(record: RawJournalRecord) -> TextDoc:

@@ -47,18 +47,17 @@ class Encoding:
         anchor) is one object for all of them: records are never mutated in place."""
         no_meta = normalise_meta(None, op, now)
         neutral = EmotionVector()
+        anchors: dict[int, float] = {}  # by id() of the emotion: the requests hold each alive meanwhile
         fidelities: dict[tuple[StoreType, float], FidelityState] = {}
         records = []
         for record_id, req in zip(new_ids(len(reqs)), reqs, strict=True):
             store, emotion = route(req), req.emotion or neutral
-            anchor = float(decay.emotion_factor(emotion.intensity))
+            anchor = anchors.get(id(emotion))
+            if anchor is None:
+                anchor = anchors[id(emotion)] = float(decay.emotion_factor(emotion.intensity))
             fidelity = fidelities.get((store, anchor))
             if fidelity is None:
-                params = self.core.params[store]
-                fresh = {**FRESH_FIDELITY, "last_decay_tick": now, "stability": params.stability,
-                         "decay_rate": params.exponent, "emotional_anchor": anchor}
-                fidelity = fidelities[store, anchor] = built(
-                    FidelityState, {name: fresh[name] for name in FidelityState.model_fields})
+                fidelity = fidelities[store, anchor] = self._fresh_fidelity(store, anchor, now)
             metadata = dict(req.metadata or {})
             if req.context is not None:
                 metadata["_context"] = req.context.model_dump(mode="json", exclude_none=True)
@@ -68,6 +67,12 @@ class Encoding:
                 "emotion": emotion, "associations": [], "metadata": metadata, "version": 1,
                 "meta": no_meta if req.meta is None else normalise_meta(req.meta, op, now)}))
         return records
+
+    def _fresh_fidelity(self, store: StoreType, anchor: float, now: datetime) -> FidelityState:
+        params = self.core.params[store]
+        fresh = {**FRESH_FIDELITY, "last_decay_tick": now, "stability": params.stability,
+                 "decay_rate": params.exponent, "emotional_anchor": anchor}
+        return built(FidelityState, {name: fresh[name] for name in FidelityState.model_fields})
 
     def store(self, req: m.EncodeStoreRequest) -> m.EncodeStoreResponse:
         return self._encode([req], infer=False, op="encode.store")[0][0]

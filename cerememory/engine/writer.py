@@ -34,8 +34,8 @@ from ..storage.codec import blobs_of_rows
 from ..storage.crypto import VECTOR, Plaintext
 from ..stores.records import Head, Written
 from . import sessions
-from .core import EngineCore, Vectors, by_dimension
-from .docs import raw_text_doc, record_text_doc
+from .core import EngineCore, VectorColumns, Vectors, by_dimension
+from .docs import raw_text_doc, record_text_doc, record_text_docs
 from .group import GroupCommit, Pending
 from .handoff import HandoffLock
 
@@ -159,17 +159,21 @@ class Writer:
                  link: Callable[[Tables], list[Edge]] | None = None) -> None:
         core = self.core
         durable_ids = {r.id for r in records if r.store is not StoreType.WORKING}
+        all_durable = len(durable_ids) == len(records)  # the usual batch: nothing to leave out
+        groups = by_dimension(vectors)  # one matrix per dimension, for the table and RAM alike
         with self._transaction() as uow:
             if link is not None:
                 edges = [*edges, *link(uow)]
             kept_edges = [e for e in edges if e.source in durable_ids or e.source in core.records.heads]
-            written = core.records.insert(uow, [r for r in records if r.id in durable_ids])
+            written = core.records.insert(uow, records if all_durable else
+                                          [r for r in records if r.id in durable_ids])
             self._insert_edges(uow, kept_edges)
-            self._insert_vectors(uow, {i: v for i, v in vectors.items() if i in durable_ids}, replace=False)
+            self._insert_vectors(uow, groups if all_durable else
+                                 by_dimension({i: v for i, v in vectors.items() if i in durable_ids}), replace=False)
             seq = self._alongside(uow, alongside)
             self._flush_in(uow)
             intents()
-        self._mirror_added(written, records, [*edges, *alongside.edges], vectors, seq)
+        self._mirror_added(written, records, [*edges, *alongside.edges], groups, seq)
         self._mirror_alongside(alongside)
 
     def delete(self, ids: Sequence[uuid.UUID], alongside: Alongside = NOTHING) -> None:
@@ -181,7 +185,7 @@ class Writer:
             seq = self._alongside(uow, alongside)
             self.core.intend_audit("delete", [*ids, *alongside.touched])
         self._mirror_removed(gone, gone, seq)
-        self._mirror_added(None, [], alongside.edges, {}, seq)
+        self._mirror_added(None, [], alongside.edges, [], seq)
         self._mirror_alongside(alongside)
         note_records(ids)  # the audit entry of the running operation lists every deleted record
 
@@ -196,7 +200,7 @@ class Writer:
                 written = core.records.insert(uow, [record], replace=True)
                 if vectors is not None:
                     uow.vectors.delete([record.id])
-                    self._insert_vectors(uow, vectors, replace=False)
+                    self._insert_vectors(uow, by_dimension(vectors), replace=False)
             seq = uow.state.bump(RECORDS_SEQ)
             core.intend_audit("update", [record.id])
         if written is not None:
@@ -205,7 +209,7 @@ class Writer:
             core.working.put(record)
         if vectors is not None:
             core.vectors.remove([record.id])
-            self._add_vectors_ram(vectors, {record.id: record.store})
+            self._add_vectors_ram(by_dimension(vectors), {record.id: record.store})
         else:  # a move to another store keeps its vector, filed under the new store
             core.vectors.set_code(record.id, STORE_CODE[record.store])
         core.text.stage(seq, delete=[str(record.id)], add=[record_text_doc(record)])
@@ -220,7 +224,7 @@ class Writer:
             self._remove_rows(uow, change.cleared, change.gone)
             written = core.records.insert(uow, durable, replace=True, heads=[change.heads[r.id] for r in durable])
             self._insert_edges(uow, [e for e in change.edges if e.source in durable_ids])  # as encode does
-            self._insert_vectors(uow, {i: v for i, v in change.vectors.items() if i in durable_ids})
+            self._insert_vectors(uow, by_dimension({i: v for i, v in change.vectors.items() if i in durable_ids}))
             uow.journal.delete(change.raw_removed)
             if change.raw:
                 core.journal.insert(uow, change.raw)
@@ -235,7 +239,7 @@ class Writer:
         self._mirror_removed(change.cleared, change.gone, seq)
         working = [r.model_copy(update={"associations": []})  # the graph holds them
                    for r in change.records if r.store is StoreType.WORKING]
-        self._mirror_added(written, working, change.edges, change.vectors, seq,
+        self._mirror_added(written, working, change.edges, by_dimension(change.vectors), seq,
                            stores={r.id: r.store for r in change.records}, docs=change.records)
         if journal_seq is not None:
             core.raw_text.stage(journal_seq, delete=[str(i) for i in change.raw_removed],
@@ -356,12 +360,12 @@ class Writer:
             crashpoints.reached(alongside.crashpoint)
         return uow.state.bump(RECORDS_SEQ)
 
-    def _insert_vectors(self, uow: Tables, vectors: Vectors, *, replace: bool = True) -> None:
+    def _insert_vectors(self, uow: Tables, groups: Sequence[VectorColumns], *, replace: bool = True) -> None:
         """One columnar insert per dimension: an unencrypted directory hands the float32 matrix
         itself to storage; an encrypted one seals each row under its record's key. `replace=False`
         when no id has a vector stored (new records, or theirs deleted in the same transaction)."""
         sealer = self.core.sealer
-        for group in by_dimension(vectors):
+        for group in groups:
             n, dim = group.matrix.shape
             vec: np.ndarray | list[bytes] = group.matrix
             if not isinstance(sealer, Plaintext):
@@ -379,7 +383,7 @@ class Writer:
     # ------------------------------------------------------------ mirrors
 
     def _mirror_added(self, written: Written | None, records: Sequence[MemoryRecord], edges: Sequence[Edge],
-                      vectors: Vectors, seq: int, *, stores: Mapping[uuid.UUID, StoreType] | None = None,
+                      groups: Sequence[VectorColumns], seq: int, *, stores: Mapping[uuid.UUID, StoreType] | None = None,
                       docs: Sequence[MemoryRecord] | None = None) -> None:
         core = self.core
         if written is not None:
@@ -388,10 +392,10 @@ class Writer:
             if record.store is StoreType.WORKING:
                 self._evict(core.working.put(record), seq)
         core.graph.add(edges)
-        self._add_vectors_ram(vectors, stores if stores is not None else {r.id: r.store for r in records})
+        self._add_vectors_ram(groups, stores if stores is not None else {r.id: r.store for r in records})
         added = docs if docs is not None else records
         if added:
-            core.text.stage(seq, add=[record_text_doc(r) for r in added])
+            core.text.stage(seq, add=record_text_docs(added))
         core.text.mark_pending()
 
     def _mirror_removed(self, cleared: set[uuid.UUID], gone: set[uuid.UUID], seq: int) -> None:
@@ -415,8 +419,8 @@ class Writer:
         except OSError:  # committed regardless; the keys left over are erased on the next open
             log.exception("the keys of %d forgotten records could not be erased yet", len(ids))
 
-    def _add_vectors_ram(self, vectors: Vectors, stores: Mapping[uuid.UUID, StoreType]) -> None:
-        for group in by_dimension(vectors):
+    def _add_vectors_ram(self, groups: Sequence[VectorColumns], stores: Mapping[uuid.UUID, StoreType]) -> None:
+        for group in groups:
             self.core.vectors.add(group.ids, [STORE_CODE[stores[i]] for i in group.ids], group.matrix)
 
     def _evict(self, ids: Sequence[uuid.UUID], seq: int) -> None:

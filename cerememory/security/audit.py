@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -47,6 +48,7 @@ from pydantic import BaseModel
 
 from ..cmp import context
 from ..cmp.errors import CMPError, ErrorCode
+from ..model import id_strings
 from ..storage.full import is_disk_full, storage_full
 
 log = logging.getLogger("cerememory.audit")
@@ -223,12 +225,19 @@ def _ids_in(value: Any, out: list[uuid.UUID], depth: int = 0) -> list[uuid.UUID]
         for item in value:
             _ids_in(item, out, depth + 1)
     elif isinstance(value, BaseModel) and depth < 3:
-        fields = type(value).model_fields  # a missing attribute costs pydantic a raised error
-        for name in _ID_FIELDS:
-            found = getattr(value, name) if name in fields else None
-            if found is not None:
+        for name in _id_fields(type(value)):
+            found = getattr(value, name)
+            if isinstance(found, uuid.UUID):  # the usual field, taken without a call
+                out.append(found)
+            elif found is not None:
                 _ids_in(found, out, depth + 1)
     return out
+
+
+@functools.cache
+def _id_fields(cls: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of `_ID_FIELDS` a model class has (a missing attribute costs pydantic a raised error)."""
+    return tuple(name for name in _ID_FIELDS if name in cls.model_fields)
 
 
 def record_ids(request: BaseModel, response: BaseModel | None, touched: Iterable[uuid.UUID] = ()) -> list[str]:
@@ -236,7 +245,7 @@ def record_ids(request: BaseModel, response: BaseModel | None, touched: Iterable
     (and of `results[]`), plus what the engine reported through `context.note_records`."""
     ids = _ids_in(response, _ids_in(request, []))
     ids.extend(touched)
-    return [str(i) for i in dict.fromkeys(ids)]
+    return id_strings(list(dict.fromkeys(ids)))
 
 
 @dataclass

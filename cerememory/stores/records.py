@@ -273,9 +273,10 @@ class RecordStore:
                 self._stale = True
 
     def _drop_reinforcements(self, ids: Iterable[uuid.UUID]) -> None:
-        gone = set(ids)
         with self._queue_lock:
-            self.reinforcements = [e for e in self.reinforcements if e.record_id not in gone]
+            if self.reinforcements:  # none queued, as after most writes: no set of the ids to make
+                gone = set(ids)
+                self.reinforcements = [e for e in self.reinforcements if e.record_id not in gone]
 
     def flush_reinforcements(self, uow: Tables, skip: Collection[uuid.UUID] = ()) -> int:
         """Write queued recalls so that no writer's are lost; `skip` are records this transaction
