@@ -16,7 +16,7 @@ from cerememory import collector
 from cerememory.cmp import messages as m
 from cerememory.cmp.errors import CMPError
 from cerememory.embed.base import normalise_rows
-from cerememory.model import StoreType, built, id_strings, new_id, new_ids
+from cerememory.model import StoreType, built, new_id, new_ids
 
 
 @pytest.fixture
@@ -79,12 +79,6 @@ def test_ids_made_together_are_unique_and_in_order() -> None:
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
     assert all(i.version == 7 and i.variant == uuid.RFC_4122 and uuid.UUID(str(i)) == i for i in ids)
-
-
-def test_ids_as_text_in_bulk_are_their_str() -> None:
-    ids = [*new_ids(3), uuid.uuid4(), uuid.UUID(int=0), uuid.UUID(int=(1 << 128) - 1)]
-    assert id_strings(ids) == [str(i) for i in ids]
-    assert id_strings([]) == []
 
 
 @pytest.mark.parametrize("rows", [

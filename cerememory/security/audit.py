@@ -48,7 +48,6 @@ from pydantic import BaseModel
 
 from ..cmp import context
 from ..cmp.errors import CMPError, ErrorCode
-from ..model import id_strings
 from ..storage.full import is_disk_full, storage_full
 
 log = logging.getLogger("cerememory.audit")
@@ -245,7 +244,7 @@ def record_ids(request: BaseModel, response: BaseModel | None, touched: Iterable
     (and of `results[]`), plus what the engine reported through `context.note_records`."""
     ids = _ids_in(response, _ids_in(request, []))
     ids.extend(touched)
-    return id_strings(list(dict.fromkeys(ids)))
+    return [str(i) for i in dict.fromkeys(ids)]
 
 
 @dataclass
