@@ -8,7 +8,6 @@ record, what vector does this content get. Changes go through `writer.Writer`.
 from __future__ import annotations
 
 import json
-import operator
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -61,7 +60,6 @@ class VectorColumns:
     matrix: np.ndarray  # float32, one unit row per id
 
 
-_INT = operator.attrgetter("int")  # a UUID as its 128-bit integer
 _CODE_OF_NAME = {store.value: code for store, code in STORE_CODE.items()}  # a store's name as STORE_CODE
 
 
@@ -194,15 +192,13 @@ class EngineCore:
     def _store_codes(self, stored: StoredVectors) -> np.ndarray:
         """STORE_CODE of each of `stored`'s records, -1 for one whose head is not loaded. From
         the stores storage read beside the vectors when it did, else from the heads. Ids are
-        matched as integers: a UUID's hash and equality are Python methods, an int's are not."""
+        matched by the heads as integers (`HeadTable.holding`)."""
         heads = self.records.heads
         if stored.stores is None:
             return heads.stores_and_created(stored.ids)[0]
         n = len(stored.ids)
         codes = np.fromiter(map(_CODE_OF_NAME.__getitem__, stored.stores), dtype=np.int64, count=n)
-        held = set(map(_INT, heads))
-        loaded = np.fromiter(map(held.__contains__, map(_INT, stored.ids)), dtype=bool, count=n)
-        codes[~loaded] = -1
+        codes[~heads.holding(stored.ids)] = -1
         return codes
 
     def _open_audit(self, data_dir: Path, options: EngineOptions) -> AuditLog:

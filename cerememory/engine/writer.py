@@ -195,21 +195,22 @@ class Writer:
         core = self.core
         durable = record.store is not StoreType.WORKING
         written = None
+        groups = by_dimension(vectors) if vectors is not None else None  # for the table and RAM alike
         with self._transaction() as uow:
             if durable:
                 written = core.records.insert(uow, [record], replace=True)
-                if vectors is not None:
+                if groups is not None:
                     uow.vectors.delete([record.id])
-                    self._insert_vectors(uow, by_dimension(vectors), replace=False)
+                    self._insert_vectors(uow, groups, replace=False)
             seq = uow.state.bump(RECORDS_SEQ)
             core.intend_audit("update", [record.id])
         if written is not None:
             core.records.commit_heads(written)
         else:
             core.working.put(record)
-        if vectors is not None:
+        if groups is not None:
             core.vectors.remove([record.id])
-            self._add_vectors_ram(by_dimension(vectors), {record.id: record.store})
+            self._add_vectors_ram(groups, {record.id: record.store})
         else:  # a move to another store keeps its vector, filed under the new store
             core.vectors.set_code(record.id, STORE_CODE[record.store])
         core.text.stage(seq, delete=[str(record.id)], add=[record_text_doc(record)])

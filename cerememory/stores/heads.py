@@ -170,6 +170,12 @@ class HeadTable:
     def __len__(self) -> int:
         return len(self._rows.row_of)
 
+    def holding(self, ids: Sequence[uuid.UUID]) -> np.ndarray:
+        """Whether each of `ids` is held, as booleans: one lookup of its int per id, with no
+        snapshot of every id held made for it."""
+        row_of = self._rows.row_of
+        return np.fromiter(map(row_of.__contains__, map(_INT, ids)), dtype=bool, count=len(ids))
+
     def __iter__(self) -> Iterator[uuid.UUID]:
         """The ids held now (a snapshot, in the order they were first held)."""
         with self._lock:
