@@ -124,3 +124,31 @@ def test_closing_neither_waits_for_a_commit_delay_nor_warms_a_cache_it_will_not_
     assert not any(t.is_alive() for t in committers)
     with cerememory.open(tmp_path / "d", semantic="off") as reopened:  # the note was committed
         assert [m.record.id for m in reopened.recall("note").memories]
+
+
+def test_writes_queued_behind_a_commit_are_the_next_group_led_by_the_oldest() -> None:
+    """The leader answers the writes it committed and hands the lead to the oldest write still
+    queued, which takes everything queued meanwhile as one group."""
+    release = threading.Event()
+    groups: list[list[str]] = []
+
+    def commit(take: Callable[[], list[Pending[str]]]) -> None:
+        group = [p.write for p in take()]
+        groups.append(group)
+        if group == ["first"]:
+            release.wait()
+
+    group_commit: GroupCommit[str] = GroupCommit(commit)
+    first = threading.Thread(target=group_commit.submit, args=("first",))
+    first.start()
+    _until(lambda: bool(groups))
+    queued = [threading.Thread(target=group_commit.submit, args=(f"w{i}",)) for i in range(3)]
+    for thread in queued:
+        thread.start()
+    _until(lambda: group_commit.pending() == 3)
+    release.set()
+    for thread in [first, *queued]:
+        thread.join()
+    assert groups[0] == ["first"]
+    assert sorted(groups[1]) == ["w0", "w1", "w2"] and len(groups) == 2
+    assert group_commit.pending() == 0

@@ -7,6 +7,11 @@ writes have been arriving together; a lone writer never waits), then commits eve
 queued in one call of `commit` and answers each caller. Every caller returns only after its
 write was committed, or raises the error that kept it out.
 
+Callers that are not leading wait on their own event, which the leader sets once their write
+is committed; it then hands the lead straight to the oldest write still queued. Waiting on a
+shared lock instead made every answered caller take that lock in turn, each needing the
+interpreter lock to do so, and the next group waited behind them all.
+
 The wait adapts to load: it is a fraction of the last commit's duration, capped by
 `MAX_WAIT`, and ends early once as many writes are queued as the last group held.
 """
@@ -36,6 +41,7 @@ class Pending(Generic[T]):
     context: contextvars.Context = field(default_factory=contextvars.copy_context)
     done: bool = False
     error: BaseException | None = None
+    woken: threading.Event = field(default_factory=threading.Event)  # committed, or this caller leads next
 
 
 class GroupCommit(Generic[T]):
@@ -53,8 +59,8 @@ class GroupCommit(Generic[T]):
         self._commit = commit
         self._clock = clock
         self._queue: list[Pending[T]] = []
-        self._arrived = threading.Condition()
-        self._leading = threading.Lock()
+        self._arrived = threading.Condition()  # guards the queue and `_leading`; a gathering leader waits on it
+        self._leading = False
         self._last_size = 1
         self._last_seconds = 0.0
         self.groups = 0  # groups committed, for tests and metrics
@@ -65,10 +71,14 @@ class GroupCommit(Generic[T]):
         pending = Pending(write)
         with self._arrived:
             self._queue.append(pending)
-            self._arrived.notify_all()
-        with self._leading:
-            if not pending.done:
-                self._lead()
+            follow = self._leading
+            self._leading = True
+            if follow:
+                self._arrived.notify()  # the leader may be gathering
+        if follow:
+            pending.woken.wait()
+        if not pending.done:
+            self._lead_until(pending)
         if pending.error is not None:
             raise pending.error
 
@@ -76,6 +86,18 @@ class GroupCommit(Generic[T]):
         """Writes queued and not yet taken by a leader."""
         with self._arrived:
             return len(self._queue)
+
+    def _lead_until(self, mine: Pending[T]) -> None:
+        """Commit groups until `mine` is committed, then hand the lead to the oldest write queued."""
+        try:
+            while not mine.done:
+                self._lead()
+        finally:
+            with self._arrived:
+                successor = self._queue[0] if self._queue else None
+                self._leading = successor is not None
+            if successor is not None:
+                successor.woken.set()
 
     def _take(self) -> list[Pending[T]]:
         """The queued writes, up to MAX_GROUP."""
@@ -113,6 +135,7 @@ class GroupCommit(Generic[T]):
         finally:
             for pending in taken:
                 pending.done = True
+                pending.woken.set()
             self._last_size = max(1, len(taken))
             self._last_seconds = self._clock() - started
             self.groups += 1
