@@ -216,3 +216,25 @@ def test_audit_can_be_turned_off(data_dir):
     with cerememory.open(data_dir, semantic="off", audit__enabled=False) as mem:
         mem.store("unaudited")
     assert not (data_dir / AUDIT_FILE).exists()
+
+
+def test_a_busy_writer_and_another_process_keep_one_chain(tmp_path):
+    """A writer whose threads append back to back keeps its flock between them; another
+    process's writer still gets its turn (at the next fsync at most), and the chain stays whole."""
+    path = tmp_path / AUDIT_FILE
+    busy, other = AuditLog(path, fsync_interval=0.05), AuditLog(path, fsync_interval=0.05)
+
+    def append(log, n):
+        for i in range(n):
+            log.append("encode.store", record_ids=[str(i)])
+
+    threads = [threading.Thread(target=append, args=(busy, 50)) for _ in range(4)]
+    threads.append(threading.Thread(target=append, args=(other, 20)))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    busy.close()
+    other.close()
+    report = verify(path)
+    assert report.ok and report.entries == 220

@@ -11,6 +11,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
+from contextvars import Context, copy_context
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -374,5 +375,11 @@ class EngineCore:
     def intend_audit(self, step: str, ids: Sequence[uuid.UUID], **counts: int) -> None:
         """The audit intent of a change, written inside its transaction just before the commit
         (a failure to write it rolls the change back): what it is about to change."""
+        self.intend_audits(step, [(copy_context(), ids, counts)])
+
+    def intend_audits(self, step: str, changes: Sequence[tuple[Context, Sequence[uuid.UUID], dict[str, int]]]) -> None:
+        """`intend_audit` for the changes of several callers committed together (a group commit),
+        each in the context it was asked for in, in one append to the log."""
         if self.audit is not None:
-            self.audit.intend(ids, {"step": step, "records": len(ids), **counts})
+            self.audit.intend([(within, ids, {"step": step, "records": len(ids), **counts})
+                                   for within, ids, counts in changes])

@@ -134,10 +134,8 @@ class Writer:
                 return
 
             def intents() -> None:  # one per caller, in the caller's context: its request id, its key
-                for pending in kept:
-                    write = pending.write
-                    pending.context.run(self.core.intend_audit, "write", [r.id for r in write.records],
-                                        edges=len(write.edges))
+                self.core.intend_audits("write", [(p.context, [r.id for r in p.write.records],
+                                                   {"edges": len(p.write.edges)}) for p in kept])
 
             vectors: Vectors = {}
             for pending in kept:

@@ -16,8 +16,11 @@ its bytes, without re-serialising. Editing a line breaks its hash; deleting, ins
 reordering lines breaks the `seq` / `prev` links. Summaries hold counts and enum values only,
 never content.
 
-Appends are cheap: one `write(2)` of the line on an `O_APPEND` descriptor under a thread lock and
-an `flock` (the `keys` CLI appends while a server owns the data dir), and `fsync` at most once
+Appends are cheap: one `write(2)` of the lines on an `O_APPEND` descriptor under a thread lock and
+an `flock` (the `keys` CLI appends while a server owns the data dir). While other threads wait
+to append, the flock is kept for them (until the next fsync at most), so a busy writer does
+not make three more system calls per entry inside its lock; another process waits at most one
+`fsync_interval`. The intents of a group commit go in as one write. `fsync` runs at most once
 per `fsync_interval` seconds (0: after every append) and on close. A crash loses nothing the OS
 has; a power cut can lose the entries of the last interval. A write cut short (a full disk) is
 truncated away again, so the chain stays whole.
@@ -35,9 +38,9 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import Context, ContextVar
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from enum import Enum
@@ -68,6 +71,18 @@ def seal(entry: dict[str, Any]) -> tuple[bytes, str]:
     body = canonical(entry)
     digest = hashlib.sha256(body).hexdigest()
     return body[:-1] + b',"hash":"' + digest.encode() + b'"}\n', digest
+
+
+def link(entries: Sequence[dict[str, Any]], seq: int, prev: str) -> list[tuple[dict[str, Any], str, bytes]]:
+    """`entries` chained after entry `seq` whose hash is `prev`: each with its `seq` and `prev`,
+    its hash and its line."""
+    linked = []
+    for entry in entries:
+        seq += 1
+        entry = {"seq": seq, **entry, "prev": prev}
+        line, prev = seal(entry)
+        linked.append((entry, prev, line))
+    return linked
 
 
 def _now_iso() -> str:
@@ -272,12 +287,13 @@ def running(op: str) -> Iterator[Running]:
 
 class Chain(Protocol):
     """Where the entries of a log live, in order: a file (`FileChain`) or a database table
-    (storage/postgres/audit.py). `append` links and writes one entry atomically with respect to
-    every other writer of the same chain, so several processes keep one chain."""
+    (storage/postgres/audit.py). `extend` links and writes entries, in order and adjacent,
+    atomically with respect to every other writer of the same chain, so several processes keep
+    one chain."""
 
     where: str
 
-    def append(self, entry: dict[str, Any]) -> tuple[dict[str, Any], str]: ...  # adds seq and prev
+    def extend(self, entries: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]: ...  # adds seq, prev
     def head(self) -> tuple[int, str]: ...
     def lines(self) -> Iterator[bytes]: ...  # every entry's line, oldest first
     def sync(self) -> None: ...
@@ -285,7 +301,7 @@ class Chain(Protocol):
 
 
 class FileChain:
-    """The chain in one file: `append` is thread- and process-safe (a lock and an flock)."""
+    """The chain in one file: `extend` is thread- and process-safe (a lock and an flock)."""
 
     def __init__(self, path: str | Path, *, fsync_interval: float = 1.0, head: tuple[int, str] = (0, GENESIS)) -> None:
         self.path = Path(path)
@@ -297,6 +313,8 @@ class FileChain:
         self._size = -1  # unknown: read the tail before the first append
         self._seq, self._head = head
         self._sync_timer: threading.Timer | None = None
+        self._holding = False  # the flock, kept while other threads wait to append, until the next fsync at most
+        self._wanting = 0  # threads in or waiting for `extend`: approximate, a hint to keep the flock
         self._closed = False
 
     def head(self) -> tuple[int, str]:
@@ -324,24 +342,42 @@ class FileChain:
                                hint="run `cerememory audit-verify`") from None
         self._size = size
 
-    def append(self, entry: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        with self._lock:
-            if self._closed:
-                raise CMPError(ErrorCode.INTERNAL_ERROR, "the audit log is closed")
+    def extend(self, entries: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
+        if not entries:
+            return []
+        self._wanting += 1
+        try:
+            with self._lock:
+                if self._closed:
+                    raise CMPError(ErrorCode.INTERNAL_ERROR, "the audit log is closed")
+                linked = self._linked_and_written(entries)
+                self._schedule_sync()
+                if self._wanting <= 1:  # no other thread is waiting to append: let other processes in
+                    self._let_go()
+        finally:
+            self._wanting -= 1
+        return [(entry, digest) for entry, digest, _ in linked]
+
+    def _linked_and_written(self, entries: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str, bytes]]:
+        """Link `entries` after the tail and write them (the caller holds `_lock`), taking the
+        flock if it is not held, and reading the tail again then."""
+        took = not self._holding
+        if took:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:
+            self._holding = True
+        try:
+            if took:
                 self._catch_up()
-                entry = {"seq": self._seq + 1, **entry, "prev": self._head}
-                line, digest = seal(entry)
-                self._write(line)
-                self._seq, self._head = self._seq + 1, digest
-            finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-            self._schedule_sync()
-        return entry, digest
+            linked = link(entries, self._seq, self._head)
+            self._write(b"".join(line for _, _, line in linked))
+        except BaseException:
+            self._let_go()
+            raise
+        self._seq, self._head = self._seq + len(linked), linked[-1][1]
+        return linked
 
     def _write(self, line: bytes) -> None:
-        """Write the whole line or nothing: a write cut short is truncated away (the caller holds
+        """Write the whole lines or nothing: a write cut short is truncated away (the caller holds
         the flock, and `_size` is the file's size before it)."""
         try:
             written = os.write(self._fd, line)
@@ -356,9 +392,16 @@ class FileChain:
             raise
         self._size += len(line)
 
+    def _let_go(self) -> None:
+        """Release the flock (the caller holds `_lock`): another process may append now."""
+        if self._holding:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            self._holding = False
+
     def _schedule_sync(self) -> None:
         if self.fsync_interval <= 0:
             os.fsync(self._fd)
+            self._let_go()
         elif self._sync_timer is None:
             self._sync_timer = threading.Timer(self.fsync_interval, self.sync)
             self._sync_timer.daemon = True
@@ -375,6 +418,9 @@ class FileChain:
                 os.fsync(self._fd)
             except OSError:  # the timer's thread has no caller to tell; the next sync retries
                 log.exception("fsync of %s failed", self.path)
+            with self._lock:
+                if not self._closed:
+                    self._let_go()
 
     def close(self) -> None:
         with self._sync_lock, self._lock:
@@ -386,6 +432,20 @@ class FileChain:
             os.fsync(self._fd)
             os.close(self._fd)
             self._closed = True
+
+
+def _entry(op: str, phase: str, record_ids: Iterable[str], summary: dict[str, Any] | None, key_id: str | None,
+           request_id: str | None, transport: str | None) -> dict[str, Any]:
+    return {"time": _now_iso(), "op": op, "phase": phase, "record_ids": list(record_ids), "key_id": key_id,
+            "request_id": request_id, "transport": transport, "summary": summary or {}}
+
+
+def _intent(record_ids: Iterable[uuid.UUID], summary: dict[str, Any] | None) -> tuple[dict[str, Any], Running | None]:
+    """The intent entry of a change asked for in the running context, and its running operation."""
+    current = _running.get()
+    caller = context.current()
+    return _entry(current.op if current else UNATTRIBUTED, INTENT, [str(i) for i in record_ids], summary,
+                  caller.key_id, caller.request_id, caller.transport), current
 
 
 class AuditLog:
@@ -438,9 +498,7 @@ class AuditLog:
                key_id: str | None = None, request_id: str | None = None,
                transport: str | None = None, phase: str = DONE) -> dict[str, Any]:
         """Append one entry and return it (with its hash)."""
-        entry, digest = self.chain.append({
-            "time": _now_iso(), "op": op, "phase": phase, "record_ids": list(record_ids), "key_id": key_id,
-            "request_id": request_id, "transport": transport, "summary": summary or {}})
+        [(entry, digest)] = self.chain.extend([_entry(op, phase, record_ids, summary, key_id, request_id, transport)])
         entry["hash"] = digest
         return entry
 
@@ -456,23 +514,23 @@ class AuditLog:
     def close(self) -> None:
         self.chain.close()
 
-    def intend(self, record_ids: Iterable[uuid.UUID], summary: dict[str, Any] | None = None) -> None:
-        """The intent entry of a change about to be committed, written inside its transaction: if
-        this fails, the change is rolled back, so no change goes unlogged."""
-        current = _running.get()
-        caller = context.current()
+    def intend(self, intents: Sequence[tuple[Context, Iterable[uuid.UUID], dict[str, Any] | None]]) -> None:
+        """The intent entries of changes about to be committed, written inside their transaction:
+        if this fails, the changes are rolled back, so no change goes unlogged. Each is
+        attributed to the context it was asked for in (its operation, key and request id); the
+        changes of a group commit go in as one append."""
+        made = [within.run(_intent, record_ids, summary) for within, record_ids, summary in intents]
         try:
-            self.append(current.op if current else UNATTRIBUTED, phase=INTENT,
-                        record_ids=[str(i) for i in record_ids], summary=summary, key_id=caller.key_id,
-                        request_id=caller.request_id, transport=caller.transport)
+            self.chain.extend([entry for entry, _ in made])
         except OSError as exc:
             if is_disk_full(exc):
                 raise storage_full(Path(self.where)) from exc
             raise CMPError(ErrorCode.INTERNAL_ERROR,
                            f"nothing was changed: its audit entry could not be written: {exc.strerror}",
                            hint=f"check the disk and the permissions of {self.where}") from exc
-        if current is not None:
-            current.intents += 1
+        for _, current in made:
+            if current is not None:
+                current.intents += 1
 
     def record(self, op: str, request: BaseModel, response: BaseModel,
                touched: Iterable[uuid.UUID] = ()) -> dict[str, Any] | None:

@@ -8,10 +8,10 @@ stored line is the entry's canonical JSON with its hash, byte for byte.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ...security.audit import GENESIS, Verification, seal, verify_lines
+from ...security.audit import GENESIS, Verification, link, verify_lines
 from .database import Database
 
 
@@ -25,15 +25,17 @@ class TableChain:
         self._key = zlib.crc32(f"cerememory-audit:{db.schema}".encode())
         self._head = (0, GENESIS)
 
-    def append(self, entry: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    def extend(self, entries: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
+        if not entries:
+            return []
         with self.db.locked("audit", self._key) as conn:
             last = conn.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
-            seq, prev = (int(last[0]), str(last[1])) if last else (0, GENESIS)
-            entry = {"seq": seq + 1, **entry, "prev": prev}
-            line, digest = seal(entry)
-            conn.execute("INSERT INTO audit (seq, line, hash) VALUES (%s, %s, %s)", [seq + 1, line, digest])
-        self._head = (seq + 1, digest)
-        return entry, digest
+            linked = link(entries, *((int(last[0]), str(last[1])) if last else (0, GENESIS)))
+            with conn.cursor() as cursor:
+                cursor.executemany("INSERT INTO audit (seq, line, hash) VALUES (%s, %s, %s)",
+                                   [(entry["seq"], line, digest) for entry, digest, line in linked])
+        self._head = (linked[-1][0]["seq"], linked[-1][1])
+        return [(entry, digest) for entry, digest, _ in linked]
 
     def head(self) -> tuple[int, str]:
         return self._head
