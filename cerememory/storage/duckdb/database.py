@@ -25,6 +25,7 @@ from ..full import is_disk_full, storage_full
 from .ahead import take_connection
 from .driver import connect, duckdb
 from .errors import translate
+from .prepared import Prepared
 
 if TYPE_CHECKING:
     import numpy as np
@@ -182,7 +183,7 @@ class Database:
         self._write_lock = threading.RLock()
         self._invalid: str | None = None  # why the instance must be reopened before the next use
         self._counted_before: dict[str, int] = {}
-        self._prepared: tuple[duckdb.DuckDBPyConnection | None, set[str]] = (None, set())  # per connection
+        self.prepared = Prepared()  # the writer connection's prepared statements
         self._conn = self._connect()
         self._migrate()
 
@@ -240,18 +241,10 @@ class Database:
         return self._counted_before[key]
 
     def draw(self, tx: duckdb.DuckDBPyConnection, sequence: str) -> int:
-        """The next number of `sequence`, drawn in the write transaction `tx` by a statement
-        prepared once per connection: planning `SELECT nextval(...)` anew costs twice what
-        running it does, and every write draws one."""
-        conn, prepared = self._prepared
-        if conn is not tx:
-            prepared = set()
-            self._prepared = (tx, prepared)
-        name = f"draw_{sequence}"
-        if name not in prepared:
-            tx.execute(f"PREPARE {name} AS SELECT nextval('{sequence}')")
-            prepared.add(name)
-        return int(tx.execute(f"EXECUTE {name}").fetchall()[0][0])
+        """The next number of `sequence`, drawn in the write transaction `tx` by a prepared
+        statement: planning `SELECT nextval(...)` anew costs twice what running it does, and
+        every write draws one."""
+        return int(self.prepared.execute(tx, f"SELECT nextval('{sequence}')").fetchall()[0][0])
 
     # ------------------------------------------------------------ connections
 

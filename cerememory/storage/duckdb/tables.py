@@ -7,6 +7,7 @@ transaction's own writes.
 
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -35,6 +36,20 @@ def _param(name: str, value: Any) -> Any:
     if name in _UUID_COLUMNS:
         return str(value)
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _as_uuids(values: Sequence[Any] | np.ndarray) -> Sequence[Any]:
+    """Ids given as text as UUIDs (as `prepared.literal` writes them for a UUID column)."""
+    return [uuid.UUID(v) if isinstance(v, str) else v for v in values]
+
+
+@functools.cache
+def _insert_sql(table: str, names: tuple[str, ...], rows: int) -> str:
+    """INSERT of `rows` rows with its values as numbered parameters (as a prepared statement
+    takes them; an id cast in SQL would have DuckDB plan the statement again every time)."""
+    one = len(names)
+    values = "), (".join(", ".join(f"${row * one + k + 1}" for k in range(one)) for row in range(rows))
+    return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({values})"
 
 
 def _column(name: str, values: Sequence[Any] | np.ndarray) -> np.ndarray:
@@ -81,12 +96,15 @@ class _Rows:
         return self._writer().execute(sql, list(params)).fetchall()
 
     def _insert(self, table: str, columns: Columns, *, replace: bool = True) -> None:
-        """Many rows in one statement: a few as parameters, more scanned from numpy columns
-        (registering a scan costs DuckDB about as much as binding ten rows of parameters)."""
+        """Many rows in one statement: a few new ones through a prepared INSERT (prepared.py), a
+        few others as parameters, more scanned from numpy columns (registering a scan costs
+        DuckDB about as much as binding ten rows of parameters)."""
         rows = len(next(iter(columns.values()))) if columns else 0
         if not rows:
             return
         verb = "INSERT OR REPLACE" if replace else "INSERT"
+        if rows <= _FEW_ROWS and not replace and self._insert_prepared(table, columns, rows):
+            return
         if rows <= _FEW_ROWS:
             one = "(" + ", ".join("?::UUID" if k in _UUID_COLUMNS else "?" for k in columns) + ")"
             params = [_param(k, v) for row in zip(*columns.values(), strict=True)
@@ -96,6 +114,15 @@ class _Rows:
         select = ", ".join(f"{k}::UUID" if k in _UUID_COLUMNS else k for k in columns)
         name = f"_batch_{threading.get_ident()}"
         self._with_batch(name, columns, f"{verb} INTO {table} ({', '.join(columns)}) SELECT {select} FROM {name}")
+
+    def _insert_prepared(self, table: str, columns: Columns, rows: int) -> bool:
+        """A few new rows through an INSERT prepared once per connection and row count (a lone
+        write's row, say); False, with nothing written, when a value has no SQL literal."""
+        names = tuple(columns)
+        sql = _insert_sql(table, names, rows)
+        values = [_as_uuids(column) if name in _UUID_COLUMNS else column for name, column in columns.items()]
+        params = [value for row in zip(*values, strict=True) for value in row]
+        return self.db.prepared.execute_with(self._writer(), sql, params) is not None
 
     def _update_from(self, sql: str, columns: Columns) -> list[Row]:
         """An UPDATE ... FROM `_batch` joined on the batch's `id` column (one row per id)."""
