@@ -10,6 +10,7 @@ import base64
 import functools
 import json
 import os
+import sys
 import threading
 import time
 import uuid
@@ -196,15 +197,15 @@ def _parse_f32(value: Any) -> Any:
             return base64.b64decode(value, validate=True)
         except ValueError:
             raise PydanticCustomError("vector_encoding", "embedding_f32 is not valid base64") from None
-    if hasattr(value, "__array_interface__"):
-        import numpy as np  # only when a caller hands an array: short commands never import it
-
-        array = np.asarray(value)
-        if array.ndim != 1 or array.dtype.kind not in "fiu":
+    np = sys.modules.get("numpy")  # a caller holding an array has numpy loaded: short commands never load it
+    if np is not None and isinstance(value, np.ndarray):
+        if value.ndim == 1 and value.dtype.str == "<f4":  # the usual row: no cast, no error state to set up
+            return value.tobytes()
+        if value.ndim != 1 or value.dtype.kind not in "fiu":
             raise PydanticCustomError("vector_encoding", "embedding_f32 as an array must be 1-D and real, "
-                                      "not {shape} {dtype}", {"shape": array.shape, "dtype": str(array.dtype)})
+                                      "not {shape} {dtype}", {"shape": value.shape, "dtype": str(value.dtype)})
         with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf, refused below
-            return array.astype("<f4").tobytes()
+            return value.astype("<f4").tobytes()
     raise PydanticCustomError("vector_encoding", "embedding_f32 must be base64 text of little-endian float32 values")
 
 
