@@ -31,6 +31,8 @@ from .progress import ProgressFn
 from .storage.lock import owning_server as owning_server  # re-exported: part of the public API
 
 if TYPE_CHECKING:
+    from numpy import ndarray
+
     from .config import Config
     from .engine import Engine
 
@@ -51,7 +53,7 @@ class Call(Generic[R]):
     progress: ProgressFn | None = None
 
 
-def _content(text: str | None, content: Any, embedding: Sequence[float] | None = None,
+def _content(text: str | None, content: Any, embedding: Sequence[float] | bytes | ndarray | None = None,
              summary: str | None = None) -> Any:
     if content is not None:
         return content
@@ -69,10 +71,11 @@ class Calls:
     @staticmethod
     def store(text: str | None = None, *, content: Any = None, store: str | None = None,
               emotion: EmotionLike = None, metadata: Mapping[str, Any] | None = None,
-              meta: Any = None, embedding: Sequence[float] | None = None,
+              meta: Any = None, embedding: Sequence[float] | bytes | ndarray | None = None,
               summary: str | None = None, associations: Sequence[Mapping[str, Any]] | None = None,
               created_at: datetime | None = None) -> Call[m.EncodeStoreResponse]:
-        """Remember one thing. Without `store`, a summary routes to semantic, else episodic."""
+        """Remember one thing. Without `store`, a summary routes to semantic, else episodic.
+        `embedding` as a numpy array (or float32 bytes) travels in the compact `embedding_f32` form."""
         return Call("encode.store", build.drop_none({
             "content": _content(text, content, embedding, summary), "store": store,
             "emotion": build.emotion(emotion), "metadata": metadata, "meta": meta,

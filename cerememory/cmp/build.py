@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from .errors import CMPError, ErrorCode
 
 if TYPE_CHECKING:
+    from numpy import ndarray
+
     from ..model import EmotionVector
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -26,11 +28,14 @@ def drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-def text_content(text: str, *, embedding: Sequence[float] | None = None,
+def text_content(text: str, *, embedding: Sequence[float] | bytes | ndarray | None = None,
                  summary: str | None = None) -> dict[str, Any]:
-    """A `MemoryContent` of one text block (with the caller's embedding, when given)."""
+    """A `MemoryContent` of one text block (with the caller's embedding, when given). A numpy
+    array or float32 bytes go as `embedding_f32`, the compact form, never as a list of floats."""
     block: dict[str, Any] = {"modality": "text", "text": text}
-    if embedding is not None:
+    if isinstance(embedding, bytes | bytearray | memoryview) or hasattr(embedding, "__array_interface__"):
+        block["embedding_f32"] = embedding
+    elif embedding is not None:
         block["embedding"] = list(embedding)
     return drop_none({"blocks": [block], "summary": summary})
 

@@ -310,6 +310,9 @@ def not_found(record_id: object, what: str = "record") -> CMPError:
 # pydantic error types that deserve a more specific CMP code than VALIDATION_ERROR
 _SPECIFIC_CODES = {"content_too_large": ErrorCode.CONTENT_TOO_LARGE}
 _STORE_FIELDS = {"store", "stores", "scope"}
+# pydantic error types whose fix is the same whatever the field
+_HINTS = {"vector_encoding": "embedding_f32 is a vector as little-endian float32 values, base64 in JSON "
+                             "(numpy: base64.b64encode(v.astype('<f4').tobytes())); or give the numbers in embedding"}
 
 
 def _location(loc: tuple[Any, ...]) -> str:
@@ -338,7 +341,7 @@ def from_validation_error(exc: PydanticValidationError, *, op: str | None = None
     elif first["type"] == "missing":
         message = "field required"
     prefix = f"{op}: " if op else ""
-    hint = None
+    hint = _HINTS.get(first["type"])
     if code is ErrorCode.STORE_INVALID:
         hint = "stores are episodic, semantic, procedural, emotional, working"
     elif code is ErrorCode.CONTENT_TOO_LARGE:

@@ -355,16 +355,23 @@ class EngineCore:
         forget may wait for another request's."""
         out: Vectors = {}
         given: dict[int, list[tuple[uuid.UUID, list[float]]]] = {}
+        packed: dict[int, list[tuple[uuid.UUID, bytes]]] = {}  # embedding_f32, by byte length
         to_embed: list[tuple[uuid.UUID, str]] = []
         for record_id, content in items:
             vector = content.first_embedding()
-            if vector is not None:
+            if isinstance(vector, bytes):
+                packed.setdefault(len(vector), []).append((record_id, vector))
+            elif vector is not None:
                 given.setdefault(len(vector), []).append((record_id, vector))
             elif self.embedder is not None and (text := embedding_text(content)):
                 to_embed.append((record_id, text))
         for rows in given.values():  # one matrix per dimension, normalised at once
             matrix = normalise_rows([vector for _, vector in rows])
             out.update(zip([i for i, _ in rows], [(row, CALLER_MODEL) for row in matrix], strict=True))
+        for size, blobs in packed.items():  # the bytes of a dimension's rows read as one matrix
+            joined = np.frombuffer(b"".join(blob for _, blob in blobs), dtype="<f4").reshape(len(blobs), size // 4)
+            matrix = normalise_rows(joined)
+            out.update(zip([i for i, _ in blobs], [(row, CALLER_MODEL) for row in matrix], strict=True))
         if to_embed and self.embedder is not None:
             matrix = self.embed([text for _, text in to_embed]).astype(np.float32, copy=False)
             out.update(zip([i for i, _ in to_embed], [(row, self.embedder.name) for row in matrix], strict=True))

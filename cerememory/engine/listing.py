@@ -189,6 +189,7 @@ class Listing:
         blocks = value["content"]["blocks"]
         for block in blocks:
             block.pop("embedding", None)
+            block.pop("embedding_f32", None)
         item: dict[str, Any] = {"id": record_id, "store": head.store, "created_at": from_ts(head.created_at),
                                 "updated_at": from_ts(head.updated_at)}
         if m.ListField.TEXT in fields:

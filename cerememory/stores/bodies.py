@@ -17,13 +17,13 @@ from ..storage import codec
 BODY_FIELDS = {"content", "emotion", "metadata", "meta"}
 # A block's embedding is the record's vector: it lives once, in the vectors table (and the RAM
 # index), not again in every body, which it would make ten times larger.
-NOT_IN_BODY = {"content": {"blocks": {"__all__": {"embedding"}}}}
+NOT_IN_BODY = {"content": {"blocks": {"__all__": {"embedding", "embedding_f32"}}}}
 
 # the blob is a map of these four keys in the record's field order; the fields read below are
 # all the content has
 _ORDER = tuple(name for name in MemoryRecord.model_fields if name in BODY_FIELDS)
 if _ORDER != ("content", "emotion", "metadata", "meta") \
-        or tuple(ContentBlock.model_fields) != ("modality", "format", "data", "embedding") \
+        or tuple(ContentBlock.model_fields) != ("modality", "format", "data", "embedding", "embedding_f32") \
         or tuple(MemoryContent.model_fields) != ("blocks", "summary"):
     raise ImportError("the fields of MemoryRecord, MemoryContent or ContentBlock changed: update bodies.py")
 _HEAD = b"\x84"  # a msgpack map of four entries

@@ -37,7 +37,7 @@ from pydantic_core import to_jsonable_python
 from ..cmp import messages as m
 from ..cmp.dispatch import OPERATIONS, Operation, operation
 from ..cmp.errors import CMPError, ErrorCode
-from ..model import INSTANTS_KEPT, Bytes, Modality, UtcDatetime
+from ..model import INSTANTS_KEPT, Bytes, EmbeddingF32, Modality, UtcDatetime
 from ..v1 import cerememory_pb2 as pb
 
 SERVICE: ServiceDescriptor = pb.DESCRIPTOR.services_by_name["CerememoryService"]
@@ -57,6 +57,8 @@ _INT64 = {FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64}
 _FLOATS = {FieldDescriptor.CPPTYPE_DOUBLE, FieldDescriptor.CPPTYPE_FLOAT}
 _DATETIME: TypeAdapter[datetime] = TypeAdapter(UtcDatetime)
 _BYTES: TypeAdapter[bytes] = TypeAdapter(Bytes)
+# a bytes field with a form of its own: a vector also given in process as a numpy row
+_BYTES_OF: dict[str, TypeAdapter[bytes]] = {"cerememory.v1.ContentBlock.embedding_f32": TypeAdapter(EmbeddingF32)}
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -158,7 +160,7 @@ def _scalar_to_wire(value: Any, fd: FieldDescriptor, where: str) -> Any:
     if fd.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
         return fd.enum_type.values_by_name[_enum_to_wire(value, fd.enum_type, where)].number
     if fd.type == FieldDescriptor.TYPE_BYTES:
-        return _validated(_BYTES, value, where)
+        return _validated(_BYTES_OF.get(fd.full_name, _BYTES), value, where)
     if isinstance(value, uuid.UUID | Enum):
         return str(value.value if isinstance(value, Enum) else value)
     if isinstance(value, bool) and fd.cpp_type != FieldDescriptor.CPPTYPE_BOOL:

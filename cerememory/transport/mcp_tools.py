@@ -191,7 +191,7 @@ def _readable_record(record: Result) -> Result:
     content = dict(out.get("content") or {})
     blocks = []
     for block in content.get("blocks", []):
-        block = {k: v for k, v in block.items() if k != "embedding"}
+        block = {k: v for k, v in block.items() if k not in ("embedding", "embedding_f32")}
         if "text" in block:
             block.pop("data", None)
         blocks.append(block)

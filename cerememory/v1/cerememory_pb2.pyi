@@ -257,18 +257,20 @@ class TemporalRange(_message.Message):
     def __init__(self, start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ContentBlock(_message.Message):
-    __slots__ = ("modality", "format", "data", "embedding", "text")
+    __slots__ = ("modality", "format", "data", "embedding", "text", "embedding_f32")
     MODALITY_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_F32_FIELD_NUMBER: _ClassVar[int]
     modality: Modality
     format: str
     data: bytes
     embedding: _containers.RepeatedScalarFieldContainer[float]
     text: str
-    def __init__(self, modality: _Optional[_Union[Modality, str]] = ..., format: _Optional[str] = ..., data: _Optional[bytes] = ..., embedding: _Optional[_Iterable[float]] = ..., text: _Optional[str] = ...) -> None: ...
+    embedding_f32: bytes
+    def __init__(self, modality: _Optional[_Union[Modality, str]] = ..., format: _Optional[str] = ..., data: _Optional[bytes] = ..., embedding: _Optional[_Iterable[float]] = ..., text: _Optional[str] = ..., embedding_f32: _Optional[bytes] = ...) -> None: ...
 
 class MemoryContent(_message.Message):
     __slots__ = ("blocks", "summary")
