@@ -299,6 +299,24 @@ def test_numbers_beyond_json_take_the_same_form_on_both_paths():
     assert message.memories[0].relevance_score == float("inf")
 
 
+@pytest.mark.parametrize("metadata", [{}, {"k": 0, "nested": {"a": [1, "b"]}}])
+def test_the_direct_path_writes_zeros_signs_and_empty_structs_as_the_json_path(metadata: dict):
+    """The server's writers skip what the wire leaves out (zero ints, absent fields) and keep what
+    it carries: -0.0's sign, an empty metadata Struct's presence."""
+    record = cerememory.MemoryRecord(store=cerememory.StoreType.EPISODIC, access_count=0, metadata=metadata,
+                                     content=cerememory.MemoryContent.of_text("x"),
+                                     emotion=cerememory.EmotionVector(valence=-0.0, joy=0.5))
+    recalled = m.RecalledMemory(record=record, relevance_score=-0.0, rendered_content=record.content,
+                                activation_path=[record.id, uuid.uuid4()])
+    answer = m.RecallQueryResponse(memories=[recalled, recalled], undecodable_ids=[uuid.uuid4()])
+    message = convert.to_proto_response("recall.query", answer)
+    json_path = convert.to_proto_response("recall.query", answer.model_dump(mode="json"))
+    assert message.SerializeToString(deterministic=True) == json_path.SerializeToString(deterministic=True)
+    assert message.memories[0].record.HasField("metadata")
+    assert str(message.memories[1].relevance_score) == "-0.0"
+    assert message.memories[0].activation_path == [str(record.id), str(recalled.activation_path[1])]
+
+
 def test_request_defaults_and_explicit_zeros_survive():
     assert convert.from_proto_request("recall.query", convert.to_proto("recall.query", {})) == {}
     explicit = {"limit": 1, "reconsolidate": False, "activation_depth": 0, "min_fidelity": 0.0,

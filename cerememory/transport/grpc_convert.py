@@ -255,6 +255,9 @@ def _text_of(value: Any) -> Any:
     return str(value.value if isinstance(value, Enum) else value)
 
 
+_uuid_text: Callable[[uuid.UUID], str] = lru_cache(maxsize=1 << 14)(str)
+"""A record id as text, kept by id: `UUID.__str__` is Python code, and answers repeat ids."""
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -312,14 +315,49 @@ def _writer(fd: FieldDescriptor) -> Writer | None:
     return None
 
 
+_EMPTY_STRUCT = struct_pb2.Struct()  # an empty Struct goes in as a message: its dict form runs Python
+
+
+def _field_type(model: type[BaseModel], name: str, shape: str) -> Any:
+    """The type of one value of a model's field (a list's item, a map's value), unwrapped."""
+    tp = _unwrap(model.model_fields[name].annotation)[1]
+    if shape != "one" and get_args(tp):
+        tp = _unwrap(get_args(tp)[-1 if shape == "map" else 0])[1]
+    return tp
+
+
+_COMPILING: set[tuple[type, Descriptor]] = set()  # writers being made (a model type may nest itself)
+
+
+def _value_code(model: type[BaseModel], name: str, fd: FieldDescriptor, shape: str, i: int,
+                names: dict[str, Any]) -> str | None:
+    """The expression writing one value `v` of a field (None: as it is). A submessage of a known
+    model type calls that type's function directly; the writer by the field's descriptor
+    (`_writer`) takes any other value, so the output is the same either way."""
+    write = _writer(fd)
+    if write is None:
+        return None
+    names[f"w{i}"] = write
+    tp = _field_type(model, name, shape)
+    message = fd.message_type
+    if message is not None and isinstance(tp, type) and issubclass(tp, BaseModel) \
+            and message.full_name not in _JSON_TYPES and (tp, message) not in _COMPILING:
+        names[f"c{i}"], names[f"T{i}"] = _compiled(tp, message), tp
+        return f"c{i}(v) if type(v) is T{i} else w{i}(v)"
+    if tp is uuid.UUID:
+        names["UUID"], names["uuid_text"] = uuid.UUID, _uuid_text
+        return f"uuid_text(v) if type(v) is UUID else w{i}(v)"
+    if write is _text_of:  # str in the model: no call for what is already text
+        return f"v if type(v) is str else w{i}(v)"
+    if message is not None and message.full_name == "google.protobuf.Struct":
+        return f"w{i}(v) if v else EMPTY_STRUCT"
+    return f"w{i}(v)"
+
+
 _FIELD_CODE = {  # how the constructor argument `name` is read from the model's field values `d`
-    ("one", False): "    x = d[{name!r}]\n    if x is not None:\n        out[{name!r}] = x\n",
-    ("one", True): "    x = d[{name!r}]\n    if x is not None:\n        out[{name!r}] = w{i}(x)\n",
-    ("list", False): "    x = d[{name!r}]\n    if x:\n        out[{name!r}] = list(x)\n",
-    ("list", True): "    x = d[{name!r}]\n    if x:\n        out[{name!r}] = [w{i}(v) for v in x]\n",
-    ("map", False): "    x = d[{name!r}]\n    if x:\n        out[{name!r}] = {{str(k): v for k, v in x.items()}}\n",
-    ("map", True): "    x = d[{name!r}]\n    if x:\n"
-                   "        out[{name!r}] = {{str(k): w{i}(v) for k, v in x.items()}}\n",
+    "one": "    v = d[{name!r}]\n    if v {test}:\n        out[{name!r}] = {value}\n",
+    "list": "    x = d[{name!r}]\n    if x:\n        out[{name!r}] = {listed}\n",
+    "map": "    x = d[{name!r}]\n    if x:\n        out[{name!r}] = {mapped}\n",
 }
 
 
@@ -329,23 +367,33 @@ def _compiled(model: type[BaseModel], desc: Descriptor) -> Callable[[BaseModel],
     one straight line of code per field (as `dataclasses` makes its methods), several times
     quicker than a loop that looks at each field's shape on every call."""
     lines = ["def write(model):\n    d = model.__dict__\n    out = {}\n"]
-    writers: dict[str, Any] = {}
-    for i, name in enumerate(model.model_fields):
-        fd = desc.fields_by_name.get(name)
-        if fd is None:
-            raise TypeError(f"{desc.full_name} has no field {name} of {model.__name__} (see schema_problems())")
-        if _is_map(fd):
-            shape, write = "map", _writer(fd.message_type.fields_by_name["value"])
-        else:
-            shape, write = ("list" if fd.is_repeated else "one"), _writer(fd)
-        writers[f"w{i}"] = write
-        lines.append(_FIELD_CODE[shape, write is not None].format(name=name, i=i))
+    names: dict[str, Any] = {"TEXT": Modality.TEXT, "EMPTY_STRUCT": _EMPTY_STRUCT}
+    _COMPILING.add((model, desc))
+    try:
+        for i, name in enumerate(model.model_fields):
+            fd = desc.fields_by_name.get(name)
+            if fd is None:
+                raise TypeError(f"{desc.full_name} has no field {name} of {model.__name__} (see schema_problems())")
+            if _is_map(fd):
+                shape, value_fd = "map", fd.message_type.fields_by_name["value"]
+            else:
+                shape, value_fd = ("list" if fd.is_repeated else "one"), fd
+            code = _value_code(model, name, value_fd, shape, i, names)
+            # a zero the message has no presence for is what the wire leaves out anyway (not a
+            # float's: -0.0 is falsy, yet the wire carries its sign)
+            zero_is_absent = not (fd.has_presence or fd.message_type is not None or fd.cpp_type in _FLOATS)
+            test = "" if zero_is_absent else "is not None"
+            lines.append(_FIELD_CODE[shape].format(
+                name=name, value=code or "v", test=test,
+                listed=f"[{code} for v in x]" if code else "list(x)",
+                mapped=f"{{str(k): {code} for k, v in x.items()}}" if code else "{str(k): v for k, v in x.items()}"))
+    finally:
+        _COMPILING.discard((model, desc))
     if desc.full_name == _CONTENT_BLOCK:  # the wire carries a text block once, as text
         lines.append("    if model.modality is TEXT:\n        out['text'] = out.pop('data', b'').decode('utf-8')\n")
     lines.append("    return out\n")
-    namespace: dict[str, Any] = {**writers, "TEXT": Modality.TEXT}
-    exec("".join(lines), namespace)  # noqa: S102 - the code is made here, from field names
-    function: Callable[[BaseModel], dict[str, Any]] = namespace["write"]
+    exec("".join(lines), names)  # noqa: S102 - the code is made here, from field names
+    function: Callable[[BaseModel], dict[str, Any]] = names["write"]
     return function
 
 
