@@ -203,7 +203,7 @@ def test_a_write_rolled_back_after_drawing_its_number_leaves_the_indexes_agreein
             raise CMPError(ErrorCode.INTERNAL_ERROR, "the audit entry could not be written", hint="test")
 
         with monkeypatch.context() as patch:
-            patch.setattr(mem.engine.core, "intend_audit", refuse)
+            patch.setattr(mem.engine.core, "intend_audits", refuse)
             with pytest.raises(CMPError):
                 mem.store("penguins that were never stored")
         mem.store("penguins after the failure")
