@@ -146,11 +146,11 @@ class LoadMonitor:
         return max(other, 0.0) / wall if wall > 0 else 0.0
 
 
-def ab_parser(doc: str | None, rounds: int) -> argparse.ArgumentParser:
+def ab_parser(doc: str | None, rounds: int, n: int = 100_000) -> argparse.ArgumentParser:
     """The arguments of a before/after comparison: an earlier source tree, N and rounds."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", type=Path, required=True, help="source tree of the earlier version")
-    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--n", type=int, default=n)
     parser.add_argument("--rounds", type=int, default=rounds)
     return parser
 
@@ -177,6 +177,31 @@ def run_tree(tree: Path, code: str, *args: str, drop: Sequence[str] = ()) -> dic
     out = subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=tree, capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def alternate_trees(before: Path, after: Path, rounds: int, code: str, *args: str) -> list[dict]:
+    """Run `code` over `before` and then `after` in fresh processes, `rounds` times, so both see
+    the same machine load; each row is one run's JSON with its round, tree and the 1-minute load
+    average at its start. Each row is printed as it comes, to follow a long run."""
+    rows: list[dict] = []
+    for r in range(rounds):
+        for label, tree in (("before", before.resolve()), ("after", after)):
+            load = os.getloadavg()[0]
+            rows.append({"round": r, "tree": label, "load1": load, **run_tree(tree, code, *args)})
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+# The opening of a child process that stores sentences into a fresh embedded data directory of
+# sys.argv[1] records (store_ab, store_statements): imports, the corpus' words and its size.
+STORE_CHILD_HEAD = r"""
+import collections, json, random, shutil, sys, tempfile, threading, time
+from pathlib import Path
+import cerememory
+WORDS = ("deploy key rotate monday budget review meeting river mountain lunch pasta team roadmap release "
+         "incident database migration latency cache token schema index vector memory agent").split()
+n = int(sys.argv[1])
+"""
 
 
 def _pgserver(workdir: Path, cleanup_mode: str) -> Any:

@@ -15,23 +15,17 @@ Writes bench/results/store_ab.md and store_ab.json.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ab_parser, median_ratio, pick, run_tree  # noqa: E402
+from common import STORE_CHILD_HEAD, ab_parser, alternate_trees, median_ratio, pick  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
-CHILD = r"""
-import json, random, shutil, sys, tempfile, threading, time
-from pathlib import Path
-import cerememory
-WORDS = ("deploy key rotate monday budget review meeting river mountain lunch pasta team roadmap release "
-         "incident database migration latency cache token schema index vector memory agent").split()
-n, calls, writers, per = int(sys.argv[1]), 300, 32, 20
+CHILD = STORE_CHILD_HEAD + r"""
+calls, writers, per = 300, 32, 20
 rng = random.Random(1)
 sentence = lambda r: " ".join(r.choices(WORDS, k=12))
 work = Path(tempfile.mkdtemp())
@@ -74,16 +68,8 @@ print(json.dumps({"p50_ms": latencies[len(latencies) // 2] * 1000,
 
 
 def main() -> None:
-    parser = ab_parser(__doc__, rounds=3)
-    parser.set_defaults(n=10_000)
-    args = parser.parse_args()
-    after = HERE.parent
-    rows: list[dict] = []
-    for r in range(args.rounds):
-        for label, tree in (("before", args.before.resolve()), ("after", after)):
-            load = os.getloadavg()[0]
-            rows.append({"round": r, "tree": label, "load1": load, **run_tree(tree, CHILD, str(args.n))})
-            print(json.dumps(rows[-1]), flush=True)
+    args = ab_parser(__doc__, rounds=3, n=10_000).parse_args()
+    rows = alternate_trees(args.before, HERE.parent, args.rounds, CHILD, str(args.n))
     lines = ["# encode.store embedded, before and after, side by side", "",
              f"`bench/store_ab.py --n {args.n} --rounds {args.rounds}`; {args.n:,} records loaded first, semantic off; "
              "each figure a fresh process, before and after alternating. One caller: 300 stores, p50 and the "

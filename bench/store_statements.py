@@ -14,24 +14,18 @@ Writes bench/results/store_statements.md and store_statements.json.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ab_parser, median_ratio, pick, run_tree  # noqa: E402
+from common import STORE_CHILD_HEAD, ab_parser, alternate_trees, median_ratio, pick  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
-CHILD = r"""
-import collections, json, random, shutil, sys, tempfile, time
-from pathlib import Path
-import cerememory
-WORDS = ("deploy key rotate monday budget review meeting river mountain lunch pasta team roadmap release "
-         "incident database migration latency cache token schema index vector memory agent").split()
-n, calls = int(sys.argv[1]), 300
+CHILD = STORE_CHILD_HEAD + r"""
+calls = 300
 rng = random.Random(1)
 sentence = lambda: " ".join(rng.choices(WORDS, k=12))
 stats = collections.defaultdict(lambda: [0, 0.0, 0.0])
@@ -89,16 +83,8 @@ print(json.dumps({"p50_ms": latencies[calls // 2] * 1000, "main_cpu_ms": main_cp
 
 
 def main() -> None:
-    parser = ab_parser(__doc__, rounds=3)
-    parser.set_defaults(n=10_000)
-    args = parser.parse_args()
-    after = HERE.parent
-    rows: list[dict] = []
-    for r in range(args.rounds):
-        for label, tree in (("before", args.before.resolve()), ("after", after)):
-            load = os.getloadavg()[0]
-            rows.append({"round": r, "tree": label, "load1": load, **run_tree(tree, CHILD, str(args.n))})
-            print(json.dumps(rows[-1]), flush=True)
+    args = ab_parser(__doc__, rounds=3, n=10_000).parse_args()
+    rows = alternate_trees(args.before, HERE.parent, args.rounds, CHILD, str(args.n))
     lines = ["# The statements of one embedded encode.store, before and after, side by side", "",
              f"`bench/store_statements.py --n {args.n} --rounds {args.rounds}`; {args.n:,} records loaded first, "
              "semantic off; 300 lone stores per process, each figure a fresh process, before and after alternating. "
