@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,6 @@ from ..model import (
     StoreType,
     from_ts,
     to_ts,
-    uuid_from_text,
 )
 from ..storage.base import RawFilters
 from ..stores.journal import DEFAULT_SECRECY, allowed_visibility
@@ -72,7 +72,7 @@ class _Turns:
     def __call__(self, record_id: uuid.UUID) -> list[uuid.UUID]:
         found = self.seen.get(record_id)
         if found is None:
-            found = self.seen[record_id] = [e.target for e in self.graph.out_edges(record_id, CONTEXT_EDGES)]
+            found = self.seen[record_id] = self.graph.targets(record_id, CONTEXT_EDGES)
         return found
 
 
@@ -159,7 +159,7 @@ class Recall:
         if text:
             groups = None if len(stores) == len(ALL_STORES) else [s.value for s in stores]  # a filter costs ~0.7 ms
             words = topic_words(text) if options.question_cleanup else text
-            text_hits = [(uuid_from_text(i), s) for i, s in self.core.text.search(words, pool, groups)]
+            text_hits = self.core.text.search_ids(words, pool, groups)
             rankings.append(text_hits)
             meta.signals.append("bm25")
         query_vec = None
@@ -231,16 +231,8 @@ class Recall:
         now = self.core.clock()
         known: dict[uuid.UUID, float] = {}
         visible = self._visibility(req.include_decayed, req.min_fidelity, now, known)
-        kept: dict[uuid.UUID, float] = {}
-        for i, s in scores.items():
-            if self.core.store_of(i) not in wanted:
-                continue
-            if not in_window(i):
-                continue
-            if not visible(i):
-                meta.fidelity_filtered += 1
-                continue
-            kept[i] = s
+        kept, hidden = self._kept(scores, wanted, start, end, now, req.include_decayed, req.min_fidelity, known)
+        meta.fidelity_filtered += hidden
         fused = dict(kept)
 
         gains: dict[uuid.UUID, float] = {}
@@ -266,12 +258,11 @@ class Recall:
         if options.session_weight > 0 and rankings:
             final = self._session_evidence(final, req.limit, options.session_weight, near)
         top = best_first(final, req.limit, self.core.created)
-        text_rank = {i: (r + 1, s) for r, (i, s) in enumerate(text_hits)}
-        vector_rank = {i: (r + 1, s) for r, (i, s) in enumerate(vector_hits)}
+        text_rank, vector_rank = _ranks(text_hits), _ranks(vector_hits)
         breakdown = {}
         for i in top:
-            t_rank, t_score = text_rank.get(i, (None, None))
-            v_rank, v_score = vector_rank.get(i, (None, None))
+            t_rank, t_score = text_rank.get(i.int, (None, None))
+            v_rank, v_score = vector_rank.get(i.int, (None, None))
             breakdown[i] = m.ScoreBreakdown(
                 text=None if t_score is None else round(t_score, 4), text_rank=t_rank,
                 vector=None if v_score is None else round(v_score, 4), vector_rank=v_rank,
@@ -290,6 +281,28 @@ class Recall:
         return m.RecallQueryResponse(memories=memories, total_candidates=candidates,
                                      query_metadata=meta,
                                      activation_trace=_trace(top, gains, reached))
+
+    def _kept(self, scores: dict[uuid.UUID, float], wanted: set[StoreType], start: float | None,
+              end: float | None, now: float, include_decayed: bool, min_fidelity: float | None,
+              known: dict[uuid.UUID, float]) -> tuple[dict[uuid.UUID, float], int]:
+        """The scored records of the wanted stores, inside [start, end] when given, that are
+        visible (as `_visibility` says), and how many were hidden for their fidelity: each head
+        is looked up once. Fidelities computed on the way are left in `known`."""
+        kept: dict[uuid.UUID, float] = {}
+        hidden = 0
+        params, state = self.core.params, self.core.state
+        for (i, s), head in zip(scores.items(), self.core.heads_of(list(scores)), strict=True):
+            if head is None or head.store not in wanted:
+                continue
+            if start is not None and end is not None and not start <= head.created_at <= end:
+                continue
+            if not include_decayed:
+                fidelity = known[i] = state(head, now)[0]
+                if fidelity < params[head.store].prune or (min_fidelity is not None and fidelity < min_fidelity):
+                    hidden += 1
+                    continue
+            kept[i] = s
+        return kept, hidden
 
     def _session_evidence(self, final: dict[uuid.UUID, float], limit: int,
                           weight: float, near: _Turns) -> dict[uuid.UUID, float]:
@@ -372,7 +385,7 @@ class Recall:
         extra = [w for w, n in sorted(seen.items(), key=lambda wn: -wn[1]) if n >= 2][:FEEDBACK_WORDS]
         if not extra:
             return []
-        return [(uuid_from_text(i), s) for i, s in self.core.text.search(f"{text} {' '.join(extra)}", pool, groups)]
+        return self.core.text.search_ids(f"{text} {' '.join(extra)}", pool, groups)
 
     def _feedback(self, scores: dict[uuid.UUID, float], query_vec: np.ndarray | None, pool: int,
                   codes: list[int] | None) -> list[tuple[uuid.UUID, float]]:
@@ -665,6 +678,12 @@ def _trace(top: Sequence[uuid.UUID], gains: dict[uuid.UUID, float],
                      for i in touched],
         gains={str(i): round(gains[i], 6) for i in touched},
     )
+
+
+def _ranks(hits: Sequence[tuple[uuid.UUID, float]]) -> dict[int, tuple[int, float]]:
+    """Each hit's (rank from 1, score) by its id's int: ints hash in C, UUIDs in Python."""
+    return dict(zip(map(attrgetter("int"), map(itemgetter(0), hits)),
+                    zip(range(1, len(hits) + 1), map(itemgetter(1), hits)), strict=True))
 
 
 def best_first(scores: dict[uuid.UUID, float], n: int,

@@ -28,12 +28,15 @@ import re
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 
 import tantivy
 
+from ..model import uuids_of_hex
 from ..storage.full import is_disk_full
 from .words import STOP_WORDS
 
@@ -321,9 +324,31 @@ class TextIndex:
         self, text: str, limit: int, groups: Sequence[str] | None = None
     ) -> list[tuple[str, float]]:
         """Top `limit` (id, bm25) pairs for the words of `text`, restricted to `groups`."""
+        found = self._search(text, limit, groups)
+        if found is None:
+            return []
+        searcher, hits = found
+        return [(searcher.doc(addr)["id"][0], float(score)) for score, addr in hits]
+
+    def search_ids(
+        self, text: str, limit: int, groups: Sequence[str] | None = None
+    ) -> list[tuple[uuid.UUID, float]]:
+        """`search` with each id as a `uuid.UUID` (ids indexed as canonical UUID text), made in
+        bulk: recall asks this of a pool of hits per query."""
+        found = self._search(text, limit, groups)
+        if found is None:
+            return []
+        searcher, hits = found
+        doc = searcher.doc
+        ids = uuids_of_hex([doc(addr)["id"][0].replace("-", "") for _, addr in hits])
+        return list(zip(ids, map(float, map(itemgetter(0), hits)), strict=True))
+
+    def _search(self, text: str, limit: int,
+                groups: Sequence[str] | None) -> tuple[tantivy.Searcher, list[tuple[float, tantivy.DocAddress]]] | None:
+        """The searcher and its top `limit` (bm25, address) hits; None when nothing can match."""
         terms = query_terms(self._hashed(text))
         if not terms or limit <= 0:
-            return []
+            return None
         if self._staged > self._visible or self._uncommitted():
             try:
                 self.commit_through(self._staged)  # read your writes
@@ -341,8 +366,7 @@ class TextIndex:
                 (tantivy.Occur.Must, tantivy.Query.term_set_query(self.schema, "group", list(groups))),
             ])
         searcher = index.searcher()
-        hits = searcher.search(query, limit).hits
-        return [(searcher.doc(addr)["id"][0], float(score)) for score, addr in hits]
+        return searcher, searcher.search(query, limit, count=False).hits
 
     def close(self, changes: int | None = None) -> None:
         """Commit what is staged; `changes`: the change-log position everything staged reflects."""
