@@ -5,7 +5,8 @@
 One data directory is built (texts from a small vocabulary, so hits tie and the tie-breaks
 matter; 32-d caller vectors; sessions of linked turns; emotions; creation times spread over two
 years under a fixed clock, so old memories have decayed below their store's threshold) and
-each tree answers the same queries over its own copy: text only, vector only, hybrid,
+each tree answers the same queries over its own copy (opened once by this tree first, so
+that an index one tree rebuilds for its schema is rebuilt by both): text only, vector only, hybrid,
 with emotion and time cues, a time named in the text, store filters, decayed records asked for,
 a fidelity floor, with and without activation spreading, emotion only and no cue at all; under
 the default settings and under rrf fusion with text and vector feedback. Every answer is
@@ -144,6 +145,11 @@ def main() -> int:
         env["PYTHONPATH"] = str(args.before.resolve())
         subprocess.run([sys.executable, __file__, "--build", str(source), "--records", str(args.records)],
                        env=env, check=True, cwd=args.before)
+        # opened once by this tree: an index it would rebuild (its schema changed) is rebuilt
+        # now, so that the before tree, meeting a schema not its own, rebuilds it alike
+        env["PYTHONPATH"] = str(REPO)
+        subprocess.run([sys.executable, "-c", f"import cerememory; cerememory.open({str(source)!r}, "
+                        "semantic='off').close()"], env=env, check=True, cwd=REPO)
         compared = 0
         for settings in SETTINGS:
             answers = {}

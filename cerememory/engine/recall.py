@@ -683,7 +683,7 @@ def _trace(top: Sequence[uuid.UUID], gains: dict[uuid.UUID, float],
 def _ranks(hits: Sequence[tuple[uuid.UUID, float]]) -> dict[int, tuple[int, float]]:
     """Each hit's (rank from 1, score) by its id's int: ints hash in C, UUIDs in Python."""
     return dict(zip(map(attrgetter("int"), map(itemgetter(0), hits)),
-                    zip(range(1, len(hits) + 1), map(itemgetter(1), hits)), strict=True))
+                    zip(range(1, len(hits) + 1), map(itemgetter(1), hits), strict=True), strict=True))
 
 
 def best_first(scores: dict[uuid.UUID, float], n: int,
