@@ -10,7 +10,7 @@ import heapq
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -23,7 +23,7 @@ from ..cmp.errors import CMPError, ErrorCode, not_found
 from ..dream.sources import sources_of
 from ..dynamics import decay
 from ..dynamics.render import render
-from ..index.fusion import fuse
+from ..index.fusion import Fusion
 from ..index.graph import Activation, AssociationGraph
 from ..index.when import time_span
 from ..index.words import QUESTION_WORDS, STOP_WORDS
@@ -185,30 +185,30 @@ class Recall:
         in_window = self._in_window(start, end)
         near = _Turns(self.core.graph)
         if rankings:
-            weights = [options.text_weight if ranking is text_hits else 1.0 for ranking in rankings]
-            scores = fuse(rankings, options.fusion, options.rrf_k, weights)
+            fusion = Fusion(options.fusion, options.rrf_k)
+            for ranking in rankings:
+                fusion.add(ranking, options.text_weight if ranking is text_hits else 1.0)
             if query_vec is not None and options.context_weight > 0:
-                around = self._in_context(scores, query_vec, pool, near)
+                around = self._in_context(fusion.sums.keys(), query_vec, pool, near)
                 if around:
                     rankings.append(around)
-                    weights.append(options.context_weight)
-                    scores = fuse(rankings, options.fusion, options.rrf_k, weights)
+                    fusion.add(around, options.context_weight)
                     meta.signals.append("context")
             if text_hits and options.text_context_weight > 0:
                 around = self._text_in_context(text_hits, near)
                 if around:
                     rankings.append(around)
-                    weights.append(options.text_context_weight)
-                    scores = fuse(rankings, options.fusion, options.rrf_k, weights)
+                    fusion.add(around, options.text_context_weight)
                     meta.signals.append("text context")
             if options.feedback != "off":
+                scores = fusion.scores()
                 feedback = (self._feedback(scores, query_vec, pool, codes) if options.feedback == "vector"
                             else self._text_feedback(scores, text, pool, groups))
                 if feedback:
                     rankings.append(feedback)
-                    weights.append(1.0)
-                    scores = fuse(rankings, options.fusion, options.rrf_k, weights)
+                    fusion.add(feedback, 1.0)
                     meta.signals.append("feedback")
+            scores = fusion.scores()
             if len(rankings) > 1:
                 meta.fusion = options.fusion
             if text and options.temporal_weight > 0 and self._favour_named_time(scores, text, options.temporal_weight):
@@ -325,13 +325,13 @@ class Recall:
         return {i: (share[i] + weight * (mass[sessions[i]] - share[i] if i in sessions else 0.0)) / best
                 for i in ranked}
 
-    def _in_context(self, scores: dict[uuid.UUID, float], query_vec: np.ndarray,
+    def _in_context(self, hits: Iterable[uuid.UUID], query_vec: np.ndarray,
                     pool: int, near: _Turns) -> list[tuple[uuid.UUID, float]]:
         """The first-pass hits and their session neighbours ranked by the cue's cosine to each
         one's vector in context (its own plus `CONTEXT_SHARE` times each neighbouring turn's):
         a turn that answers a question it never names ("they loved the dinosaurs") is found
         through the turns around it. Empty when no hit has a neighbour."""
-        around = {i: near(i) for i in scores}
+        around = {i: near(i) for i in hits}
         if not any(around.values()):
             return []
         for i in {j for turns in list(around.values()) for j in turns} - around.keys():
