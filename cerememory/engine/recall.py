@@ -256,8 +256,13 @@ class Recall:
             meta.signals.append("emotion")
         candidates = len(final)
         if options.session_weight > 0 and rankings:
-            final = self._session_evidence(final, req.limit, options.session_weight, near)
-        top = best_first(final, req.limit, self.core.created)
+            ranked = best_first(final, max(2 * req.limit, SESSION_EVIDENCE_MIN), self.core.created)
+            evidenced = self._session_evidence(final, ranked, options.session_weight, near)
+            # unchanged, the best `limit` are the first of those ranked (nlargest keeps its order)
+            top = ranked[:req.limit] if evidenced is final else best_first(evidenced, req.limit, self.core.created)
+            final = evidenced
+        else:
+            top = best_first(final, req.limit, self.core.created)
         text_rank, vector_rank = _ranks(text_hits), _ranks(vector_hits)
         breakdown = {}
         for i in top:
@@ -304,14 +309,14 @@ class Recall:
             kept[i] = s
         return kept, hidden
 
-    def _session_evidence(self, final: dict[uuid.UUID, float], limit: int,
+    def _session_evidence(self, final: dict[uuid.UUID, float], ranked: list[uuid.UUID],
                           weight: float, near: _Turns) -> dict[uuid.UUID, float]:
-        """The best hits re-ranked with their sessions as evidence: each of the best
-        `2 * limit` counts its rank's share (1 / (rrf_k + rank)) plus `weight` times the shares
+        """The best hits (`ranked`, best first) re-ranked with their sessions as evidence: each
+        counts its rank's share (1 / (rrf_k + rank)) plus `weight` times the shares
         of the other hits from the same conversation session, so a turn from a session that
         many hits come from rises above a lone hit of another. Scores stay within [0, 1]
-        (1: the first hit with every other one from its session); the rest are left out."""
-        ranked = best_first(final, max(2 * limit, SESSION_EVIDENCE_MIN), self.core.created)
+        (1: the first hit with every other one from its session); the rest are left out.
+        `final` itself when no two hits share a session."""
         # only a turn linked in its session can share it with another hit: the others' bodies stay unread
         sessions = self.core.sessions_of([i for i in ranked if near(i)])
         if len(set(sessions.values())) == len(sessions):  # no two hits share a session
