@@ -63,6 +63,8 @@ def test_columns_and_recent_writes_agree_with_a_dictionary(seed: int, monkeypatc
         kinds = {"semantic"}
         assert sorted(map(_as_tuple, graph.out_edges(node, kinds))) == sorted(
             _as_tuple(e) for e in expected.values() if e.source == node and e.type in kinds)
+        for wanted in (kinds, {"temporal", "causal"}, {"unknown"}):
+            assert graph.targets(node, wanted) == [e.target for e in graph.out_edges(node, wanted)]
     degree = {n: 0 for n in NODES}
     for e in expected.values():
         degree[e.source] += 1

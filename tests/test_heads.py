@@ -55,6 +55,16 @@ def test_store_codes_and_times_come_from_columns_and_made_heads_alike():
     assert ids[2] not in table and len(table) == 3 and set(table) == {ids[0], ids[1], ids[3]}
 
 
+def test_heads_asked_for_together_are_those_asked_for_one_by_one():
+    table, ids = _table(6)
+    made = table[ids[1]]  # one made before, the others made by the call
+    table.discard_many([ids[4]])
+    asked = [ids[5], uuid.UUID(int=99), ids[1], ids[4], ids[0], ids[0]]
+    heads = table.get_many(asked)
+    assert heads[2] is made and heads[1] is None and heads[3] is None and heads[4] is heads[5]
+    assert heads == [table.get(i) for i in asked] and table.get_many([]) == []
+
+
 def test_readers_racing_for_a_fresh_row_get_one_head():
     table, ids = _table(2000)
     seen: list[list[Head]] = [[], []]

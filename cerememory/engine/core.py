@@ -252,6 +252,15 @@ class EngineCore:
             head = Head.of(record) if record is not None else None
         return head
 
+    def heads_of(self, ids: Sequence[uuid.UUID]) -> list[Head | None]:
+        """`head` of each of `ids`: the durable ones looked up together, working memory's after."""
+        heads = self.records.heads.get_many(ids)
+        if len(self.working):
+            for n, head in enumerate(heads):
+                if head is None:
+                    heads[n] = self.head(ids[n])
+        return heads
+
     def state(self, head: Head, now: float) -> tuple[float, float]:
         """Current (fidelity, noise) of a record, from the closed-form curve of its store."""
         return decay.state_now(head.fidelity_base, now - head.last_accessed_at, head.stability,

@@ -10,8 +10,9 @@ import heapq
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from ..cmp.errors import CMPError, ErrorCode, not_found
 from ..dream.sources import sources_of
 from ..dynamics import decay
 from ..dynamics.render import render
-from ..index.fusion import fuse
+from ..index.fusion import Fusion
 from ..index.graph import Activation, AssociationGraph
 from ..index.when import time_span
 from ..index.words import QUESTION_WORDS, STOP_WORDS
@@ -38,7 +39,6 @@ from ..model import (
     StoreType,
     from_ts,
     to_ts,
-    uuid_from_text,
 )
 from ..storage.base import RawFilters
 from ..stores.journal import DEFAULT_SECRECY, allowed_visibility
@@ -72,7 +72,7 @@ class _Turns:
     def __call__(self, record_id: uuid.UUID) -> list[uuid.UUID]:
         found = self.seen.get(record_id)
         if found is None:
-            found = self.seen[record_id] = [e.target for e in self.graph.out_edges(record_id, CONTEXT_EDGES)]
+            found = self.seen[record_id] = self.graph.targets(record_id, CONTEXT_EDGES)
         return found
 
 
@@ -159,7 +159,7 @@ class Recall:
         if text:
             groups = None if len(stores) == len(ALL_STORES) else [s.value for s in stores]  # a filter costs ~0.7 ms
             words = topic_words(text) if options.question_cleanup else text
-            text_hits = [(uuid_from_text(i), s) for i, s in self.core.text.search(words, pool, groups)]
+            text_hits = self.core.text.search_ids(words, pool, groups)
             rankings.append(text_hits)
             meta.signals.append("bm25")
         query_vec = None
@@ -185,30 +185,30 @@ class Recall:
         in_window = self._in_window(start, end)
         near = _Turns(self.core.graph)
         if rankings:
-            weights = [options.text_weight if ranking is text_hits else 1.0 for ranking in rankings]
-            scores = fuse(rankings, options.fusion, options.rrf_k, weights)
+            fusion = Fusion(options.fusion, options.rrf_k)
+            for ranking in rankings:
+                fusion.add(ranking, options.text_weight if ranking is text_hits else 1.0)
             if query_vec is not None and options.context_weight > 0:
-                around = self._in_context(scores, query_vec, pool, near)
+                around = self._in_context(fusion.sums.keys(), query_vec, pool, near)
                 if around:
                     rankings.append(around)
-                    weights.append(options.context_weight)
-                    scores = fuse(rankings, options.fusion, options.rrf_k, weights)
+                    fusion.add(around, options.context_weight)
                     meta.signals.append("context")
             if text_hits and options.text_context_weight > 0:
                 around = self._text_in_context(text_hits, near)
                 if around:
                     rankings.append(around)
-                    weights.append(options.text_context_weight)
-                    scores = fuse(rankings, options.fusion, options.rrf_k, weights)
+                    fusion.add(around, options.text_context_weight)
                     meta.signals.append("text context")
             if options.feedback != "off":
+                scores = fusion.scores()
                 feedback = (self._feedback(scores, query_vec, pool, codes) if options.feedback == "vector"
                             else self._text_feedback(scores, text, pool, groups))
                 if feedback:
                     rankings.append(feedback)
-                    weights.append(1.0)
-                    scores = fuse(rankings, options.fusion, options.rrf_k, weights)
+                    fusion.add(feedback, 1.0)
                     meta.signals.append("feedback")
+            scores = fusion.scores()
             if len(rankings) > 1:
                 meta.fusion = options.fusion
             if text and options.temporal_weight > 0 and self._favour_named_time(scores, text, options.temporal_weight):
@@ -231,16 +231,8 @@ class Recall:
         now = self.core.clock()
         known: dict[uuid.UUID, float] = {}
         visible = self._visibility(req.include_decayed, req.min_fidelity, now, known)
-        kept: dict[uuid.UUID, float] = {}
-        for i, s in scores.items():
-            if self.core.store_of(i) not in wanted:
-                continue
-            if not in_window(i):
-                continue
-            if not visible(i):
-                meta.fidelity_filtered += 1
-                continue
-            kept[i] = s
+        kept, hidden = self._kept(scores, wanted, start, end, now, req.include_decayed, req.min_fidelity, known)
+        meta.fidelity_filtered += hidden
         fused = dict(kept)
 
         gains: dict[uuid.UUID, float] = {}
@@ -264,14 +256,18 @@ class Recall:
             meta.signals.append("emotion")
         candidates = len(final)
         if options.session_weight > 0 and rankings:
-            final = self._session_evidence(final, req.limit, options.session_weight, near)
-        top = best_first(final, req.limit, self.core.created)
-        text_rank = {i: (r + 1, s) for r, (i, s) in enumerate(text_hits)}
-        vector_rank = {i: (r + 1, s) for r, (i, s) in enumerate(vector_hits)}
+            ranked = best_first(final, max(2 * req.limit, SESSION_EVIDENCE_MIN), self.core.created)
+            evidenced = self._session_evidence(final, ranked, options.session_weight, near)
+            # unchanged, the best `limit` are the first of those ranked (nlargest keeps its order)
+            top = ranked[:req.limit] if evidenced is final else best_first(evidenced, req.limit, self.core.created)
+            final = evidenced
+        else:
+            top = best_first(final, req.limit, self.core.created)
+        text_rank, vector_rank = _ranks(text_hits), _ranks(vector_hits)
         breakdown = {}
         for i in top:
-            t_rank, t_score = text_rank.get(i, (None, None))
-            v_rank, v_score = vector_rank.get(i, (None, None))
+            t_rank, t_score = text_rank.get(i.int, (None, None))
+            v_rank, v_score = vector_rank.get(i.int, (None, None))
             breakdown[i] = m.ScoreBreakdown(
                 text=None if t_score is None else round(t_score, 4), text_rank=t_rank,
                 vector=None if v_score is None else round(v_score, 4), vector_rank=v_rank,
@@ -291,14 +287,36 @@ class Recall:
                                      query_metadata=meta,
                                      activation_trace=_trace(top, gains, reached))
 
-    def _session_evidence(self, final: dict[uuid.UUID, float], limit: int,
+    def _kept(self, scores: dict[uuid.UUID, float], wanted: set[StoreType], start: float | None,
+              end: float | None, now: float, include_decayed: bool, min_fidelity: float | None,
+              known: dict[uuid.UUID, float]) -> tuple[dict[uuid.UUID, float], int]:
+        """The scored records of the wanted stores, inside [start, end] when given, that are
+        visible (as `_visibility` says), and how many were hidden for their fidelity: each head
+        is looked up once. Fidelities computed on the way are left in `known`."""
+        kept: dict[uuid.UUID, float] = {}
+        hidden = 0
+        params, state = self.core.params, self.core.state
+        for (i, s), head in zip(scores.items(), self.core.heads_of(list(scores)), strict=True):
+            if head is None or head.store not in wanted:
+                continue
+            if start is not None and end is not None and not start <= head.created_at <= end:
+                continue
+            if not include_decayed:
+                fidelity = known[i] = state(head, now)[0]
+                if fidelity < params[head.store].prune or (min_fidelity is not None and fidelity < min_fidelity):
+                    hidden += 1
+                    continue
+            kept[i] = s
+        return kept, hidden
+
+    def _session_evidence(self, final: dict[uuid.UUID, float], ranked: list[uuid.UUID],
                           weight: float, near: _Turns) -> dict[uuid.UUID, float]:
-        """The best hits re-ranked with their sessions as evidence: each of the best
-        `2 * limit` counts its rank's share (1 / (rrf_k + rank)) plus `weight` times the shares
+        """The best hits (`ranked`, best first) re-ranked with their sessions as evidence: each
+        counts its rank's share (1 / (rrf_k + rank)) plus `weight` times the shares
         of the other hits from the same conversation session, so a turn from a session that
         many hits come from rises above a lone hit of another. Scores stay within [0, 1]
-        (1: the first hit with every other one from its session); the rest are left out."""
-        ranked = best_first(final, max(2 * limit, SESSION_EVIDENCE_MIN), self.core.created)
+        (1: the first hit with every other one from its session); the rest are left out.
+        `final` itself when no two hits share a session."""
         # only a turn linked in its session can share it with another hit: the others' bodies stay unread
         sessions = self.core.sessions_of([i for i in ranked if near(i)])
         if len(set(sessions.values())) == len(sessions):  # no two hits share a session
@@ -312,13 +330,13 @@ class Recall:
         return {i: (share[i] + weight * (mass[sessions[i]] - share[i] if i in sessions else 0.0)) / best
                 for i in ranked}
 
-    def _in_context(self, scores: dict[uuid.UUID, float], query_vec: np.ndarray,
+    def _in_context(self, hits: Iterable[uuid.UUID], query_vec: np.ndarray,
                     pool: int, near: _Turns) -> list[tuple[uuid.UUID, float]]:
         """The first-pass hits and their session neighbours ranked by the cue's cosine to each
         one's vector in context (its own plus `CONTEXT_SHARE` times each neighbouring turn's):
         a turn that answers a question it never names ("they loved the dinosaurs") is found
         through the turns around it. Empty when no hit has a neighbour."""
-        around = {i: near(i) for i in scores}
+        around = {i: near(i) for i in hits}
         if not any(around.values()):
             return []
         for i in {j for turns in list(around.values()) for j in turns} - around.keys():
@@ -372,7 +390,7 @@ class Recall:
         extra = [w for w, n in sorted(seen.items(), key=lambda wn: -wn[1]) if n >= 2][:FEEDBACK_WORDS]
         if not extra:
             return []
-        return [(uuid_from_text(i), s) for i, s in self.core.text.search(f"{text} {' '.join(extra)}", pool, groups)]
+        return self.core.text.search_ids(f"{text} {' '.join(extra)}", pool, groups)
 
     def _feedback(self, scores: dict[uuid.UUID, float], query_vec: np.ndarray | None, pool: int,
                   codes: list[int] | None) -> list[tuple[uuid.UUID, float]]:
@@ -665,6 +683,12 @@ def _trace(top: Sequence[uuid.UUID], gains: dict[uuid.UUID, float],
                      for i in touched],
         gains={str(i): round(gains[i], 6) for i in touched},
     )
+
+
+def _ranks(hits: Sequence[tuple[uuid.UUID, float]]) -> dict[int, tuple[int, float]]:
+    """Each hit's (rank from 1, score) by its id's int: ints hash in C, UUIDs in Python."""
+    return dict(zip(map(attrgetter("int"), map(itemgetter(0), hits)),
+                    zip(range(1, len(hits) + 1), map(itemgetter(1), hits), strict=True), strict=True))
 
 
 def best_first(scores: dict[uuid.UUID, float], n: int,

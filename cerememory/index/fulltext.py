@@ -2,7 +2,9 @@
 
 The analyzer is named in the index's schema (`cm_<name>`), so an index built by another
 analyzer does not match the schema on open and is rebuilt from the database, like any other
-incompatible index: a changed analyzer never leaves old terms behind.
+incompatible index: a changed analyzer never leaves old terms behind. Each document's id is
+also held as two 64-bit fast fields, so a search reads its hits' ids from columns instead of
+opening each hit's stored document.
 
 In an encrypted data directory the index holds keyed hashes instead of words: text is analysed
 in Python with the same English pipeline, each term is replaced by its hash, and tantivy indexes
@@ -28,12 +30,16 @@ import re
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
+from typing import cast
 
 import tantivy
 
+from ..model import uuids_of_ints
 from ..storage.full import is_disk_full
 from .words import STOP_WORDS
 
@@ -65,6 +71,9 @@ def _english(stop: tantivy.Filter) -> tantivy.TextAnalyzer:
     )
 
 
+KEY_HALVES = ("key_hi", "key_lo")  # fast fields: the high and low 64 bits of a UUID id
+_LOW_64 = (1 << 64) - 1
+
 # name -> (schema tokenizer name, encrypted-index tokenizer name, builder)
 ANALYZERS: dict[str, tuple[str, str, Callable[[], tantivy.TextAnalyzer]]] = {
     # English stemming, NLTK's 179 stop words (question and function words included)
@@ -79,9 +88,22 @@ def _schema(analyzer: str) -> tantivy.Schema:
     b = tantivy.SchemaBuilder()
     b.add_text_field("id", stored=True, tokenizer_name="raw")
     b.add_text_field("group", stored=False, tokenizer_name="raw")
+    for half in KEY_HALVES:  # the id as two numbers: a hit's id is read without opening its stored document
+        b.add_unsigned_field(half, fast=True)
     for field in ("body", "summary", "why"):
         b.add_text_field(field, stored=False, tokenizer_name=analyzer)
     return b.build()
+
+
+def id_key(record_id: str) -> int | None:
+    """The 128-bit number of a canonical UUID text; None for any other id."""
+    digits = record_id.replace("-", "")
+    if len(digits) != 32:
+        return None
+    try:
+        return int(digits, 16)
+    except ValueError:
+        return None
 
 
 def query_terms(text: str) -> list[str]:
@@ -213,10 +235,13 @@ class TextIndex:
             return
         if replay:  # a failed commit may have kept it after all: never index a record twice
             writer.delete_documents_by_term("id", change.id)
-        writer.add_document(
-            tantivy.Document(id=change.id, group=change.group, body=self._hashed(change.body),
-                             summary=self._hashed(change.summary), why=self._hashed(change.why))
-        )
+        doc = tantivy.Document(id=change.id, group=change.group, body=self._hashed(change.body),
+                               summary=self._hashed(change.summary), why=self._hashed(change.why))
+        key = id_key(change.id)
+        if key is not None:
+            doc.add_unsigned(KEY_HALVES[0], key >> 64)
+            doc.add_unsigned(KEY_HALVES[1], key & _LOW_64)
+        writer.add_document(doc)
 
     def _drop_writer(self, exc: Exception) -> None:
         """Forget a failed writer (dropping it releases tantivy's directory lock)."""
@@ -321,9 +346,34 @@ class TextIndex:
         self, text: str, limit: int, groups: Sequence[str] | None = None
     ) -> list[tuple[str, float]]:
         """Top `limit` (id, bm25) pairs for the words of `text`, restricted to `groups`."""
+        found = self._search(text, limit, groups)
+        if found is None:
+            return []
+        searcher, hits = found
+        return [(searcher.doc(addr)["id"][0], float(score)) for score, addr in hits]
+
+    def search_ids(
+        self, text: str, limit: int, groups: Sequence[str] | None = None
+    ) -> list[tuple[uuid.UUID, float]]:
+        """`search` with each id as a `uuid.UUID` (ids indexed as canonical UUID text), made in
+        bulk: recall asks this of a pool of hits per query."""
+        found = self._search(text, limit, groups)
+        if found is None:
+            return []
+        searcher, hits = found
+        addresses = list(map(itemgetter(1), hits))
+        high, low = (searcher.fast_field_values(half, addresses) for half in KEY_HALVES)
+        if None in high or None in low:  # a document indexed without its key: its stored id is read
+            return [(uuid.UUID(searcher.doc(addr)["id"][0]), float(score)) for score, addr in hits]
+        ids = uuids_of_ints([h << 64 | lo for h, lo in zip(cast(list[int], high), cast(list[int], low), strict=True)])
+        return list(zip(ids, map(float, map(itemgetter(0), hits)), strict=True))
+
+    def _search(self, text: str, limit: int,
+                groups: Sequence[str] | None) -> tuple[tantivy.Searcher, list[tuple[float, tantivy.DocAddress]]] | None:
+        """The searcher and its top `limit` (bm25, address) hits; None when nothing can match."""
         terms = query_terms(self._hashed(text))
         if not terms or limit <= 0:
-            return []
+            return None
         if self._staged > self._visible or self._uncommitted():
             try:
                 self.commit_through(self._staged)  # read your writes
@@ -341,8 +391,7 @@ class TextIndex:
                 (tantivy.Occur.Must, tantivy.Query.term_set_query(self.schema, "group", list(groups))),
             ])
         searcher = index.searcher()
-        hits = searcher.search(query, limit).hits
-        return [(searcher.doc(addr)["id"][0], float(score)) for score, addr in hits]
+        return searcher, searcher.search(query, limit, count=False).hits
 
     def close(self, changes: int | None = None) -> None:
         """Commit what is staged; `changes`: the change-log position everything staged reflects."""

@@ -15,35 +15,44 @@ from collections.abc import Sequence
 Ranking = Sequence[tuple[uuid.UUID, float]]
 
 
-def _weights(rankings: Sequence[Ranking], weights: Sequence[float] | None) -> list[float]:
-    return [1.0] * len(rankings) if weights is None else [max(float(w), 0.0) for w in weights]
+class Fusion:
+    """Rankings fused as they come: each one added adds its votes to the sums kept, so a query
+    that fuses again after each further signal pays for each ranking once. The scores are
+    those of `fuse` over every ranking added, in the order added, to the last bit."""
 
+    def __init__(self, method: str, k: int = 10) -> None:
+        self.rrf = method == "rrf"
+        self.k = k
+        self.sums: dict[uuid.UUID, float] = {}
+        self.weights: list[float] = []
+        self.total = 0.0  # normalized: the weights of the rankings that had a hit
 
-def rrf(rankings: Sequence[Ranking], k: int = 10, weights: Sequence[float] | None = None) -> dict[uuid.UUID, float]:
-    ws = _weights(rankings, weights)
-    fused: dict[uuid.UUID, float] = {}
-    for ranking, w in zip(rankings, ws, strict=True):
-        for rank, (record_id, _) in enumerate(ranking):
-            fused[record_id] = fused.get(record_id, 0.0) + w / (k + rank + 1)
-    best = sum(ws) / (k + 1)
-    return {i: s / best for i, s in fused.items()} if best else fused
-
-
-def normalized(rankings: Sequence[Ranking], weights: Sequence[float] | None = None) -> dict[uuid.UUID, float]:
-    ws = _weights(rankings, weights)
-    fused: dict[uuid.UUID, float] = {}
-    total = 0.0
-    for ranking, w in zip(rankings, ws, strict=True):
+    def add(self, ranking: Ranking, weight: float = 1.0) -> None:
+        w = max(float(weight), 0.0)
+        self.weights.append(w)
+        sums = self.sums
+        if self.rrf:
+            k = self.k
+            for rank, (record_id, _) in enumerate(ranking):
+                sums[record_id] = sums.get(record_id, 0.0) + w / (k + rank + 1)
+            return
         high = max((s for _, s in ranking), default=0.0)
         if ranking:
-            total += w
+            self.total += w
         if high <= 0:
-            continue
+            return
         for record_id, score in ranking:
-            fused[record_id] = fused.get(record_id, 0.0) + w * max(score, 0.0) / high
-    return {i: s / total for i, s in fused.items()} if total else fused
+            sums[record_id] = sums.get(record_id, 0.0) + w * max(score, 0.0) / high
+
+    def scores(self) -> dict[uuid.UUID, float]:
+        """Each record's fused score, a new dictionary (the caller may change it)."""
+        scale = sum(self.weights) / (self.k + 1) if self.rrf else self.total
+        return {i: s / scale for i, s in self.sums.items()} if scale else dict(self.sums)
 
 
 def fuse(rankings: Sequence[Ranking], method: str, k: int = 10,
          weights: Sequence[float] | None = None) -> dict[uuid.UUID, float]:
-    return rrf(rankings, k, weights) if method == "rrf" else normalized(rankings, weights)
+    fusion = Fusion(method, k)
+    for ranking, w in zip(rankings, [1.0] * len(rankings) if weights is None else weights, strict=True):
+        fusion.add(ranking, w)
+    return fusion.scores()

@@ -23,6 +23,7 @@ _MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b", re.I)
 _YEAR_ALONE = re.compile(rf"\b{_YEAR}\b")
 _RELATIVE = {"today": (0, 1), "yesterday": (1, 1), "last week": (7, 7), "this week": (7, 7),
              "last month": (31, 31), "this month": (31, 31), "last year": (366, 366)}
+_RELATIVE_WORDS = [(re.compile(rf"\b{phrase}\b"), back, length) for phrase, (back, length) in _RELATIVE.items()]
 DAY_SLACK = timedelta(days=1)  # a day named loosely ("on the 8th", time zones)
 
 Span = tuple[datetime, datetime]
@@ -74,8 +75,8 @@ def time_span(text: str, now: datetime) -> Span | None:
             year = int(match.group(1))
             spans.append((datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)))
     lowered = text.lower()
-    for phrase, (back, length) in _RELATIVE.items():
-        if not spans and re.search(rf"\b{phrase}\b", lowered):  # a date named wins over "last week"
+    for words, back, length in _RELATIVE_WORDS:
+        if not spans and words.search(lowered):  # a date named wins over "last week"
             start = (now - timedelta(days=back)).replace(hour=0, minute=0, second=0, microsecond=0)
             spans.append((start - DAY_SLACK, start + timedelta(days=length) + DAY_SLACK))
     if not spans:

@@ -158,6 +158,17 @@ class HeadTable:
         head = rows.heads[row]
         return head if head is not None else self._make(record_id)
 
+    def get_many(self, ids: Sequence[uuid.UUID]) -> list[Head | None]:
+        """`get` of each of `ids`, the rows found by int in one pass (a query asks this of
+        every candidate)."""
+        rows = self._rows
+        found = list(map(rows.row_of.get, map(_INT, ids)))
+        heads = [None if row is None else rows.heads[row] for row in found]
+        for n, head in enumerate(heads):
+            if head is None and found[n] is not None:
+                heads[n] = self._make(ids[n])
+        return heads
+
     def __getitem__(self, record_id: uuid.UUID) -> Head:
         head = self.get(record_id)
         if head is None:
