@@ -41,6 +41,7 @@ from ..model import (
     to_ts,
 )
 from ..storage.base import RawFilters
+from ..stores.heads import Head
 from ..stores.journal import DEFAULT_SECRECY, allowed_visibility
 from ..stores.records import Reinforcement
 from ..stores.undecodable import reporting
@@ -295,15 +296,14 @@ class Recall:
         is looked up once. Fidelities computed on the way are left in `known`."""
         kept: dict[uuid.UUID, float] = {}
         hidden = 0
-        params, state = self.core.params, self.core.state
         for (i, s), head in zip(scores.items(), self.core.heads_of(list(scores)), strict=True):
             if head is None or head.store not in wanted:
                 continue
             if start is not None and end is not None and not start <= head.created_at <= end:
                 continue
             if not include_decayed:
-                fidelity = known[i] = state(head, now)[0]
-                if fidelity < params[head.store].prune or (min_fidelity is not None and fidelity < min_fidelity):
+                fidelity = known[i] = self.core.state(head, now)[0]
+                if not self._shown(head, fidelity, min_fidelity):
                     hidden += 1
                     continue
             kept[i] = s
@@ -457,9 +457,14 @@ class Recall:
             if head is None:
                 return False
             score = memo[i] = self.core.state(head, now)[0]
-            return score >= self.core.params[head.store].prune and (min_fidelity is None or score >= min_fidelity)
+            return self._shown(head, score, min_fidelity)
 
         return visible
+
+    def _shown(self, head: Head, fidelity: float, min_fidelity: float | None) -> bool:
+        """Whether a record of this `fidelity` is still shown: at or above its store's prune
+        threshold (below it, it is forgotten) and `min_fidelity` when asked."""
+        return fidelity >= self.core.params[head.store].prune and (min_fidelity is None or fidelity >= min_fidelity)
 
     def _spread(self, kept: dict[uuid.UUID, float], depth: int, wanted: set[StoreType],
                 visible: Callable[[uuid.UUID], bool]) -> tuple[dict[uuid.UUID, float], dict[uuid.UUID, Activation]]:
