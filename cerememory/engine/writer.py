@@ -156,18 +156,19 @@ class Writer:
                  alongside: Alongside, intents: Callable[[], None],
                  link: Callable[[Tables], list[Edge]] | None = None) -> None:
         core = self.core
-        durable_ids = {r.id for r in records if r.store is not StoreType.WORKING}
-        all_durable = len(durable_ids) == len(records)  # the usual batch: nothing to leave out
+        durable = [r for r in records if r.store is not StoreType.WORKING]
+        all_durable = len(durable) == len(records)  # the usual batch: nothing to leave out
         groups = by_dimension(vectors)  # one matrix per dimension, for the table and RAM alike
         with self._transaction() as uow:
             if link is not None:
                 edges = [*edges, *link(uow)]
-            kept_edges = [e for e in edges if e.source in durable_ids or e.source in core.records.heads]
-            written = core.records.insert(uow, records if all_durable else
-                                          [r for r in records if r.id in durable_ids])
-            self._insert_edges(uow, kept_edges)
+            if edges:  # an edge is stored when its source is: a record written here, or one stored before
+                durable_ids = {r.id for r in durable}
+                self._insert_edges(uow, [e for e in edges if e.source in durable_ids or e.source in core.records.heads])
+            written = core.records.insert(uow, durable)
             self._insert_vectors(uow, groups if all_durable else
-                                 by_dimension({i: v for i, v in vectors.items() if i in durable_ids}), replace=False)
+                                 by_dimension({r.id: vectors[r.id] for r in durable if r.id in vectors}),
+                                 replace=False)
             seq = self._alongside(uow, alongside)
             self._flush_in(uow)
             intents()
@@ -208,7 +209,7 @@ class Writer:
             core.working.put(record)
         if groups is not None:
             core.vectors.remove([record.id])
-            self._add_vectors_ram(groups, {record.id: record.store})
+            self._add_vectors_ram(groups, record.store)
         else:  # a move to another store keeps its vector, filed under the new store
             core.vectors.set_code(record.id, STORE_CODE[record.store])
         core.text.stage(seq, delete=[str(record.id)], add=[record_text_doc(record)])
@@ -391,7 +392,7 @@ class Writer:
             if record.store is StoreType.WORKING:
                 self._evict(core.working.put(record), seq)
         core.graph.add(edges)
-        self._add_vectors_ram(groups, stores if stores is not None else {r.id: r.store for r in records})
+        self._add_vectors_ram(groups, stores if stores is not None else _stores_of(records))
         added = docs if docs is not None else records
         if added:
             core.text.stage(seq, add=record_text_docs(added))
@@ -418,9 +419,13 @@ class Writer:
         except OSError:  # committed regardless; the keys left over are erased on the next open
             log.exception("the keys of %d forgotten records could not be erased yet", len(ids))
 
-    def _add_vectors_ram(self, groups: Sequence[VectorColumns], stores: Mapping[uuid.UUID, StoreType]) -> None:
+    def _add_vectors_ram(self, groups: Sequence[VectorColumns],
+                         stores: Mapping[uuid.UUID, StoreType] | StoreType) -> None:
+        """`stores`: each vector's record's store, or the one store all of them are in."""
         for group in groups:
-            self.core.vectors.add(group.ids, [STORE_CODE[stores[i]] for i in group.ids], group.matrix)
+            codes = ([STORE_CODE[stores]] * len(group.ids) if isinstance(stores, StoreType)
+                     else [STORE_CODE[stores[i]] for i in group.ids])
+            self.core.vectors.add(group.ids, codes, group.matrix)
 
     def _evict(self, ids: Sequence[uuid.UUID], seq: int) -> None:
         """Working-memory evictions leave no trace in the indexes."""
@@ -428,3 +433,12 @@ class Writer:
             self.core.graph.remove_nodes(ids)
             self.core.vectors.remove(ids)
             self.core.text.stage(seq, delete=[str(i) for i in ids])
+
+
+def _stores_of(records: Sequence[MemoryRecord]) -> Mapping[uuid.UUID, StoreType] | StoreType:
+    """The store of each record, or the one store of them all (a batch's usual case: no id is
+    looked up per vector)."""
+    first = records[0].store if records else StoreType.EPISODIC
+    if all(r.store is first for r in records):
+        return first
+    return {r.id: r.store for r in records}

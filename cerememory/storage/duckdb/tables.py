@@ -52,13 +52,22 @@ def _insert_sql(table: str, names: tuple[str, ...], rows: int) -> str:
     return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({values})"
 
 
+def _id_texts(values: Sequence[Any]) -> np.ndarray:
+    """Ids as the 32 hex digits DuckDB casts to UUID (half the work of the hyphenated form);
+    a column holding text or nulls as it is."""
+    try:
+        return np.array([v.hex for v in values], dtype=object)
+    except AttributeError:
+        return np.array([None if v is None else str(v) for v in values], dtype=object)
+
+
 def _column(name: str, values: Sequence[Any] | np.ndarray) -> np.ndarray:
     """One column of a batch as DuckDB scans it: numbers as they come (a float64 array stays
     one), everything else (and a column with nulls) as Python objects; ids as text, cast in SQL."""
     if isinstance(values, np.ndarray):
         return values
     if name in _UUID_COLUMNS:
-        return np.array([None if v is None else str(v) for v in values], dtype=object)
+        return _id_texts(values)
     if len(values) and isinstance(values[0], bytes | str):  # blobs and text: never a fixed-width copy first
         return np.array(values, dtype=object)
     typed = np.asarray(values)
