@@ -34,7 +34,7 @@ from ..storage.codec import blobs_of_rows
 from ..storage.crypto import VECTOR, Plaintext
 from ..stores.records import Head, Written
 from . import sessions
-from .core import EngineCore, VectorColumns, Vectors, by_dimension
+from .core import EngineCore, VectorColumns, Vectors, by_dimension, merge_columns
 from .docs import raw_text_doc, record_text_doc, record_text_docs
 from .group import GroupCommit, Pending
 from .handoff import HandoffLock
@@ -71,7 +71,7 @@ class NewRecords:
 
     records: Sequence[MemoryRecord]
     edges: Sequence[Edge]
-    vectors: Vectors
+    vectors: Sequence[VectorColumns]  # from `core.vector_columns`
     targets: Sequence[uuid.UUID] = ()
     session_links: int = 0
 
@@ -112,7 +112,7 @@ class Writer:
         """Write new records with their edges and vectors (from `core.vectors_for`, made before
         the lock), then mirror them."""
         ids = [*(r.id for r in records), *alongside.touched]
-        self._persist(records, edges, vectors, alongside,
+        self._persist(records, edges, by_dimension(vectors), alongside,
                       lambda: self.core.intend_audit(step, ids, edges=len(edges)))
 
     def add(self, write: NewRecords) -> None:
@@ -137,9 +137,7 @@ class Writer:
                 self.core.intend_audits("write", [(p.context, [r.id for r in p.write.records],
                                                    {"edges": len(p.write.edges)}) for p in kept])
 
-            vectors: Vectors = {}
-            for pending in kept:
-                vectors.update(pending.write.vectors)
+            vectors = merge_columns(g for p in kept for g in p.write.vectors)
             edges = [e for p in kept for e in p.write.edges]
 
             def link(uow: Tables) -> list[Edge]:  # inside the transaction: the session tails it reads and moves
@@ -152,22 +150,22 @@ class Writer:
 
             self._persist([r for p in kept for r in p.write.records], edges, vectors, NOTHING, intents, link)
 
-    def _persist(self, records: Sequence[MemoryRecord], edges: Sequence[Edge], vectors: Vectors,
+    def _persist(self, records: Sequence[MemoryRecord], edges: Sequence[Edge], groups: Sequence[VectorColumns],
                  alongside: Alongside, intents: Callable[[], None],
                  link: Callable[[Tables], list[Edge]] | None = None) -> None:
+        """`groups`: the vectors, one matrix per dimension, for the table and RAM alike."""
         core = self.core
         durable = [r for r in records if r.store is not StoreType.WORKING]
         all_durable = len(durable) == len(records)  # the usual batch: nothing to leave out
-        groups = by_dimension(vectors)  # one matrix per dimension, for the table and RAM alike
+        durable_ids = None if all_durable else {r.id for r in durable}
         with self._transaction() as uow:
             if link is not None:
                 edges = [*edges, *link(uow)]
             if edges:  # an edge is stored when its source is: a record written here, or one stored before
-                durable_ids = {r.id for r in durable}
-                self._insert_edges(uow, [e for e in edges if e.source in durable_ids or e.source in core.records.heads])
+                stored = durable_ids if durable_ids is not None else {r.id for r in durable}
+                self._insert_edges(uow, [e for e in edges if e.source in stored or e.source in core.records.heads])
             written = core.records.insert(uow, durable)
-            self._insert_vectors(uow, groups if all_durable else
-                                 by_dimension({r.id: vectors[r.id] for r in durable if r.id in vectors}),
+            self._insert_vectors(uow, groups if durable_ids is None else [g.only(durable_ids) for g in groups],
                                  replace=False)
             seq = self._alongside(uow, alongside)
             self._flush_in(uow)
