@@ -189,3 +189,71 @@ def test_pauses_that_overlap_without_end_still_collect(collecting: None, monkeyp
             pass  # another burst still runs: the collector stays off, but collects once now
         assert collections == [1] and not gc.isenabled()
     assert collections == [1] and gc.isenabled()
+
+
+def _vector_of(mem: cerememory.Memory, vector: np.ndarray, limit: int = 10) -> list[tuple[str, float]]:
+    """The texts recall by `vector` finds, with their cosines, best first."""
+    answer = mem.recall(embedding=vector.tolist(), limit=limit, reconsolidate=False)
+    return [(hit.record.content.blocks[0].text or "", hit.score_breakdown.vector or 0.0) for hit in answer.memories]
+
+
+def test_a_mixed_batch_keeps_each_records_vector_store_and_links(data_dir: Path) -> None:
+    """One batch of compact and float vectors of two widths, records without a vector, a
+    working-memory record with one, session turns and a named association: each record comes
+    back with its own vector (or none), its store and its links, and again after a reopen."""
+    rng = np.random.default_rng(16)
+    wide, narrow = rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((1, 3)).astype(np.float32)
+
+    def row(text: str, vector: dict | None = None, **more: object) -> dict:
+        return {"content": {"blocks": [{"text": text, **(vector or {})}]}, **more}
+
+    with cerememory.open(data_dir, semantic="off") as mem:
+        earlier = mem.store_batch([row("earlier", {"embedding_f32": wide[3]})]).results[0].record_id
+        answer = mem.store_batch([
+            row("compact turn", {"embedding_f32": wide[0]}, context={"session_id": "s1"}),
+            row("floats turn", {"embedding": wide[1].tolist()}, context={"session_id": "s1"}),
+            row("plain turn", context={"session_id": "s1"}),
+            row("narrow", {"embedding_f32": narrow[0]}),
+            row("working", {"embedding_f32": wide[2]}, store="working"),
+            row("linked", associations=[{"target_id": str(earlier), "association_type": "semantic", "weight": 0.5}]),
+        ])
+        ids = {text: r.record_id for text, r in zip(
+            ["compact turn", "floats turn", "plain turn", "narrow", "working", "linked"], answer.results, strict=True)}
+        assert [r.store for r in answer.results] == [StoreType.EPISODIC] * 4 + [StoreType.WORKING, StoreType.EPISODIC]
+        for k, text in enumerate(["compact turn", "floats turn", "working", "earlier"]):
+            best, cosine = _vector_of(mem, wide[k])[0]
+            assert best == text and cosine == pytest.approx(1.0, abs=1e-5)
+        assert _vector_of(mem, narrow[0]) == [("narrow", pytest.approx(1.0, abs=1e-5))]
+        assert mem.stats().vector_index_records == 5  # the plain turn and the linked record have none
+        turns = {a.target_id for a in mem.inspect(ids["floats turn"]).associations}
+        assert turns == {ids["compact turn"], ids["plain turn"]}
+        assert [(a.target_id, a.weight) for a in mem.inspect(ids["linked"]).associations] == [(earlier, 0.5)]
+
+    with cerememory.open(data_dir, semantic="off") as mem:
+        assert mem.stats().total_records == 6  # working memory lives in RAM only
+        assert mem.stats().vector_index_records == 4
+        for k, text in enumerate(["compact turn", "floats turn"]):
+            assert _vector_of(mem, wide[k])[0] == (text, pytest.approx(1.0, abs=1e-5))
+        assert "working" not in [text for text, _ in _vector_of(mem, wide[2])]
+        assert _vector_of(mem, narrow[0]) == [("narrow", pytest.approx(1.0, abs=1e-5))]
+        assert {a.target_id for a in mem.inspect(ids["floats turn"]).associations} == \
+            {ids["compact turn"], ids["plain turn"]}
+        assert mem.recall("plain turn", limit=1).memories[0].record.id == ids["plain turn"]
+
+
+def test_a_batch_with_one_bad_compact_vector_is_refused_whole(mem: cerememory.Memory) -> None:
+    """Nothing of a batch is stored when one record's compact vector is refused: not its rows,
+    its vectors, its text, nor its session's chain."""
+    good = np.ones(4, dtype=np.float32)
+    kept = mem.store_batch([{"content": {"blocks": [{"text": "kept", "embedding_f32": good}]},
+                             "context": {"session_id": "s"}}]).results[0].record_id
+    batch = [{"content": {"blocks": [{"text": f"fine {i}", "embedding_f32": good}]}, "context": {"session_id": "s"}}
+             for i in range(5)]
+    batch.append({"content": {"blocks": [{"text": "bad", "embedding_f32": np.array([1.0, np.nan, 0.0, 0.0])}]}})
+    with pytest.raises(CMPError) as caught:
+        mem.store_batch(batch)
+    assert caught.value.code.value == "VALIDATION_ERROR"
+    assert mem.stats().total_records == 1 and mem.stats().vector_index_records == 1
+    assert [hit.record.id for hit in mem.recall("fine", limit=5).memories] == []
+    after = mem.store_batch([{"content": {"blocks": [{"text": "next"}]}, "context": {"session_id": "s"}}])
+    assert {a.target_id for a in mem.inspect(after.results[0].record_id).associations} == {kept}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextvars import Context, copy_context
 from dataclasses import dataclass
 from datetime import datetime
@@ -59,6 +59,24 @@ class VectorColumns:
     ids: list[uuid.UUID]
     models: list[str]
     matrix: np.ndarray  # float32, one unit row per id
+
+    def only(self, keep: Collection[uuid.UUID]) -> VectorColumns:
+        """The rows of the ids in `keep`."""
+        rows = [k for k, i in enumerate(self.ids) if i in keep]
+        return VectorColumns([self.ids[k] for k in rows], [self.models[k] for k in rows], self.matrix[rows])
+
+
+def merge_columns(groups: Iterable[VectorColumns]) -> list[VectorColumns]:
+    """Groups of the same dimension joined into one (several writes, or caller and embedder
+    vectors, committed together); a dimension's only group is kept as it is."""
+    by_dim: dict[int, list[VectorColumns]] = {}
+    for group in groups:
+        if group.ids:
+            by_dim.setdefault(group.matrix.shape[1], []).append(group)
+    return [parts[0] if len(parts) == 1 else
+            VectorColumns([i for p in parts for i in p.ids], [m for p in parts for m in p.models],
+                          np.concatenate([p.matrix for p in parts]))
+            for parts in by_dim.values()]
 
 
 _CODE_OF_NAME = {store.value: code for store, code in STORE_CODE.items()}  # a store's name as STORE_CODE
@@ -359,32 +377,40 @@ class EngineCore:
         return self.vectors_of([(r.id, r.content) for r in records])
 
     def vectors_of(self, items: Sequence[tuple[uuid.UUID, MemoryContent]]) -> Vectors:
-        """Caller-supplied embeddings win; otherwise the embedder embeds text in one batch.
-        Called before taking the write lock: an embedding can take seconds, and no store or
-        forget may wait for another request's."""
-        out: Vectors = {}
+        """`vector_columns` by record id."""
+        return {record_id: (row, model) for group in self.vector_columns(items)
+                for record_id, model, row in zip(group.ids, group.models, group.matrix, strict=True)}
+
+    def vector_columns(self, items: Sequence[tuple[uuid.UUID, MemoryContent]]) -> list[VectorColumns]:
+        """The vectors of records, one matrix per dimension. Caller-supplied embeddings win;
+        otherwise the embedder embeds text in one batch. Called before taking the write lock:
+        an embedding can take seconds, and no store or forget may wait for another request's."""
+        out: list[VectorColumns] = []
         given: dict[int, list[tuple[uuid.UUID, list[float]]]] = {}
-        packed: dict[int, list[tuple[uuid.UUID, bytes]]] = {}  # embedding_f32, by byte length
+        packed: dict[int, tuple[list[uuid.UUID], list[bytes]]] = {}  # embedding_f32, by byte length
         to_embed: list[tuple[uuid.UUID, str]] = []
         for record_id, content in items:
             vector = content.first_embedding()
             if isinstance(vector, bytes):
-                packed.setdefault(len(vector), []).append((record_id, vector))
+                ids_blobs = packed.get(len(vector))
+                if ids_blobs is None:
+                    ids_blobs = packed[len(vector)] = ([], [])
+                ids_blobs[0].append(record_id)
+                ids_blobs[1].append(vector)
             elif vector is not None:
                 given.setdefault(len(vector), []).append((record_id, vector))
             elif self.embedder is not None and (text := embedding_text(content)):
                 to_embed.append((record_id, text))
         for rows in given.values():  # one matrix per dimension, normalised at once
-            matrix = normalise_rows([vector for _, vector in rows])
-            out.update(zip([i for i, _ in rows], [(row, CALLER_MODEL) for row in matrix], strict=True))
-        for size, blobs in packed.items():  # the bytes of a dimension's rows read as one matrix
-            joined = np.frombuffer(b"".join(blob for _, blob in blobs), dtype="<f4").reshape(len(blobs), size // 4)
-            matrix = normalise_rows(joined)
-            out.update(zip([i for i, _ in blobs], [(row, CALLER_MODEL) for row in matrix], strict=True))
+            out.append(VectorColumns([i for i, _ in rows], [CALLER_MODEL] * len(rows),
+                                     normalise_rows([vector for _, vector in rows])))
+        for size, (ids, blobs) in packed.items():  # the bytes of a dimension's rows read as one matrix
+            joined = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), size // 4)
+            out.append(VectorColumns(ids, [CALLER_MODEL] * len(ids), normalise_rows(joined)))
         if to_embed and self.embedder is not None:
             matrix = self.embed([text for _, text in to_embed]).astype(np.float32, copy=False)
-            out.update(zip([i for i, _ in to_embed], [(row, self.embedder.name) for row in matrix], strict=True))
-        return out
+            out.append(VectorColumns([i for i, _ in to_embed], [self.embedder.name] * len(to_embed), matrix))
+        return merge_columns(out)
 
     # ------------------------------------------------------------ audit
 

@@ -97,7 +97,7 @@ class Encoding:
         edges: list[Edge] = []
         targets = []
         manual_counts = []
-        vectors = core.vectors_for(records)
+        vectors = core.vector_columns([(r.id, r.content) for r in records])
         for record, req in zip(records, reqs, strict=True):
             for link in req.associations or []:
                 targets.append(link.target_id)

@@ -34,7 +34,7 @@ from ..storage.codec import blobs_of_rows
 from ..storage.crypto import VECTOR, Plaintext
 from ..stores.records import Head, Written
 from . import sessions
-from .core import EngineCore, VectorColumns, Vectors, by_dimension
+from .core import EngineCore, VectorColumns, Vectors, by_dimension, merge_columns
 from .docs import raw_text_doc, record_text_doc, record_text_docs
 from .group import GroupCommit, Pending
 from .handoff import HandoffLock
@@ -71,7 +71,7 @@ class NewRecords:
 
     records: Sequence[MemoryRecord]
     edges: Sequence[Edge]
-    vectors: Vectors
+    vectors: Sequence[VectorColumns]  # from `core.vector_columns`
     targets: Sequence[uuid.UUID] = ()
     session_links: int = 0
 
@@ -112,7 +112,7 @@ class Writer:
         """Write new records with their edges and vectors (from `core.vectors_for`, made before
         the lock), then mirror them."""
         ids = [*(r.id for r in records), *alongside.touched]
-        self._persist(records, edges, vectors, alongside,
+        self._persist(records, edges, by_dimension(vectors), alongside,
                       lambda: self.core.intend_audit(step, ids, edges=len(edges)))
 
     def add(self, write: NewRecords) -> None:
@@ -137,9 +137,7 @@ class Writer:
                 self.core.intend_audits("write", [(p.context, [r.id for r in p.write.records],
                                                    {"edges": len(p.write.edges)}) for p in kept])
 
-            vectors: Vectors = {}
-            for pending in kept:
-                vectors.update(pending.write.vectors)
+            vectors = merge_columns(g for p in kept for g in p.write.vectors)
             edges = [e for p in kept for e in p.write.edges]
 
             def link(uow: Tables) -> list[Edge]:  # inside the transaction: the session tails it reads and moves
@@ -152,22 +150,23 @@ class Writer:
 
             self._persist([r for p in kept for r in p.write.records], edges, vectors, NOTHING, intents, link)
 
-    def _persist(self, records: Sequence[MemoryRecord], edges: Sequence[Edge], vectors: Vectors,
+    def _persist(self, records: Sequence[MemoryRecord], edges: Sequence[Edge], groups: Sequence[VectorColumns],
                  alongside: Alongside, intents: Callable[[], None],
                  link: Callable[[Tables], list[Edge]] | None = None) -> None:
+        """`groups`: the vectors, one matrix per dimension, for the table and RAM alike."""
         core = self.core
-        durable_ids = {r.id for r in records if r.store is not StoreType.WORKING}
-        all_durable = len(durable_ids) == len(records)  # the usual batch: nothing to leave out
-        groups = by_dimension(vectors)  # one matrix per dimension, for the table and RAM alike
+        durable = [r for r in records if r.store is not StoreType.WORKING]
+        all_durable = len(durable) == len(records)  # the usual batch: nothing to leave out
+        durable_ids = None if all_durable else {r.id for r in durable}
         with self._transaction() as uow:
             if link is not None:
                 edges = [*edges, *link(uow)]
-            kept_edges = [e for e in edges if e.source in durable_ids or e.source in core.records.heads]
-            written = core.records.insert(uow, records if all_durable else
-                                          [r for r in records if r.id in durable_ids])
-            self._insert_edges(uow, kept_edges)
-            self._insert_vectors(uow, groups if all_durable else
-                                 by_dimension({i: v for i, v in vectors.items() if i in durable_ids}), replace=False)
+            if edges:  # an edge is stored when its source is: a record written here, or one stored before
+                stored = durable_ids if durable_ids is not None else {r.id for r in durable}
+                self._insert_edges(uow, [e for e in edges if e.source in stored or e.source in core.records.heads])
+            written = core.records.insert(uow, durable)
+            self._insert_vectors(uow, groups if durable_ids is None else [g.only(durable_ids) for g in groups],
+                                 replace=False)
             seq = self._alongside(uow, alongside)
             self._flush_in(uow)
             intents()
@@ -208,7 +207,7 @@ class Writer:
             core.working.put(record)
         if groups is not None:
             core.vectors.remove([record.id])
-            self._add_vectors_ram(groups, {record.id: record.store})
+            self._add_vectors_ram(groups, record.store)
         else:  # a move to another store keeps its vector, filed under the new store
             core.vectors.set_code(record.id, STORE_CODE[record.store])
         core.text.stage(seq, delete=[str(record.id)], add=[record_text_doc(record)])
@@ -391,7 +390,7 @@ class Writer:
             if record.store is StoreType.WORKING:
                 self._evict(core.working.put(record), seq)
         core.graph.add(edges)
-        self._add_vectors_ram(groups, stores if stores is not None else {r.id: r.store for r in records})
+        self._add_vectors_ram(groups, stores if stores is not None else _stores_of(records))
         added = docs if docs is not None else records
         if added:
             core.text.stage(seq, add=record_text_docs(added))
@@ -418,9 +417,13 @@ class Writer:
         except OSError:  # committed regardless; the keys left over are erased on the next open
             log.exception("the keys of %d forgotten records could not be erased yet", len(ids))
 
-    def _add_vectors_ram(self, groups: Sequence[VectorColumns], stores: Mapping[uuid.UUID, StoreType]) -> None:
+    def _add_vectors_ram(self, groups: Sequence[VectorColumns],
+                         stores: Mapping[uuid.UUID, StoreType] | StoreType) -> None:
+        """`stores`: each vector's record's store, or the one store all of them are in."""
         for group in groups:
-            self.core.vectors.add(group.ids, [STORE_CODE[stores[i]] for i in group.ids], group.matrix)
+            codes = ([STORE_CODE[stores]] * len(group.ids) if isinstance(stores, StoreType)
+                     else [STORE_CODE[stores[i]] for i in group.ids])
+            self.core.vectors.add(group.ids, codes, group.matrix)
 
     def _evict(self, ids: Sequence[uuid.UUID], seq: int) -> None:
         """Working-memory evictions leave no trace in the indexes."""
@@ -428,3 +431,12 @@ class Writer:
             self.core.graph.remove_nodes(ids)
             self.core.vectors.remove(ids)
             self.core.text.stage(seq, delete=[str(i) for i in ids])
+
+
+def _stores_of(records: Sequence[MemoryRecord]) -> Mapping[uuid.UUID, StoreType] | StoreType:
+    """The store of each record, or the one store of them all (a batch's usual case: no id is
+    looked up per vector)."""
+    first = records[0].store if records else StoreType.EPISODIC
+    if all(r.store is first for r in records):
+        return first
+    return {r.id: r.store for r in records}

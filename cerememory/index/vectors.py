@@ -79,9 +79,7 @@ class _Group:
         self.searched = False
 
     def add(self, ids: Sequence[uuid.UUID], codes: Sequence[int], rows: np.ndarray, *, own: bool = False) -> None:
-        # replacing (new records, the usual case, never are); an empty group has nothing to check
-        if self.row_of and not self.row_of.keys().isdisjoint(ids):
-            self.remove([i for i in ids if i in self.row_of])
+        """Append rows for ids the group does not hold (`VectorIndex.add` removes any it did)."""
         n, need = len(self.ids), len(self.ids) + len(ids)
         if n == 0 and len(ids) > len(self.matrix) and rows.dtype == np.float32 and rows.flags.c_contiguous \
                 and rows.flags.writeable and (own or rows.flags.owndata):

@@ -14,6 +14,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import starmap
 from typing import Any
 
 import numpy as np
@@ -30,12 +31,33 @@ from .undecodable import UndecodableLog, UndecodableRecord
 TOUCHED_LIMIT = 10_000  # reinforced heads patched into the columns; past it they are rebuilt
 
 
-def _head_columns(ids: Sequence[uuid.UUID], heads: Sequence[Head]) -> dict[str, list]:
-    columns: dict[str, list] = {"id": list(ids)}
+def _head_columns(heads: Sequence[Head]) -> dict[str, Sequence[Any]]:
+    columns: dict[str, Sequence[Any]] = {}
     for name in HEAD_COLUMNS:
         columns[name] = [getattr(h, name) for h in heads]
     columns["store"] = [h.store.value for h in heads]
     return columns
+
+
+def _new_heads(records: Sequence[MemoryRecord]) -> tuple[list[Head], dict[str, Sequence[Any]]]:
+    """The heads of new records and their columns. The records of a batch share their times,
+    fidelity and emotion (the same objects): a head's values are made once for all records
+    sharing them, and the columns are those values transposed, with no attribute read per head."""
+    made: dict[tuple[int, ...], tuple[Any, ...]] = {}
+    rows = []
+    for r in records:
+        key = (id(r.store), id(r.created_at), id(r.updated_at), id(r.last_accessed_at), r.access_count,
+               id(r.fidelity), id(r.emotion), r.version)
+        values = made.get(key)
+        if values is None:  # the records hold every object keyed by id() meanwhile
+            head = Head.of(r)
+            values = made[key] = tuple(getattr(head, name) for name in HEAD_COLUMNS)
+        rows.append(values)
+    heads = list(starmap(Head, rows))
+    transposed = zip(*rows, strict=True) if rows else [()] * len(HEAD_COLUMNS)
+    columns: dict[str, Sequence[Any]] = dict(zip(HEAD_COLUMNS, transposed, strict=True))
+    columns["store"] = [store.value for store in columns["store"]]
+    return heads, columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,12 +249,15 @@ class RecordStore:
                *, replace: bool = False, heads: Sequence[Head] | None = None) -> Written:
         """Write records; returns what `commit_heads` makes visible once the transaction commits.
         `heads` are written as given (an import restores archived decay state exactly)."""
-        heads = list(heads) if heads is not None else [self._head_for(r) for r in records]
-        columns = _head_columns([r.id for r in records], heads)
+        if heads is None and not replace:  # new records: no head of theirs to keep anything from
+            heads, columns = _new_heads(records)
+        else:
+            heads = list(heads) if heads is not None else [self._head_for(r) for r in records]
+            columns = _head_columns(heads)
+        ids = [r.id for r in records]
         bodies = record_bodies(records)
-        columns["body"] = self.sealer.seal_many(columns["id"], bodies)
-        uow.records.insert(columns, replace=replace)
-        return Written(columns["id"], heads, bodies)
+        uow.records.insert({"id": ids, **columns, "body": self.sealer.seal_many(ids, bodies)}, replace=replace)
+        return Written(ids, heads, bodies)
 
     def commit_heads(self, written: Written) -> None:
         """After the transaction commits: make the records visible to ranking."""

@@ -52,19 +52,37 @@ def _insert_sql(table: str, names: tuple[str, ...], rows: int) -> str:
     return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({values})"
 
 
+def _id_texts(values: Sequence[Any]) -> np.ndarray:
+    """Ids as the 32 hex digits DuckDB casts to UUID (half the work of the hyphenated form);
+    a column holding text or nulls as it is."""
+    try:
+        return np.array([v.hex for v in values], dtype=object)
+    except AttributeError:
+        return np.array([None if v is None else str(v) for v in values], dtype=object)
+
+
 def _column(name: str, values: Sequence[Any] | np.ndarray) -> np.ndarray:
     """One column of a batch as DuckDB scans it: numbers as they come (a float64 array stays
     one), everything else (and a column with nulls) as Python objects; ids as text, cast in SQL."""
     if isinstance(values, np.ndarray):
         return values
     if name in _UUID_COLUMNS:
-        return np.array([None if v is None else str(v) for v in values], dtype=object)
+        return _id_texts(values)
     if len(values) and isinstance(values[0], bytes | str):  # blobs and text: never a fixed-width copy first
         return np.array(values, dtype=object)
     typed = np.asarray(values)
     if typed.ndim == 1 and typed.dtype.kind in "biuf":
         return typed
     return np.array(list(values), dtype=object)
+
+
+def _shared(values: Sequence[Any] | np.ndarray) -> bool:
+    """Whether a column holds one number or text in every row (a batch's shared time, store, or
+    embedding model): it goes in as one parameter, not as a column DuckDB binds and scans."""
+    if isinstance(values, np.ndarray) or not len(values):
+        return False
+    first = values[0]
+    return type(first) in (str, int, float) and values.count(first) == len(values)
 
 
 def _batch(columns: Columns) -> dict[str, np.ndarray]:
@@ -111,9 +129,11 @@ class _Rows:
                       for k, v in zip(columns, row, strict=True)]
             self._write(f"{verb} INTO {table} ({', '.join(columns)}) VALUES {', '.join([one] * rows)}", params)
             return
-        select = ", ".join(f"{k}::UUID" if k in _UUID_COLUMNS else k for k in columns)
+        shared = {k: _param(k, v[0]) for k, v in list(columns.items())[1:] if _shared(v)}
+        select = ", ".join(("?" if k in shared else k) + ("::UUID" if k in _UUID_COLUMNS else "") for k in columns)
         name = f"_batch_{threading.get_ident()}"
-        self._with_batch(name, columns, f"{verb} INTO {table} ({', '.join(columns)}) SELECT {select} FROM {name}")
+        sql = f"{verb} INTO {table} ({', '.join(columns)}) SELECT {select} FROM {name}"
+        self._with_batch(name, {k: v for k, v in columns.items() if k not in shared}, sql, list(shared.values()))
 
     def _insert_prepared(self, table: str, columns: Columns, rows: int) -> bool:
         """A few new rows through an INSERT prepared once per connection and row count (a lone
@@ -128,12 +148,12 @@ class _Rows:
         """An UPDATE ... FROM `_batch` joined on the batch's `id` column (one row per id)."""
         return self._with_batch("_batch", columns, sql)
 
-    def _with_batch(self, name: str, columns: Columns, sql: str) -> list[Row]:
+    def _with_batch(self, name: str, columns: Columns, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Run `sql` with `columns` registered as the table `name`."""
         tx = self._writer()
         tx.register(name, _batch(columns))
         try:
-            return tx.execute(sql).fetchall()
+            return tx.execute(sql, list(params)).fetchall()
         finally:
             tx.unregister(name)
 
