@@ -5,7 +5,7 @@ record counts read at scrape time."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import cast
+from typing import Any, cast
 
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -44,6 +44,21 @@ class _StoreCollector:
                                   "(reads skip them)", value=stats.undecodable_records)
 
 
+class _Series:
+    """The children of a labelled metric, looked up once per set of label values: prometheus'
+    `labels()` checks and locks on every call, a few microseconds a request per metric."""
+
+    def __init__(self, metric: Counter | Histogram) -> None:
+        self.metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self.metric.labels(*values)
+        return child
+
+
 class OpMetrics:
     """Every CMP call, observed by the dispatcher: count by operation, transport and outcome
     code ("OK" or the CMP error code), latency by operation and transport, and errors by code
@@ -58,17 +73,18 @@ class OpMetrics:
                                  buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30, 120))
         self.errors = Counter("cerememory_errors", "CMP error envelopes sent, by code", ["code", "transport"],
                               registry=None)
+        self._calls, self._latency, self._errors = _Series(self.calls), _Series(self.latency), _Series(self.errors)
 
     def observe(self, op: str, seconds: float, code: str) -> None:
         transport = current().transport
         op = op if op in OPERATIONS else "unknown"
-        self.calls.labels(op, transport, code).inc()
-        self.latency.labels(op, transport).observe(seconds)
+        self._calls(op, transport, code).inc()
+        self._latency(op, transport).observe(seconds)
         if code != "OK":
-            self.errors.labels(code, transport).inc()
+            self._errors(code, transport).inc()
 
     def denied(self, transport: str, code: str) -> None:
-        self.errors.labels(code, transport).inc()
+        self._errors(code, transport).inc()
 
     def register(self, registry: CollectorRegistry) -> None:
         for collector in (self.calls, self.latency, self.errors):
@@ -95,13 +111,14 @@ class HttpMetrics:
         self._latency = Histogram("cerememory_http_request_duration_seconds", "HTTP request latency",
                                   ["method", "route"], registry=self.registry,
                                   buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5))
+        self._request_series, self._latency_series = _Series(self._requests), _Series(self._latency)
         self.registry.register(_StoreCollector(dispatcher))
         self.ops = ops
         self.ops.register(self.registry)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        self._requests.labels(method, route, str(status)).inc()
-        self._latency.labels(method, route).observe(seconds)
+        self._request_series(method, route, str(status)).inc()
+        self._latency_series(method, route).observe(seconds)
 
     def mount(self, app: FastAPI) -> None:
         """Serve the registry at GET /metrics."""
