@@ -136,7 +136,6 @@ def _endpoint(op: Operation, answer: Answer) -> Callable[[Request], Awaitable[Re
 
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
-_HIT = "cerememory.route"  # scope key: the CMP route `DirectRoutes.match` found
 
 
 class DirectRoutes:
@@ -156,16 +155,6 @@ class DirectRoutes:
         else:
             self._exact[method, route.path] = (route, answer)
 
-    def match(self, scope: Scope) -> bool:
-        """Whether the request is a CMP route's, noting which in `scope` for `__call__`."""
-        if scope.get("root_path"):
-            return False
-        hit = self._match(scope)
-        if hit is None:
-            return False
-        scope[_HIT] = hit
-        return True
-
     def _match(self, scope: Scope) -> tuple[APIRoute, Answer] | None:
         method, path = scope["method"], scope["path"]
         hit = self._exact.get((method, path))
@@ -180,9 +169,11 @@ class DirectRoutes:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> bool:
         """Answer the request when it is a CMP route's; whether it was."""
-        if _HIT not in scope and not self.match(scope):
+        if scope.get("root_path"):
             return False
-        hit = scope.pop(_HIT)
+        hit = self._match(scope)
+        if hit is None:
+            return False
         scope["route"] = hit[0]  # what the metrics and the access log name the request by
         try:
             body = await hit[1](Request(scope, receive))
@@ -199,24 +190,6 @@ class DirectRoutes:
         return True
 
 
-class CMPApp(FastAPI):
-    """The FastAPI application, with a request of a CMP route taken before FastAPI's own layers
-    (its telemetry, error and body-limit middleware) by a `RequestMiddleware` of its own that
-    answers it through `DirectRoutes`: the same checks, context, metrics and log, without the
-    work those layers do on the event loop's thread for every request. Every other request goes
-    through FastAPI, whose stack holds a `RequestMiddleware` too."""
-
-    direct: DirectRoutes | None = None
-    front: RequestMiddleware | None = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.front is not None and self.direct is not None and scope["type"] == "http" \
-                and self.direct.match(scope):
-            await self.front(scope, receive, send)
-            return
-        await super().__call__(scope, receive, send)
-
-
 def create_app(target: Dispatcher | CMPHandler, *, body_limit: int = DEFAULT_BODY_LIMIT,
                keys: KeyRing | ServerKeys | None = None, extra_routes: Callable[[FastAPI], None] | None = None,
                rate_limit: RateLimit | None = None, host_policy: HostPolicy = LOOPBACK,
@@ -228,9 +201,9 @@ def create_app(target: Dispatcher | CMPHandler, *, body_limit: int = DEFAULT_BOD
     budgeted per address by `auth_failures`), and with `rate_limit` a token bucket per key (or
     client address) on everything but the probes."""
     dispatcher, ops = metered(target)
-    app = CMPApp(title="Cerememory", version=__version__, docs_url=None, redoc_url=None,
-                 description="CMP over HTTP. Every error is `{code, message, details, retry_after, request_id}`. "
-                             "The web console is at /ui.")
+    app = FastAPI(title="Cerememory", version=__version__, docs_url=None, redoc_url=None,
+                  description="CMP over HTTP. Every error is `{code, message, details, retry_after, request_id}`. "
+                              "The web console is at /ui.")
 
     @app.exception_handler(CMPError)
     async def cmp_error(request: Request, exc: CMPError) -> JSONResponse:
@@ -281,9 +254,7 @@ def create_app(target: Dispatcher | CMPHandler, *, body_limit: int = DEFAULT_BOD
     if extra_routes is not None:
         extra_routes(app)
     openapi.install(app, components)
-    checks: dict[str, Any] = {"keys": keys, "observe": metrics.observe, "render_error": error_response,
-                              "rate_limit": rate_limit, "denied": metrics.ops.denied, "host_policy": host_policy,
-                              "auth_failures": auth_failures}
-    app.add_middleware(RequestMiddleware, **checks)
-    app.direct, app.front = direct, RequestMiddleware(super(CMPApp, app).__call__, **checks, direct=direct)
+    app.add_middleware(RequestMiddleware, keys=keys, observe=metrics.observe, render_error=error_response,
+                       rate_limit=rate_limit, denied=metrics.ops.denied, host_policy=host_policy,
+                       auth_failures=auth_failures, direct=direct)
     return app
