@@ -93,6 +93,32 @@ def test_body_limit(mem):
         server.stop()
 
 
+def test_a_body_sent_in_chunks_is_refused_once_past_the_limit(mem):
+    """Without a Content-Length the body limit still holds, and the server stops reading there:
+    an endless chunked body is answered 413 after about the limit, never read whole."""
+    app = create_app(mem.engine, body_limit=1000)
+    received, sent = [0], []
+
+    async def receive():
+        received[0] += 1
+        assert received[0] < 100, "the server kept reading past the limit"
+        return {"type": "http.request", "body": b"x" * 100, "more_body": True}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+             "scheme": "http", "path": "/v1/encode", "raw_path": b"/v1/encode", "root_path": "",
+             "query_string": b"", "headers": [(b"host", b"127.0.0.1"), (b"transfer-encoding", b"chunked"),
+                                               (b"content-type", b"application/json")],
+             "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8420)}
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["status"] == 413
+    assert json.loads(b"".join(m.get("body", b"") for m in sent[1:]))["code"] == "CONTENT_TOO_LARGE"
+    assert received[0] <= 12
+    assert mem.stats().total_records == 0
+
+
 class Throttled:
     """An engine stand-in that answers RATE_LIMITED once, to exercise Retry-After end to end."""
 

@@ -98,6 +98,20 @@ def error_response(exc: CMPError, request_id: str | None) -> JSONResponse:
 Answer = Callable[[Request], Awaitable[bytes | None]]  # an operation's JSON answer (None: 204)
 
 
+async def _bounded_body(request: Request, limit: int) -> bytes:
+    """The request's body, refused as soon as it passes `limit` bytes: a body sent in chunks
+    without a Content-Length is never held whole before it is found too large."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise CMPError(ErrorCode.CONTENT_TOO_LARGE, f"request body exceeds {limit} bytes",
+                           hint="split the request (batches take up to 1000 records)")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _answerer(op: Operation, dispatcher: Dispatcher, body_limit: int) -> Answer:
     """What one operation's route does: the request's JSON body, query and path parameters in,
     the response's JSON out (None: 204), every failure a CMPError."""
@@ -107,9 +121,7 @@ def _answerer(op: Operation, dispatcher: Dispatcher, body_limit: int) -> Answer:
         if declared and declared.isdigit() and int(declared) > body_limit:
             raise CMPError(ErrorCode.CONTENT_TOO_LARGE, f"request body exceeds {body_limit} bytes",
                            hint="split the request (batches take up to 1000 records)")
-        raw = await request.body()
-        if len(raw) > body_limit:
-            raise CMPError(ErrorCode.CONTENT_TOO_LARGE, f"request body exceeds {body_limit} bytes")
+        raw = await _bounded_body(request, body_limit)
         body = parse_body(raw) if op.http.method != "GET" else {}
         for key, value in request.query_params.items():
             body.setdefault(key, _query_value(value))
