@@ -17,13 +17,13 @@ reordering lines breaks the `seq` / `prev` links. Summaries hold counts and enum
 never content.
 
 Appends are cheap: one `write(2)` of the lines on an `O_APPEND` descriptor under a thread lock and
-an `flock` (the `keys` CLI appends while a server owns the data dir). While other threads wait
-to append, the flock is kept for them (until the next fsync at most), so a busy writer does
-not make three more system calls per entry inside its lock; another process waits at most one
-`fsync_interval`. Appends that arrive while another is being written wait for it and then go in
-together, as one write (the outcomes of the writes of one group commit, say), and the intents of
-a group commit are one append. `fsync` runs at most once
-per `fsync_interval` seconds (0: after every append) and on close. A crash loses nothing the OS
+an `flock` (the `keys` CLI appends while a server owns the data dir). The flock, once taken, is
+kept until the next fsync, so a writer does not make three more system calls per append (take,
+read the size, release); another process waits at most one `fsync_interval`. Appends that
+arrive while another is being written wait for it and then go in together, as one write (the
+outcomes of the writes of one group commit, say), and the intents of a group commit are one
+append. `fsync` runs at most once per `fsync_interval` seconds (0: after every append, which
+then lets the flock go at once) and on close. A crash loses nothing the OS
 has; a power cut can lose the entries of the last interval. A write cut short (a full disk) is
 truncated away again, so the chain stays whole.
 """
@@ -367,7 +367,7 @@ class FileChain:
         self._size = -1  # unknown: read the tail before the first append
         self._seq, self._head = head
         self._sync_timer: threading.Timer | None = None
-        self._holding = False  # the flock, kept while other threads wait to append, until the next fsync at most
+        self._holding = False  # the flock, kept from an append until the next fsync
         self._queued: deque[_Append] = deque()  # appends waiting for the next write
         self._closed = False
 
@@ -406,8 +406,6 @@ class FileChain:
         with self._lock:
             if mine.linked is None and mine.error is None:
                 self._write_queued()
-            if not self._queued:  # no other thread is waiting to append: let other processes in
-                self._let_go()
         if mine.error is not None:
             raise mine.error
         assert mine.linked is not None
