@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import httpx
 import pytest
+from pydantic import BaseModel, Field, Strict
 
 import cerememory
 from cerememory import CMPError, ErrorCode
-from cerememory.security.audit import AUDIT_FILE, GENESIS, AuditLog, FileChain, verify
+from cerememory.model import StoreType
+from cerememory.security.audit import AUDIT_FILE, GENESIS, AuditLog, FileChain, summarize, verify
 
 from .conftest import ServeProcess, ServerThread, free_port
 
@@ -275,3 +280,31 @@ def test_an_append_to_a_closed_log_is_refused(tmp_path):
         chain.extend([{"op": "late"}])
     assert refused.value.code is ErrorCode.INTERNAL_ERROR
     assert verify(tmp_path / AUDIT_FILE).entries == 1
+
+
+def test_a_summary_keeps_counts_flags_and_enum_values_and_never_content():
+    class Inner(BaseModel):
+        n: int = 1
+
+    class Shapes(BaseModel):
+        header: Inner | None = None
+        store: StoreType = StoreType.EPISODIC
+        scope: list[StoreType] | None = [StoreType.SEMANTIC, StoreType.WORKING]
+        maybe: Annotated[StoreType | None, Field(description="an optional enum")] = StoreType.PROCEDURAL
+        strict: Annotated[int, Strict()] | None = 3
+        flag: bool = True
+        ratio: float = 0.5
+        level: Literal[1, 2] = 2
+        anything: Any = 7
+        text: str = "a secret"
+        word: Literal["a", "b"] = "a"
+        record_id: uuid.UUID = uuid.UUID(int=1)
+        at: datetime = datetime(2025, 1, 1, tzinfo=UTC)
+        inner: Inner = Inner()
+        mapping: dict[str, int] = {"n": 1}
+        items: list[Inner] = [Inner()]
+        ids: list[uuid.UUID] = [uuid.UUID(int=2)]
+        empty: list[StoreType] = []
+
+    assert summarize(Shapes()) == {"store": "episodic", "scope": ["semantic", "working"], "maybe": "procedural",
+                                   "strict": 3, "flag": True, "ratio": 0.5, "level": 2, "anything": 7}
