@@ -7,7 +7,7 @@ writes have been arriving together; a lone writer never waits), then commits eve
 queued in one call of `commit` and answers each caller. Every caller returns only after its
 write was committed, or raises the error that kept it out.
 
-Callers that are not leading wait on their own event, which the leader sets once their write
+Callers that are not leading wait on their own `Wakeup`, which the leader sets once their write
 is committed; it then hands the lead straight to the oldest write still queued. Waiting on a
 shared lock instead made every answered caller take that lock in turn, each needing the
 interpreter lock to do so, and the next group waited behind them all.
