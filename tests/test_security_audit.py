@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import httpx
 import pytest
+from pydantic import BaseModel, Field, Strict
 
 import cerememory
 from cerememory import CMPError, ErrorCode
-from cerememory.security.audit import AUDIT_FILE, GENESIS, AuditLog, verify
+from cerememory.model import StoreType
+from cerememory.security.audit import AUDIT_FILE, GENESIS, AuditLog, FileChain, summarize, verify
 
 from .conftest import ServeProcess, ServerThread, free_port
 
@@ -238,3 +243,68 @@ def test_a_busy_writer_and_another_process_keep_one_chain(tmp_path):
     other.close()
     report = verify(path)
     assert report.ok and report.entries == 220
+
+
+def test_appends_queued_together_keep_each_callers_entries_adjacent(tmp_path):
+    """Appends that arrive while another is written go in with it: each caller's entries stay
+    adjacent and in order, each caller learns its own, and the chain stays whole."""
+    chain = FileChain(tmp_path / AUDIT_FILE, fsync_interval=0.05)
+    answers: dict[int, list[list[tuple[dict, str]]]] = {n: [] for n in range(8)}
+
+    def append(n: int) -> None:
+        for i in range(25):
+            answers[n].append(chain.extend([{"op": f"writer-{n}", "i": i, "part": part} for part in range(3)]))
+
+    threads = [threading.Thread(target=append, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    chain.close()
+    for n, linked in answers.items():
+        for i, three in enumerate(linked):
+            assert [(e["op"], e["i"], e["part"]) for e, _ in three] == [(f"writer-{n}", i, p) for p in range(3)]
+            assert [e["seq"] for e, _ in three] == list(range(three[0][0]["seq"], three[0][0]["seq"] + 3))
+    written = entries(tmp_path)
+    assert {(e["seq"], e["hash"]) for e in written} == {(e["seq"], h) for lk in answers.values() for t in lk
+                                                        for e, h in t}
+    report = verify(tmp_path / AUDIT_FILE)
+    assert report.ok and report.entries == 8 * 25 * 3
+
+
+def test_an_append_to_a_closed_log_is_refused(tmp_path):
+    chain = FileChain(tmp_path / AUDIT_FILE)
+    chain.extend([{"op": "first"}])
+    chain.close()
+    with pytest.raises(CMPError) as refused:
+        chain.extend([{"op": "late"}])
+    assert refused.value.code is ErrorCode.INTERNAL_ERROR
+    assert verify(tmp_path / AUDIT_FILE).entries == 1
+
+
+def test_a_summary_keeps_counts_flags_and_enum_values_and_never_content():
+    class Inner(BaseModel):
+        n: int = 1
+
+    class Shapes(BaseModel):
+        header: Inner | None = None
+        store: StoreType = StoreType.EPISODIC
+        scope: list[StoreType] | None = [StoreType.SEMANTIC, StoreType.WORKING]
+        maybe: Annotated[StoreType | None, Field(description="an optional enum")] = StoreType.PROCEDURAL
+        strict: Annotated[int, Strict()] | None = 3
+        flag: bool = True
+        ratio: float = 0.5
+        level: Literal[1, 2] = 2
+        anything: Any = 7
+        text: str = "a secret"
+        word: Literal["a", "b"] = "a"
+        record_id: uuid.UUID = uuid.UUID(int=1)
+        at: datetime = datetime(2025, 1, 1, tzinfo=UTC)
+        inner: Inner = Inner()
+        mapping: dict[str, int] = {"n": 1}
+        items: list[Inner] = [Inner()]
+        ids: list[uuid.UUID] = [uuid.UUID(int=2)]
+        empty: list[StoreType] = []
+
+    assert summarize(Shapes()) == {"store": "episodic", "scope": ["semantic", "working"], "maybe": "procedural",
+                                   "strict": 3, "flag": True, "ratio": 0.5, "level": 2, "anything": 7}

@@ -7,7 +7,7 @@ writes have been arriving together; a lone writer never waits), then commits eve
 queued in one call of `commit` and answers each caller. Every caller returns only after its
 write was committed, or raises the error that kept it out.
 
-Callers that are not leading wait on their own event, which the leader sets once their write
+Callers that are not leading wait on their own `Wakeup`, which the leader sets once their write
 is committed; it then hands the lead straight to the oldest write still queued. Waiting on a
 shared lock instead made every answered caller take that lock in turn, each needing the
 interpreter lock to do so, and the next group waited behind them all.
@@ -33,6 +33,29 @@ MAX_GROUP = 256  # writes per transaction at most; more wait for the next group
 T = TypeVar("T")
 
 
+class Wakeup:
+    """A one-shot signal for the one thread waiting on it: a lock taken when it is made and
+    released to wake the waiter. An `Event` would do, but its `Condition` is Python code that
+    both sides run under the interpreter lock, once per write of every group."""
+
+    __slots__ = ("_lock", "_set")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._set = False
+
+    def set(self) -> None:
+        """Wake the waiter; later calls do nothing. Only the leading thread calls it, so calls
+        never overlap."""
+        if not self._set:
+            self._set = True
+            self._lock.release()
+
+    def wait(self) -> None:
+        self._lock.acquire()
+
+
 @dataclass(eq=False)
 class Pending(Generic[T]):
     """One caller's write, queued: the caller's context (audit attribution runs in it)."""
@@ -41,7 +64,7 @@ class Pending(Generic[T]):
     context: contextvars.Context = field(default_factory=contextvars.copy_context)
     done: bool = False
     error: BaseException | None = None
-    woken: threading.Event = field(default_factory=threading.Event)  # committed, or this caller leads next
+    woken: Wakeup = field(default_factory=Wakeup)  # committed, or this caller leads next
 
 
 class GroupCommit(Generic[T]):

@@ -17,11 +17,13 @@ reordering lines breaks the `seq` / `prev` links. Summaries hold counts and enum
 never content.
 
 Appends are cheap: one `write(2)` of the lines on an `O_APPEND` descriptor under a thread lock and
-an `flock` (the `keys` CLI appends while a server owns the data dir). While other threads wait
-to append, the flock is kept for them (until the next fsync at most), so a busy writer does
-not make three more system calls per entry inside its lock; another process waits at most one
-`fsync_interval`. The intents of a group commit go in as one write. `fsync` runs at most once
-per `fsync_interval` seconds (0: after every append) and on close. A crash loses nothing the OS
+an `flock` (the `keys` CLI appends while a server owns the data dir). The flock, once taken, is
+kept until the next fsync, so a writer does not make three more system calls per append (take,
+read the size, release); another process waits at most one `fsync_interval`. Appends that
+arrive while another is being written wait for it and then go in together, as one write (the
+outcomes of the writes of one group commit, say), and the intents of a group commit are one
+append. `fsync` runs at most once per `fsync_interval` seconds (0: after every append, which
+then lets the flock go at once) and on close. A crash loses nothing the OS
 has; a power cut can lose the entries of the last interval. A write cut short (a full disk) is
 truncated away again, so the chain stays whole.
 """
@@ -38,14 +40,16 @@ import os
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import Context, ContextVar
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, Protocol
+from types import NoneType, UnionType
+from typing import Annotated, Any, Literal, Protocol, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
@@ -61,9 +65,11 @@ INTENT, DONE, FAILED = "intent", "done", "failed"
 UNATTRIBUTED = "engine.write"  # the op of an intent written outside any dispatched operation
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical(entry: dict[str, Any]) -> bytes:
-    return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=str).encode("utf-8")
+    return _CANONICAL.encode(entry).encode("utf-8")
 
 
 def seal(entry: dict[str, Any]) -> tuple[bytes, str]:
@@ -85,8 +91,18 @@ def link(entries: Sequence[dict[str, Any]], seq: int, prev: str) -> list[tuple[d
     return linked
 
 
+_second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text
+
+
 def _now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    """The time now in UTC, as `datetime.isoformat(timespec="microseconds")` with a `Z` (each
+    entry has one: the date and time of day are formatted once a second)."""
+    global _second
+    second, fraction = divmod(time.time_ns() // 1000, 1_000_000)
+    known = _second
+    if known[0] != second:
+        known = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{known[1]}.{fraction:06d}Z"
 
 
 # ---------------------------------------------------------------- verification
@@ -216,12 +232,40 @@ def _summary_value(value: Any) -> Any:
     return None
 
 
+def _may_count(annotation: Any, *, item: bool = False) -> bool:
+    """Whether a field so annotated can hold what `_summary_value` keeps (a list item: an enum
+    value); False only for types that never do (text, ids, times, models, mappings)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _may_count(get_args(annotation)[0], item=item)
+    if origin is Union or origin is UnionType:
+        return any(_may_count(arg, item=item) for arg in get_args(annotation) if arg is not NoneType)
+    if origin is list:
+        return not item and all(_may_count(arg, item=True) for arg in get_args(annotation)[:1])
+    if origin is not None:
+        return origin is Literal and any(not isinstance(arg, str) for arg in get_args(annotation))
+    if isinstance(annotation, type):
+        if issubclass(annotation, Enum):
+            return True
+        if item or issubclass(annotation, _NEVER_COUNTS):
+            return False
+    return True  # anything else: the value decides
+
+
+_NEVER_COUNTS = (str, bytes, uuid.UUID, date, BaseModel, dict)
+
+
+@functools.cache
+def _summary_fields(cls: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of a model class whose values a summary may keep (the header never)."""
+    return tuple(name for name, info in cls.model_fields.items()
+                 if name != "header" and _may_count(info.annotation))
+
+
 def summarize(*models: BaseModel) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for model in models:
-        for name in type(model).model_fields:
-            if name == "header":
-                continue
+        for name in _summary_fields(type(model)):
             value = _summary_value(getattr(model, name, None))
             if value is not None:
                 out[name] = value
@@ -300,6 +344,16 @@ class Chain(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(eq=False)
+class _Append:
+    """One caller's entries, queued for the next write of a `FileChain`: what they were linked
+    as, or the error that kept them out."""
+
+    entries: Sequence[dict[str, Any]]
+    linked: list[tuple[dict[str, Any], str]] | None = None
+    error: BaseException | None = None
+
+
 class FileChain:
     """The chain in one file: `extend` is thread- and process-safe (a lock and an flock)."""
 
@@ -313,8 +367,8 @@ class FileChain:
         self._size = -1  # unknown: read the tail before the first append
         self._seq, self._head = head
         self._sync_timer: threading.Timer | None = None
-        self._holding = False  # the flock, kept while other threads wait to append, until the next fsync at most
-        self._wanting = 0  # threads in or waiting for `extend`: approximate, a hint to keep the flock
+        self._holding = False  # the flock, kept from an append until the next fsync
+        self._queued: deque[_Append] = deque()  # appends waiting for the next write
         self._closed = False
 
     def head(self) -> tuple[int, str]:
@@ -343,20 +397,40 @@ class FileChain:
         self._size = size
 
     def extend(self, entries: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
+        """Queue `entries`, then take the lock: whoever holds it writes every append queued by
+        then, so threads arriving together share one write instead of taking turns at it."""
         if not entries:
             return []
-        self._wanting += 1
+        mine = _Append(entries)
+        self._queued.append(mine)
+        with self._lock:
+            if mine.linked is None and mine.error is None:
+                self._write_queued()
+        if mine.error is not None:
+            raise mine.error
+        assert mine.linked is not None
+        return mine.linked
+
+    def _write_queued(self) -> None:
+        """Link and write the appends queued, in order, in one write (the caller holds `_lock`);
+        each gets its entries, or the error that kept them all out."""
+        group: list[_Append] = []
+        while self._queued:
+            group.append(self._queued.popleft())
         try:
-            with self._lock:
-                if self._closed:
-                    raise CMPError(ErrorCode.INTERNAL_ERROR, "the audit log is closed")
-                linked = self._linked_and_written(entries)
-                self._schedule_sync()
-                if self._wanting <= 1:  # no other thread is waiting to append: let other processes in
-                    self._let_go()
-        finally:
-            self._wanting -= 1
-        return [(entry, digest) for entry, digest, _ in linked]
+            if self._closed:
+                raise CMPError(ErrorCode.INTERNAL_ERROR, "the audit log is closed")
+            linked = self._linked_and_written([entry for append in group for entry in append.entries])
+            self._schedule_sync()
+        except BaseException as exc:  # noqa: BLE001 - raised by each caller in its own thread
+            for append in group:
+                append.error = exc
+            return
+        start = 0
+        for append in group:
+            end = start + len(append.entries)
+            append.linked = [(entry, digest) for entry, digest, _ in linked[start:end]]
+            start = end
 
     def _linked_and_written(self, entries: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], str, bytes]]:
         """Link `entries` after the tail and write them (the caller holds `_lock`), taking the
