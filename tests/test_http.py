@@ -93,30 +93,44 @@ def test_body_limit(mem):
         server.stop()
 
 
-def test_a_body_sent_in_chunks_is_refused_once_past_the_limit(mem):
-    """Without a Content-Length the body limit still holds, and the server stops reading there:
-    an endless chunked body is answered 413 after about the limit, never read whole."""
-    app = create_app(mem.engine, body_limit=1000)
+def post_endless_chunks(app, path: str, content_type: bytes) -> tuple[int, bytes, int]:
+    """POST an endless chunked body (no Content-Length) to the real app over ASGI: the status,
+    the body of the answer, and how many 100-byte chunks the server read before answering."""
     received, sent = [0], []
 
     async def receive():
         received[0] += 1
-        assert received[0] < 100, "the server kept reading past the limit"
+        assert received[0] < 10_000, "the server kept reading past the limit"
         return {"type": "http.request", "body": b"x" * 100, "more_body": True}
 
     async def send(message):
         sent.append(message)
 
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-             "scheme": "http", "path": "/v1/encode", "raw_path": b"/v1/encode", "root_path": "",
+             "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
              "query_string": b"", "headers": [(b"host", b"127.0.0.1"), (b"transfer-encoding", b"chunked"),
-                                               (b"content-type", b"application/json")],
+                                               (b"content-type", content_type)],
              "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8420)}
     asyncio.run(app(scope, receive, send))
-    assert sent[0]["status"] == 413
-    assert json.loads(b"".join(m.get("body", b"") for m in sent[1:]))["code"] == "CONTENT_TOO_LARGE"
-    assert received[0] <= 12
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]), received[0]
+
+
+def test_a_body_sent_in_chunks_is_refused_once_past_the_limit(mem):
+    """Without a Content-Length the body limit still holds, and the server stops reading there."""
+    status, body, chunks = post_endless_chunks(create_app(mem.engine, body_limit=1000), "/v1/encode",
+                                               b"application/json")
+    assert status == 413 and json.loads(body)["code"] == "CONTENT_TOO_LARGE"
+    assert chunks <= 12
     assert mem.stats().total_records == 0
+
+
+def test_a_console_form_sent_in_chunks_is_read_no_further_than_its_limit(mem):
+    """The console's forms have a limit of their own (64 KiB): past it a form is empty, so the
+    action is refused for its missing CSRF token, and the rest is never read."""
+    status, body, chunks = post_endless_chunks(create_app(mem.engine), "/ui/sign-in",
+                                               b"application/x-www-form-urlencoded")
+    assert status == 403 and b"CSRF" in body
+    assert chunks <= 64 * 1024 // 100 + 2
 
 
 class Throttled:

@@ -18,6 +18,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from ..cmp.context import bound, current
 from ..cmp.errors import CMPError, ErrorCode
+from ..transport.bodies import read_within
 from . import plots, security
 from .sessions import COOKIE, Session, Sessions
 
@@ -148,8 +149,8 @@ class Console:
 
 async def read_form(request: Request) -> dict[str, str]:
     """A url-encoded form body (the console's forms post nothing else); the last of repeated fields."""
-    raw = await request.body()
-    if len(raw) > FORM_LIMIT:
+    raw = await read_within(request, FORM_LIMIT)
+    if raw is None:
         return {}
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media != "application/x-www-form-urlencoded":

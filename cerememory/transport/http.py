@@ -27,6 +27,7 @@ from ..security.keys import ServerKeys
 from ..security.ratelimit import FailedAuthLimit, RateLimit
 from ..version import __version__
 from . import openapi
+from .bodies import read_within
 from .guard import LOOPBACK, HostPolicy
 from .metrics import HttpMetrics, metered
 from .middleware import REQUEST_ID, Receive, RequestMiddleware, Scope, Send
@@ -98,30 +99,17 @@ def error_response(exc: CMPError, request_id: str | None) -> JSONResponse:
 Answer = Callable[[Request], Awaitable[bytes | None]]  # an operation's JSON answer (None: 204)
 
 
-async def _bounded_body(request: Request, limit: int) -> bytes:
-    """The request's body, refused as soon as it passes `limit` bytes: a body sent in chunks
-    without a Content-Length is never held whole before it is found too large."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise CMPError(ErrorCode.CONTENT_TOO_LARGE, f"request body exceeds {limit} bytes",
-                           hint="split the request (batches take up to 1000 records)")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _answerer(op: Operation, dispatcher: Dispatcher, body_limit: int) -> Answer:
     """What one operation's route does: the request's JSON body, query and path parameters in,
     the response's JSON out (None: 204), every failure a CMPError."""
 
     async def answer(request: Request) -> bytes | None:
         declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > body_limit:
+        too_large = declared is not None and declared.isdigit() and int(declared) > body_limit
+        raw = None if too_large else await read_within(request, body_limit)
+        if raw is None:
             raise CMPError(ErrorCode.CONTENT_TOO_LARGE, f"request body exceeds {body_limit} bytes",
                            hint="split the request (batches take up to 1000 records)")
-        raw = await _bounded_body(request, body_limit)
         body = parse_body(raw) if op.http.method != "GET" else {}
         for key, value in request.query_params.items():
             body.setdefault(key, _query_value(value))
