@@ -6,7 +6,6 @@ serialises to JSON (bytes as base64) and to Python values for the msgpack codec.
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
 import os
@@ -14,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from binascii import b2a_base64
+from binascii import a2b_base64, b2a_base64
 from collections import deque
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -125,6 +124,8 @@ def from_ts(value: float) -> datetime:
 def _as_utc(value: Any) -> Any:
     """Naive datetimes are UTC. A number is refused: JSON carries instants as RFC 3339 text, and
     pydantic would otherwise read `0` or `true` as 1970."""
+    if value.__class__ is str:  # JSON's form, parsed by pydantic: every instant of an answer read
+        return value
     if isinstance(value, datetime) and value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     if isinstance(value, int | float):
@@ -171,7 +172,7 @@ def _parse_bytes(value: Any) -> Any:
         return bytes(value)
     if isinstance(value, str):
         try:
-            return base64.b64decode(value, validate=True)
+            return a2b_base64(value, strict_mode=True)  # b64decode(validate=True), without its regex
         except ValueError as exc:
             raise PydanticCustomError("bytes_encoding", "bytes must be base64 or an integer array") from exc
     if isinstance(value, list):
@@ -180,6 +181,14 @@ def _parse_bytes(value: Any) -> Any:
         return bytes(value)
     return value
 
+
+
+def _same_bytes(given: Any, data: bytes) -> bool:
+    """Whether `given`, in any form `_parse_bytes` takes, is `data`. Base64 is compared encoded
+    first: an answer read back carries each text block twice, as text and as its base64."""
+    if isinstance(given, str) and b2a_base64(data, newline=False) == given.encode("utf-8", "surrogatepass"):
+        return True
+    return bool(_parse_bytes(given) == data)
 
 Bytes = Annotated[
     bytes,
@@ -200,7 +209,7 @@ def _parse_f32(value: Any) -> Any:
         return bytes(value)
     if isinstance(value, str):
         try:
-            return base64.b64decode(value, validate=True)
+            return a2b_base64(value, strict_mode=True)
         except ValueError:
             raise PydanticCustomError("vector_encoding", "embedding_f32 is not valid base64") from None
     np = sys.modules.get("numpy")  # a caller holding an array has numpy loaded: short commands never load it
@@ -393,7 +402,7 @@ class ContentBlock(Model):
             except UnicodeEncodeError as exc:
                 raise PydanticCustomError("string_unicode", "text is not valid Unicode: a lone surrogate "
                                           "at character {pos}", {"pos": exc.start}) from None
-            if "data" in value and _parse_bytes(value["data"]) != data:
+            if "data" in value and not _same_bytes(value["data"], data):
                 raise PydanticCustomError("text_mismatch", "give either text or data, not both")
             value["data"] = data
         return value

@@ -55,6 +55,10 @@ BAD_STORES = [
     ("invalid json", lambda: {"content": {"blocks": [{"modality": "structured", "text": "{nope"}]}},
      ErrorCode.VALIDATION_ERROR, "content.blocks[0]"),
     ("no blocks", lambda: {"content": {"blocks": []}}, ErrorCode.VALIDATION_ERROR, "content.blocks"),
+    ("text and other data", lambda: {"content": {"blocks": [text_block("hello", data="aGVsbG9v")]}},
+     ErrorCode.VALIDATION_ERROR, "content.blocks[0]"),
+    ("text and data not base64", lambda: {"content": {"blocks": [text_block("hello", data="aGVsbG8=é")]}},
+     ErrorCode.VALIDATION_ERROR, "content.blocks[0]"),
     ("blank text", lambda: {"content": {"blocks": [text_block("   ")]}}, ErrorCode.VALIDATION_ERROR,
      "content.blocks[0]"),
     ("nan embedding", lambda: {"content": {"blocks": [text_block("x", embedding=[0.1, math.nan])]}},
@@ -104,6 +108,14 @@ def test_bad_store_requests(seeded, name, request_body, code, field):
         assert err.value.details["field"] == field
         assert field in err.value.message
     assert_untouched(mem, rid)
+
+
+@pytest.mark.parametrize("data", ["aGVsbG8=", list(b"hello")], ids=["base64", "integer array"])
+def test_text_with_the_same_data_is_one_block(mem, data):
+    """An answer read back and sent again carries each text block as text and as data: taken
+    when both say the same bytes, in either form data takes."""
+    record = mem.inspect(store(mem, text_block("hello", data=data))["record_id"])
+    assert record.content.blocks[0].data == b"hello"
 
 
 def test_batch_of_1001_is_refused_whole(seeded):
