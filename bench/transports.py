@@ -330,6 +330,8 @@ def compare(args: argparse.Namespace) -> int:
                               f"server CPU {stats['server_cpu_ms']:.2f} ms/call  load {load_before:.1f}",
                               file=sys.stderr)
     RESULTS_DIR.mkdir(exist_ok=True)
+    rows += [{"round": round_, "op": "recall.query", "clients": 1, "transport": "embedded", "tree": "after",
+              "p50_ms": p50} for round_, p50 in embedded_p50.items()]
     (RESULTS_DIR / "transports_ab.json").write_text(json.dumps(rows, indent=2))
     flags = f" --before-without {','.join(args.before_without)}" if args.before_without else ""
     if sorted(args.ops) != sorted({op for op, _ in AB_OPS}):
