@@ -299,7 +299,7 @@ class Recall:
         for (i, s), head in zip(scores.items(), self.core.heads_of(list(scores)), strict=True):
             if head is None or head.store not in wanted:
                 continue
-            if start is not None and end is not None and not start <= head.created_at <= end:
+            if not _inside(start, end, head.created_at):
                 continue
             if not include_decayed:
                 fidelity = known[i] = self.core.state(head, now)[0]
@@ -433,7 +433,7 @@ class Recall:
         """Whether a record was created inside [start, end] (always, without a window)."""
         if start is None or end is None:
             return lambda i: True
-        return lambda i: start <= self.core.created(i) <= end
+        return lambda i: _inside(start, end, self.core.created(i))
 
     def _affect_match(self, record_id: uuid.UUID, cue: EmotionVector) -> float:
         """How well a memory's affect matches an emotion cue, 0..1: its intensity, scaled by
@@ -688,6 +688,12 @@ def _trace(top: Sequence[uuid.UUID], gains: dict[uuid.UUID, float],
                      for i in touched],
         gains={str(i): round(gains[i], 6) for i in touched},
     )
+
+
+def _inside(start: float | None, end: float | None, moment: float) -> bool:
+    """Whether a record created at `moment` is inside the window [start, end]: always, unless
+    both ends are given."""
+    return start is None or end is None or start <= moment <= end
 
 
 def _ranks(hits: Sequence[tuple[uuid.UUID, float]]) -> dict[int, tuple[int, float]]:
