@@ -68,6 +68,13 @@ class Head:
             fidelity_base=f.score,
         )
 
+    @staticmethod
+    def sources(record: MemoryRecord) -> tuple[int, ...]:
+        """The identities of every value `of` reads from `record`: records whose sources are the
+        same objects (a batch's shared times, fidelity and emotion) have equal heads."""
+        return (id(record.store), id(record.created_at), id(record.updated_at), id(record.last_accessed_at),
+                record.access_count, id(record.fidelity), id(record.emotion), record.version)
+
     def fidelity(self, score: float, noise: float) -> FidelityState:
         """The record's fidelity state, with the current score and noise."""
         return FidelityState(

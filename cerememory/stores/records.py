@@ -46,8 +46,7 @@ def _new_heads(records: Sequence[MemoryRecord]) -> tuple[list[Head], dict[str, S
     made: dict[tuple[int, ...], tuple[Any, ...]] = {}
     rows = []
     for r in records:
-        key = (id(r.store), id(r.created_at), id(r.updated_at), id(r.last_accessed_at), r.access_count,
-               id(r.fidelity), id(r.emotion), r.version)
+        key = Head.sources(r)
         values = made.get(key)
         if values is None:  # the records hold every object keyed by id() meanwhile
             head = Head.of(r)
