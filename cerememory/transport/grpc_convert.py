@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import types
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -361,6 +361,17 @@ _FIELD_CODE = {  # how the constructor argument `name` is read from the model's 
 }
 
 
+def _paired_fields(model: type[BaseModel], desc: Descriptor,
+                   missing: type[Exception]) -> Iterator[tuple[int, str, FieldDescriptor]]:
+    """Each field of `model` in order, with its number and the field of `desc` carrying it; a
+    field the message lacks raises `missing`."""
+    for i, name in enumerate(model.model_fields):
+        fd = desc.fields_by_name.get(name)
+        if fd is None:
+            raise missing(f"{desc.full_name} has no field {name} of {model.__name__} (see schema_problems())")
+        yield i, name, fd
+
+
 @cache
 def _compiled(model: type[BaseModel], desc: Descriptor) -> Callable[[BaseModel], dict[str, Any]]:
     """A function writing the constructor arguments of `desc` for a `model`, made once per pair:
@@ -370,10 +381,7 @@ def _compiled(model: type[BaseModel], desc: Descriptor) -> Callable[[BaseModel],
     names: dict[str, Any] = {"TEXT": Modality.TEXT, "EMPTY_STRUCT": _EMPTY_STRUCT}
     _COMPILING.add((model, desc))
     try:
-        for i, name in enumerate(model.model_fields):
-            fd = desc.fields_by_name.get(name)
-            if fd is None:
-                raise TypeError(f"{desc.full_name} has no field {name} of {model.__name__} (see schema_problems())")
+        for i, name, fd in _paired_fields(model, desc, TypeError):
             if _is_map(fd):
                 shape, value_fd = "map", fd.message_type.fields_by_name["value"]
             else:
@@ -752,10 +760,7 @@ def _model_builder(model: type[BaseModel], desc: Descriptor) -> Callable[[Messag
     lines = ["def build(m):", "    has = m.HasField", "    out = {"]
     _BUILDING_MODELS.add((model, desc))
     try:
-        for i, name in enumerate(model.model_fields):
-            fd = desc.fields_by_name.get(name)
-            if fd is None:
-                raise _Unbuildable(f"{desc.full_name} has no field {name}")
+        for i, name, fd in _paired_fields(model, desc, _Unbuildable):
             lines.append(f"        {name!r}: {_field_code(model, name, fd, i, names)},")
         lines.append("    }")
     finally:
