@@ -289,6 +289,23 @@ def test_conversion_round_trips_the_dispatch_json(mem: cerememory.Memory):
         assert convert.response_model(op, message, type(result)) == result, op
 
 
+def test_an_answer_out_of_the_models_range_is_refused_as_validation_would():
+    record = cerememory.MemoryRecord(store=cerememory.StoreType.EPISODIC,
+                                     content=cerememory.MemoryContent.of_text("x"))
+    answer = m.RecallQueryResponse(memories=[m.RecalledMemory(record=record, relevance_score=0.5,
+                                                              rendered_content=record.content)])
+    message = convert.to_proto_response("recall.query", answer)
+    assert convert.response_model("recall.query", message, m.RecallQueryResponse) == answer
+    for spoil in (lambda r: r.ClearField("store"), lambda r: r.ClearField("content"),
+                  lambda r: setattr(r, "id", "not-a-uuid"), lambda r: r.content.blocks[0].ClearField("modality")):
+        broken = pb.RecallQueryResponse()
+        broken.CopyFrom(message)
+        spoil(broken.memories[0].record)
+        with pytest.raises(ValueError) as raised:  # pydantic's ValidationError, naming the field
+            convert.response_model("recall.query", broken, m.RecallQueryResponse)
+        assert "memories.0.record" in str(raised.value)
+
+
 def test_numbers_beyond_json_take_the_same_form_on_both_paths():
     record = cerememory.MemoryRecord(store=cerememory.StoreType.EPISODIC,
                                      content=cerememory.MemoryContent.of_text("x"))

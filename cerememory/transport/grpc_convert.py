@@ -14,12 +14,12 @@ from __future__ import annotations
 import base64
 import types
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from functools import cache, lru_cache
-from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, TypeVar, Union, cast, get_args, get_origin
 
 from google.protobuf import empty_pb2, json_format, struct_pb2
 from google.protobuf.descriptor import (
@@ -361,6 +361,17 @@ _FIELD_CODE = {  # how the constructor argument `name` is read from the model's 
 }
 
 
+def _paired_fields(model: type[BaseModel], desc: Descriptor,
+                   missing: type[Exception]) -> Iterator[tuple[int, str, FieldDescriptor]]:
+    """Each field of `model` in order, with its number and the field of `desc` carrying it; a
+    field the message lacks raises `missing`."""
+    for i, name in enumerate(model.model_fields):
+        fd = desc.fields_by_name.get(name)
+        if fd is None:
+            raise missing(f"{desc.full_name} has no field {name} of {model.__name__} (see schema_problems())")
+        yield i, name, fd
+
+
 @cache
 def _compiled(model: type[BaseModel], desc: Descriptor) -> Callable[[BaseModel], dict[str, Any]]:
     """A function writing the constructor arguments of `desc` for a `model`, made once per pair:
@@ -370,10 +381,7 @@ def _compiled(model: type[BaseModel], desc: Descriptor) -> Callable[[BaseModel],
     names: dict[str, Any] = {"TEXT": Modality.TEXT, "EMPTY_STRUCT": _EMPTY_STRUCT}
     _COMPILING.add((model, desc))
     try:
-        for i, name in enumerate(model.model_fields):
-            fd = desc.fields_by_name.get(name)
-            if fd is None:
-                raise TypeError(f"{desc.full_name} has no field {name} of {model.__name__} (see schema_problems())")
+        for i, name, fd in _paired_fields(model, desc, TypeError):
             if _is_map(fd):
                 shape, value_fd = "map", fd.message_type.fields_by_name["value"]
             else:
@@ -650,6 +658,134 @@ def _reader_lines(desc: Descriptor, typed: bool, names: dict[str, Any]) -> list[
     return lines
 
 
+# ---------------------------------------------------------------- proto -> model, directly
+
+# An answer of our server is made of models the server validated, so every validator has
+# already run on it and what the proto carries is a fixed point of them: the client builds the
+# response model straight from the message (`model.built`), without a dict and without
+# validating it again, the way `_compiled` writes the message straight from the model. A value
+# out of the model's range (an enum's UNSPECIFIED or an absent message where the model wants
+# one, an id that is no UUID) sends the answer down the validating path, which says what is
+# wrong; so does a model whose fields a direct build does not know how to make.
+
+
+class _Unbuildable(Exception):
+    """A model type a direct build does not make (its answers are validated instead)."""
+
+
+_uuid_of: Callable[[str], uuid.UUID] = lru_cache(maxsize=1 << 14)(uuid.UUID)
+"""A record id from its text, kept by text: answers repeat ids, and `UUID()` is Python code."""
+
+_SCALAR_TYPES = (bool, int, float, str, bytes)
+
+
+def _item_code(tp: Any, fd: FieldDescriptor, i: int, names: dict[str, Any], value: str) -> str:
+    """The expression making one model value of type `tp` from the proto value `value` of `fd`;
+    the values it calls are put in `names`."""
+    message = fd.message_type
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        if message is None or message.full_name in _JSON_TYPES or message.full_name == _TIMESTAMP:
+            raise _Unbuildable(f"{fd.full_name} carries no {tp.__name__}")
+        names[f"T{i}"] = tp
+        if (tp, message) in _BUILDING_MODELS:  # a model within itself: its builder looked up per value
+            return f"_build(T{i}, {value})"
+        names[f"b{i}"] = _model_builder(tp, message)
+        return f"b{i}({value})"
+    if isinstance(tp, type) and issubclass(tp, Enum) and fd.enum_type is not None:
+        # by number; a number the model does not know fails (KeyError)
+        names[f"e{i}"] = {number: tp(value_) for number, value_ in
+                          ((v.number, _enum_names(fd.enum_type).get(v.name)) for v in fd.enum_type.values)
+                          if value_ is not None}
+        return f"e{i}[{value}]"
+    if tp is datetime and message is not None and message.full_name == _TIMESTAMP:
+        return f"_datetime({value})"
+    if tp is uuid.UUID and fd.type == FieldDescriptor.TYPE_STRING:
+        return f"_uuid_of({value})"
+    if (tp is Any or get_origin(tp) is dict) and message is not None and message.full_name in _JSON_TYPES:
+        names[f"r{i}"] = _reader(fd)
+        return f"r{i}({value}, True)"
+    if tp in _SCALAR_TYPES and message is None and fd.enum_type is None:
+        return value
+    raise _Unbuildable(f"{fd.full_name} as {tp}")
+
+
+def _field_code(model: type[BaseModel], name: str, fd: FieldDescriptor, i: int, names: dict[str, Any]) -> str:
+    """The expression of the model value of the field `name` of the message `m`."""
+    nullable, tp = _unwrap(model.model_fields[name].annotation)
+    origin, field = get_origin(tp), f"m.{name}"
+    if _is_map(fd) or fd.is_repeated:
+        if origin is not (dict if _is_map(fd) else list) and not (origin is tuple and fd.is_repeated):
+            raise _Unbuildable(f"{fd.full_name} as {tp}")
+        if _is_map(fd):
+            code = _item_code(_unwrap(get_args(tp)[1])[1], fd.message_type.fields_by_name["value"], i, names, "v")
+            value = f"{{k: {code} for k, v in {field}.items()}}"
+        else:
+            code = _item_code(_unwrap(get_args(tp)[0])[1], fd, i, names, "v")
+            value = f"[{code} for v in {field}]" if code != "v" else f"list({field})"
+            value = f"tuple({value})" if origin is tuple else value
+        return f"(x if (x := {value}) else None)" if nullable else value  # an empty one was not given
+    code = _item_code(tp, fd, i, names, field)
+    if fd.enum_type is not None and nullable:
+        names[f"e{i}"][0] = None  # UNSPECIFIED: not given (where the model wants a value: a KeyError)
+    if not fd.has_presence:
+        return code
+    return f"{code} if has({name!r}) else {'None' if nullable else f'absent({name!r})'}"
+
+
+def _absent(name: str) -> None:
+    raise ValueError(f"{name} is absent")
+
+
+# The model of `out`, every field given in order (as `model.built` makes one, its order
+# checked here once, when the code is made, instead of on each of the hundred models of an
+# answer): the instance's four slots set directly.
+_INSTANCE: dict[str, Any] = {"new": object.__new__, **{
+    f"set_{name}": BaseModel.__dict__[slot].__set__ for name, slot in (
+        ("dict", "__dict__"), ("fields", "__pydantic_fields_set__"), ("extra", "__pydantic_extra__"),
+        ("private", "__pydantic_private__"))}}
+_INSTANCE_LINES = ["    o = new(M)", "    set_dict(o, out)", "    set_fields(o, set(F))", "    set_extra(o, None)",
+                   "    set_private(o, None)", "    return o"]
+
+_BUILDING_MODELS: set[tuple[type, Descriptor]] = set()  # builders being made (a model may nest itself)
+
+
+@cache
+def _model_builder(model: type[BaseModel], desc: Descriptor) -> Callable[[Message], BaseModel]:
+    """A function building `model` straight from a `desc` message, made once per pair with one
+    line per field (as `_compiled` is the other way); raises _Unbuildable for a model it cannot."""
+    if model.__private_attributes__ or model.__pydantic_post_init__:
+        raise _Unbuildable(f"{model.__name__} sets itself up")
+    names: dict[str, Any] = {"M": model, "F": frozenset(model.model_fields), "_datetime": _datetime,
+                             "_uuid_of": _uuid_of, "_build": _build, "absent": _absent, **_INSTANCE}
+    lines = ["def build(m):", "    has = m.HasField", "    out = {"]
+    _BUILDING_MODELS.add((model, desc))
+    try:
+        for i, name, fd in _paired_fields(model, desc, _Unbuildable):
+            lines.append(f"        {name!r}: {_field_code(model, name, fd, i, names)},")
+        lines.append("    }")
+    finally:
+        _BUILDING_MODELS.discard((model, desc))
+    if desc.full_name == _CONTENT_BLOCK:  # a text block's bytes travel as its text
+        lines.append("    if not out['data'] and has('text'):\n        out['data'] = m.text.encode('utf-8')")
+    lines += _INSTANCE_LINES
+    exec("\n".join(lines) + "\n", names)  # noqa: S102 - the code is made here, from field names
+    function: Callable[[Message], BaseModel] = names["build"]
+    return function
+
+
+def _build(model: type[BaseModel], message: Message) -> BaseModel:
+    return _model_builder(model, message.DESCRIPTOR)(message)
+
+
+@cache
+def _direct(model: type[BaseModel], desc: Descriptor) -> Callable[[Message], BaseModel] | None:
+    """`_model_builder`, or None for a model it cannot make (asked once per pair)."""
+    try:
+        return _model_builder(model, desc)
+    except _Unbuildable:
+        return None
+
+
 def message_to_json(message: Message, *, full: bool) -> dict[str, Any]:
     """CMP JSON of a message: `full` for responses, else only the fields that were given."""
     return _read_full(message) if full else _from_wire(message, False)
@@ -687,9 +823,16 @@ def from_proto_response(op: str, message: Message) -> dict[str, Any]:
 
 
 def response_model(op: str, message: Message, model: type[M]) -> M:
-    """`model` (the op's response model) validated straight from the op's proto response, with
-    no JSON between: what the typed client methods answer."""
-    return model.model_validate(_read_typed(_check(op, message, response_class(op))))
+    """`model` (the op's response model) built straight from the op's proto response, with no
+    JSON between and (for an answer in the model's range) no second validation: what the typed
+    client methods answer."""
+    build = _direct(model, _check(op, message, response_class(op)).DESCRIPTOR)
+    if build is not None:
+        try:
+            return cast(M, build(message))  # a `model`, made by its builder
+        except (_Unbuildable, KeyError, ValueError):  # what the model would refuse: it says why
+            pass
+    return model.model_validate(_read_typed(message))
 
 
 # ---------------------------------------------------------------- the schema, checked

@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 MAX_IMPORT_BYTES = 256 * 1024 * 1024  # the largest archive Import reassembles
 MAX_ENVELOPE_CHARS = 7000  # gRPC clients refuse metadata over 8 KiB by default
 MAX_PROTO_DEPTH = 100  # protobuf's own parse limit on message nesting
+# worker threads: as many as HTTP's, so that concurrent writes are all in flight at once and
+# commit together (engine/group.py); with 16, 32 writing clients committed in smaller groups
+WORKERS = 40
 
 
 # ---------------------------------------------------------------- errors and metadata
@@ -310,7 +313,7 @@ def _address(host: str, port: int) -> str:
 
 
 def build_grpc_server(target: Dispatcher | CMPHandler, *, host: str = "127.0.0.1", port: int = 0,
-                      max_workers: int = 16,
+                      max_workers: int = WORKERS,
                       tls: tuple[bytes, bytes] | None = None,
                       keys: KeyRing | ServerKeys | None = None,
                       rate_limit: RateLimit | None = None,
