@@ -248,8 +248,7 @@ class Recall:
                 for i, gain in gains.items():
                     kept[i] = (kept[i] + weight * gain if i in kept else REACHED_SHARE * gain) / (1 + weight)
                 meta.signals.append("activation")
-        fidelity = {i: known[i] if i in known else self.core.fidelity(i, now) for i in kept}
-        final = {i: s * (0.5 + 0.5 * fidelity[i]) for i, s in kept.items()}
+        fidelity, final = self._weighed(kept, known, now)
         affect: dict[uuid.UUID, float] = {}
         if cue.emotion is not None and rankings:
             # an emotion cue beside a content cue: memories felt the same way rank higher
@@ -305,6 +304,20 @@ class Recall:
                     continue
             kept[i] = s
         return kept, hidden
+
+    def _weighed(self, kept: dict[uuid.UUID, float], known: dict[uuid.UUID, float],
+                 now: float) -> tuple[dict[uuid.UUID, float], dict[uuid.UUID, float]]:
+        """Each kept record's fidelity (from `known` when `_kept` computed it) and its score
+        weighed by it, in one pass: a faded memory counts half at worst."""
+        fidelity: dict[uuid.UUID, float] = {}
+        final: dict[uuid.UUID, float] = {}
+        for i, s in kept.items():
+            f = known.get(i)
+            if f is None:
+                f = self.core.fidelity(i, now)
+            fidelity[i] = f
+            final[i] = s * (0.5 + 0.5 * f)
+        return fidelity, final
 
     def _session_evidence(self, final: dict[uuid.UUID, float], ranked: list[uuid.UUID],
                           weight: float, near: _Turns) -> dict[uuid.UUID, float]:
