@@ -735,6 +735,30 @@ class MemoryRecord(Model):
     version: int = Field(default=1, ge=1)
     meta: MetaMemory = Field(default_factory=MetaMemory)
 
+    @classmethod
+    def of_stored(cls, body: RecordBody, id: uuid.UUID, store: StoreType, created_at: datetime,
+                  updated_at: datetime, last_accessed_at: datetime, access_count: int,
+                  fidelity: FidelityState, version: int, associations: list[Association]) -> MemoryRecord:
+        """A record read back: its validated `body` and head values already typed (as validating
+        them would leave them), without a second pass over the body's fields."""
+        return built(cls, {
+            "id": id, "store": store, "created_at": created_at, "updated_at": updated_at,
+            "last_accessed_at": last_accessed_at, "access_count": access_count, "content": body.content,
+            "fidelity": fidelity, "emotion": body.emotion, "associations": associations,
+            "metadata": body.metadata, "version": version, "meta": body.meta,
+        })
+
+
+class RecordBody(Model):
+    """The stored body of a `MemoryRecord` (its fields from `content` on that no head holds),
+    checked on its own: a record read back is these, validated, beside head values that RAM
+    holds already typed (`MemoryRecord.of_stored`)."""
+
+    content: MemoryContent
+    emotion: EmotionVector = Field(default_factory=EmotionVector)
+    metadata: StoredJson = Field(default_factory=dict)
+    meta: MetaMemory = Field(default_factory=MetaMemory)
+
 
 class RawJournalRecord(Model):
     id: uuid.UUID = Field(default_factory=new_id)

@@ -75,6 +75,32 @@ def test_update_replaces_content_and_bumps_version(mem):
     assert mem.recall("Tuesday").memories == []
 
 
+def test_a_record_read_is_the_callers_own_copy(mem):
+    rid = mem.store("the deploy key rotates on monday", metadata={"team": {"names": ["ana"]}}).record_id
+    for read in (lambda: mem.inspect(rid), lambda: mem.recall("deploy key").memories[0].record):
+        record = read()
+        record.content.blocks[0].data = b"changed"
+        record.content.blocks.append(record.content.blocks[0])
+        record.metadata["team"]["names"].append("bob")
+        record.meta.tags.append("changed")
+        record.emotion.joy = 1.0
+        again = read()
+        assert again.content.plain_text() == "the deploy key rotates on monday"
+        assert again.metadata == {"team": {"names": ["ana"]}}
+        assert again.meta.tags == []
+        assert again.emotion.joy == 0.0
+
+
+def test_a_record_read_again_after_an_update_is_the_update(mem):
+    rid = mem.store("the meeting is on Tuesday", metadata={"k": 0}).record_id
+    assert mem.inspect(rid).metadata == {"k": 0}
+    assert texts(mem.recall("meeting")) == ["the meeting is on Tuesday"]
+    mem.update(rid, text="the meeting moved to Thursday", metadata={"k": 1})
+    record = mem.inspect(rid)
+    assert (record.version, record.metadata) == (2, {"k": 1})
+    assert texts(mem.recall("meeting")) == ["the meeting moved to Thursday"]
+
+
 def test_update_meta_makes_it_searchable(mem):
     rid = mem.store("switched the queue to Redis").record_id
     assert mem.recall("latency budget").memories == []

@@ -37,6 +37,7 @@ from ..model import (
     RecallMode,
     SecrecyLevel,
     StoreType,
+    built,
     from_ts,
     to_ts,
 )
@@ -91,14 +92,14 @@ class Recall:
             if record is None:
                 continue
             perfect = self.core.effective_perfect(mode, record.store)
-            out.append(m.RecalledMemory(
-                record=record,
-                relevance_score=round(min(max(scores.get(i, 0.0), 0.0), 1.0), 6),
-                activation_path=(paths or {}).get(i, [i]),
-                rendered_content=render(record.content, record.fidelity.score, record.fidelity.noise_level,
-                                        seed=record.id.int, perfect=perfect),
-                score_breakdown=(breakdown or {}).get(i),
-            ))
+            out.append(built(m.RecalledMemory, {  # every value made here, of its field's type
+                "record": record,
+                "relevance_score": round(float(min(max(scores.get(i, 0.0), 0.0), 1.0)), 6),
+                "activation_path": list((paths or {}).get(i, [i])),
+                "rendered_content": render(record.content, record.fidelity.score, record.fidelity.noise_level,
+                                           seed=record.id.int, perfect=perfect),
+                "score_breakdown": (breakdown or {}).get(i),
+            }))
         return out
 
     def _reconsolidate(self, ids: Sequence[uuid.UUID]) -> None:
@@ -247,8 +248,7 @@ class Recall:
                 for i, gain in gains.items():
                     kept[i] = (kept[i] + weight * gain if i in kept else REACHED_SHARE * gain) / (1 + weight)
                 meta.signals.append("activation")
-        fidelity = {i: known[i] if i in known else self.core.fidelity(i, now) for i in kept}
-        final = {i: s * (0.5 + 0.5 * fidelity[i]) for i, s in kept.items()}
+        fidelity, final = self._weighed(kept, known, now)
         affect: dict[uuid.UUID, float] = {}
         if cue.emotion is not None and rankings:
             # an emotion cue beside a content cue: memories felt the same way rank higher
@@ -269,12 +269,8 @@ class Recall:
         for i in top:
             t_rank, t_score = text_rank.get(i.int, (None, None))
             v_rank, v_score = vector_rank.get(i.int, (None, None))
-            breakdown[i] = m.ScoreBreakdown(
-                text=None if t_score is None else round(t_score, 4), text_rank=t_rank,
-                vector=None if v_score is None else round(v_score, 4), vector_rank=v_rank,
-                fused=round(fused.get(i, 0.0), 6), activation=round(gains.get(i, 0.0), 6),
-                fidelity=round(fidelity[i], 6),
-                emotion=round(affect[i], 6) if i in affect else None)
+            breakdown[i] = _breakdown(t_rank, t_score, v_rank, v_score, fused.get(i, 0.0), gains.get(i, 0.0),
+                                      fidelity[i], affect.get(i))
         paths = {i: list(act.path) for i, act in reached.items()}
         memories = self._recalled(top, final, req.recall_mode, breakdown, paths)
         if rankings:
@@ -308,6 +304,20 @@ class Recall:
                     continue
             kept[i] = s
         return kept, hidden
+
+    def _weighed(self, kept: dict[uuid.UUID, float], known: dict[uuid.UUID, float],
+                 now: float) -> tuple[dict[uuid.UUID, float], dict[uuid.UUID, float]]:
+        """Each kept record's fidelity (from `known` when `_kept` computed it) and its score
+        weighed by it, in one pass: a faded memory counts half at worst."""
+        fidelity: dict[uuid.UUID, float] = {}
+        final: dict[uuid.UUID, float] = {}
+        for i, s in kept.items():
+            f = known.get(i)
+            if f is None:
+                f = self.core.fidelity(i, now)
+            fidelity[i] = f
+            final[i] = s * (0.5 + 0.5 * f)
+        return fidelity, final
 
     def _session_evidence(self, final: dict[uuid.UUID, float], ranked: list[uuid.UUID],
                           weight: float, near: _Turns) -> dict[uuid.UUID, float]:
@@ -688,6 +698,18 @@ def _trace(top: Sequence[uuid.UUID], gains: dict[uuid.UUID, float],
                      for i in touched],
         gains={str(i): round(gains[i], 6) for i in touched},
     )
+
+
+def _breakdown(t_rank: int | None, t_score: float | None, v_rank: int | None, v_score: float | None,
+               fused: float, activation: float, fidelity: float, emotion: float | None) -> m.ScoreBreakdown:
+    """A memory's score breakdown, rounded, built from the numbers ranking made (no validation:
+    a recall makes one per memory it returns)."""
+    return built(m.ScoreBreakdown, {
+        "text": None if t_score is None else round(float(t_score), 4), "text_rank": t_rank,
+        "vector": None if v_score is None else round(float(v_score), 4), "vector_rank": v_rank,
+        "fused": round(float(fused), 6), "activation": round(float(activation), 6),
+        "fidelity": round(float(fidelity), 6), "recency": None,
+        "emotion": None if emotion is None else round(float(emotion), 6)})
 
 
 def _inside(start: float | None, end: float | None, moment: float) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..collector import lasting_objects
-from ..model import STORE_CODE, FidelityState, MemoryRecord, StoreType, from_ts, to_ts
+from ..model import STORE_CODE, FidelityState, MemoryRecord, StoreType, built, from_ts, to_ts
 from ..storage.base import HEAD_COLUMNS
 from .columns import HeadColumns
 
@@ -76,16 +76,13 @@ class Head:
                 record.access_count, id(record.fidelity), id(record.emotion), record.version)
 
     def fidelity(self, score: float, noise: float) -> FidelityState:
-        """The record's fidelity state, with the current score and noise."""
-        return FidelityState(
-            score=score,
-            noise_level=noise,
-            decay_rate=self.decay_rate,
-            emotional_anchor=self.emotional_anchor,
-            reinforcement_count=self.reinforcement_count,
-            stability=self.stability,
-            last_decay_tick=from_ts(self.last_decay_tick),
-        )
+        """The record's fidelity state, with the current score and noise: built from values
+        already checked when they were stored (a recall makes one per memory it returns)."""
+        return built(FidelityState, {
+            "score": float(score), "noise_level": float(noise), "decay_rate": float(self.decay_rate),
+            "emotional_anchor": float(self.emotional_anchor), "reinforcement_count": int(self.reinforcement_count),
+            "stability": float(self.stability), "last_decay_tick": from_ts(self.last_decay_tick),
+        })
 
 
 if tuple(f.name for f in fields(Head)) != HEAD_COLUMNS:  # rows are read back by position

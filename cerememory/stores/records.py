@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model import FidelityState, MemoryRecord, StoreType, from_ts
+from ..model import Association, FidelityState, MemoryRecord, RecordBody, StoreType, from_ts
 from ..storage import codec
 from ..storage.base import HEAD_COLUMNS, RecordRows, StoredHeads, Tables
 from ..storage.crypto import PLAINTEXT, Sealer
@@ -380,19 +380,12 @@ class RecordStore:
         """The whole record; raises `UndecodableRecord` (noted) when its body cannot make one."""
         head = self.heads[record_id]
         try:
-            values = self._values(body)
-            values.update(
-                id=record_id,
-                store=head.store,
-                created_at=from_ts(head.created_at),
-                updated_at=from_ts(head.updated_at),
-                last_accessed_at=from_ts(head.last_accessed_at),
-                access_count=head.access_count,
-                fidelity=fidelity or head.fidelity(head.fidelity_score, head.noise_level),
-                version=head.version,
-                associations=associations,
-            )
-            return MemoryRecord.model_validate(values)
+            return MemoryRecord.of_stored(
+                RecordBody.model_validate(self._values(body)), record_id, head.store,
+                from_ts(head.created_at), from_ts(head.updated_at), from_ts(head.last_accessed_at),
+                int(head.access_count), fidelity or head.fidelity(head.fidelity_score, head.noise_level),
+                int(head.version),
+                [Association.model_validate(a) for a in associations])
         except Exception as exc:
             raise self.undecodable.note(record_id, exc) from exc
 
