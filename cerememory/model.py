@@ -712,11 +712,23 @@ def built(cls: type[M], values: dict[str, Any]) -> M:
         names = _FIELD_NAMES[cls] = list(cls.model_fields)  # a class property: read once per class
     if list(values) != names:
         raise TypeError(f"{cls.__name__}: give every field in order: {', '.join(names)}")
+    return instance_of(cls, values)
+
+
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
+def instance_of(cls: type[M], values: dict[str, Any]) -> M:
+    """The model `built` makes, without its check that `values` name every field in order: for
+    code that puts them in order once, when it is made (the gRPC client's builders)."""
     model = cls.__new__(cls)
-    object.__setattr__(model, "__dict__", values)
-    object.__setattr__(model, "__pydantic_fields_set__", set(values))
-    object.__setattr__(model, "__pydantic_extra__", None)
-    object.__setattr__(model, "__pydantic_private__", None)
+    _set_dict(model, values)
+    _set_fields_set(model, set(values))
+    _set_extra(model, None)
+    _set_private(model, None)
     return model
 
 

@@ -37,7 +37,7 @@ from pydantic_core import to_jsonable_python
 from ..cmp import messages as m
 from ..cmp.dispatch import OPERATIONS, Operation, operation
 from ..cmp.errors import CMPError, ErrorCode
-from ..model import INSTANTS_KEPT, Bytes, EmbeddingF32, Modality, UtcDatetime
+from ..model import INSTANTS_KEPT, Bytes, EmbeddingF32, Modality, UtcDatetime, instance_of
 from ..v1 import cerememory_pb2 as pb
 
 SERVICE: ServiceDescriptor = pb.DESCRIPTOR.services_by_name["CerememoryService"]
@@ -662,7 +662,7 @@ def _reader_lines(desc: Descriptor, typed: bool, names: dict[str, Any]) -> list[
 
 # An answer of our server is made of models the server validated, so every validator has
 # already run on it and what the proto carries is a fixed point of them: the client builds the
-# response model straight from the message (`model.built`), without a dict and without
+# response model straight from the message (`model.instance_of`), without a dict and without
 # validating it again, the way `_compiled` writes the message straight from the model. A value
 # out of the model's range (an enum's UNSPECIFIED or an absent message where the model wants
 # one, an id that is no UUID) sends the answer down the validating path, which says what is
@@ -736,16 +736,6 @@ def _absent(name: str) -> None:
     raise ValueError(f"{name} is absent")
 
 
-# The model of `out`, every field given in order (as `model.built` makes one, its order
-# checked here once, when the code is made, instead of on each of the hundred models of an
-# answer): the instance's four slots set directly.
-_INSTANCE: dict[str, Any] = {"new": object.__new__, **{
-    f"set_{name}": BaseModel.__dict__[slot].__set__ for name, slot in (
-        ("dict", "__dict__"), ("fields", "__pydantic_fields_set__"), ("extra", "__pydantic_extra__"),
-        ("private", "__pydantic_private__"))}}
-_INSTANCE_LINES = ["    o = new(M)", "    set_dict(o, out)", "    set_fields(o, set(F))", "    set_extra(o, None)",
-                   "    set_private(o, None)", "    return o"]
-
 _BUILDING_MODELS: set[tuple[type, Descriptor]] = set()  # builders being made (a model may nest itself)
 
 
@@ -755,8 +745,9 @@ def _model_builder(model: type[BaseModel], desc: Descriptor) -> Callable[[Messag
     line per field (as `_compiled` is the other way); raises _Unbuildable for a model it cannot."""
     if model.__private_attributes__ or model.__pydantic_post_init__:
         raise _Unbuildable(f"{model.__name__} sets itself up")
-    names: dict[str, Any] = {"M": model, "F": frozenset(model.model_fields), "_datetime": _datetime,
-                             "_uuid_of": _uuid_of, "_build": _build, "absent": _absent, **_INSTANCE}
+    names: dict[str, Any] = {"M": model, "_datetime": _datetime,
+                             "_uuid_of": _uuid_of, "_build": _build, "absent": _absent,
+                             "instance_of": instance_of}
     lines = ["def build(m):", "    has = m.HasField", "    out = {"]
     _BUILDING_MODELS.add((model, desc))
     try:
@@ -767,7 +758,7 @@ def _model_builder(model: type[BaseModel], desc: Descriptor) -> Callable[[Messag
         _BUILDING_MODELS.discard((model, desc))
     if desc.full_name == _CONTENT_BLOCK:  # a text block's bytes travel as its text
         lines.append("    if not out['data'] and has('text'):\n        out['data'] = m.text.encode('utf-8')")
-    lines += _INSTANCE_LINES
+    lines.append("    return instance_of(M, out)")  # every field in order, as the lines above give them
     exec("\n".join(lines) + "\n", names)  # noqa: S102 - the code is made here, from field names
     function: Callable[[Message], BaseModel] = names["build"]
     return function
