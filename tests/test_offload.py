@@ -38,32 +38,44 @@ def places(placement: Placement, calls: list[tuple[str, bool, float]], *, gap: f
     return asyncio.run(scenario())
 
 
-# "Quick" is half a second in these tests, so that a loaded machine never makes a call slow.
+# "Quick" is half a second in these tests, so that a loaded machine never makes a call slow; and
+# a server starts calm unless a test is about calm.
 QUICK = 0.5
 
 
+def calm_placement(**options: float) -> Placement:
+    return Placement(**{"quick": QUICK, "calm": 1.0, **options})
+
+
 def test_a_quick_read_on_an_idle_server_runs_on_the_loop_once_it_is_known_to_be_quick():
-    assert places(Placement(quick=QUICK), [("recall.query", True, 0.0)] * 3) == [False, True, True]
+    assert places(calm_placement(), [("recall.query", True, 0.0)] * 3) == [False, True, True]
 
 
 def test_a_write_always_runs_on_a_worker():
-    assert places(Placement(quick=QUICK), [("encode.store", False, 0.0)] * 3) == [False, False, False]
+    assert places(calm_placement(), [("encode.store", False, 0.0)] * 3) == [False, False, False]
 
 
 def test_a_slow_read_runs_on_a_worker():
     calls = [("recall.query", True, QUICK + 0.1)] * 2 + [("introspect.stats", True, 0.0)] * 2
-    assert places(Placement(quick=QUICK), calls) == [False, False, False, True]
+    assert places(calm_placement(), calls) == [False, False, False, True]
+
+
+def test_reads_run_on_a_worker_until_the_server_has_been_calm_a_while():
+    """With several clients a call now and then finds the server idle: a read runs on the loop
+    only once nearly every recent arrival found it so (a server starts out busy)."""
+    ran_here = places(Placement(quick=QUICK), [("recall.query", True, 0.0)] * 40)
+    assert not any(ran_here[:20]) and all(ran_here[30:])
 
 
 def test_a_call_arriving_right_after_another_runs_on_a_worker():
     """Requests that waited while a read held the loop start right after it: they go to workers,
     so that concurrent clients are not served one at a time on the loop."""
-    placement = Placement(quick=QUICK, idle=0.5)
+    placement = calm_placement(idle=0.5)
     assert places(placement, [("recall.query", True, 0.0)] * 3, gap=0.0) == [False, False, False]
 
 
 def test_a_read_while_another_call_is_under_way_runs_on_a_worker():
-    placement = Placement(quick=QUICK)
+    placement = calm_placement()
     places(placement, [("recall.query", True, 0.0)])  # now known to be quick
 
     async def scenario() -> tuple[bool, bool]:
@@ -79,7 +91,7 @@ def test_a_read_while_another_call_is_under_way_runs_on_a_worker():
 
 
 def test_an_error_reaches_the_caller_from_either_place():
-    placement = Placement(quick=QUICK)
+    placement = calm_placement()
 
     def fail() -> None:
         raise ValueError("no")

@@ -76,29 +76,34 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
 
 
 QUICK = 0.003  # a read whose recent calls took less (seconds) may run on the loop's thread
-IDLE = 0.0002  # ... when no call has run for this long before it arrived (seconds)
+IDLE = 0.0002  # a call arriving within this long of the last one's end (seconds) found the server busy
+CALM = 0.05  # ... and so may a read only while fewer than this share of recent arrivals found it busy
 
 
 class Placement:
     """Where one server's CMP calls run. A read (`inline=True`) runs on the event loop's own
     thread when it is quick (its recent calls took under QUICK seconds each) and the server is
-    idle (no call under way, none finished within IDLE seconds); anything else goes to a worker.
+    calm: this call found it idle (no call under way, none finished within IDLE seconds), and so
+    did nearly all recent ones (a moving share under CALM). Anything else goes to a worker.
     Idle, not just alone: requests that arrived while a read held the loop start right after
-    it, and each of them would otherwise find itself alone and hold the loop in turn, so that
-    concurrent clients would be served one at a time. A write never runs here: it may wait for
-    others to commit with it (engine/group.py), and they could not arrive."""
+    it, and each would otherwise find itself alone and hold the loop in turn. Calm, not just
+    idle: with several clients a call now and then finds the server idle, and holding the loop
+    for it keeps the others' requests from being read meanwhile. A write never runs here: it
+    may wait for others to commit with it (engine/group.py), and they could not arrive."""
 
-    def __init__(self, *, quick: float = QUICK, idle: float = IDLE) -> None:
-        self.quick, self.idle = quick, idle
+    def __init__(self, *, quick: float = QUICK, idle: float = IDLE, calm: float = CALM) -> None:
+        self.quick, self.idle, self.calm = quick, idle, calm
         self._running = 0
         self._idle_since = time.perf_counter()
+        self._busy = 1.0  # the share of recent arrivals that found the server busy (a moving average)
         self._took: dict[str, float] = {}  # name -> recent seconds a call (a moving average)
 
     async def run(self, name: str, inline: bool, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`function(*args, **kwargs)`, the call named `name`, where it should run."""
         began = time.perf_counter()
-        here = inline and self._running == 0 and began - self._idle_since >= self.idle \
-            and self._took.get(name, self.quick) < self.quick
+        busy = self._running > 0 or began - self._idle_since < self.idle
+        self._busy = 0.9 * self._busy + (0.1 if busy else 0.0)
+        here = inline and not busy and self._busy < self.calm and self._took.get(name, self.quick) < self.quick
         self._running += 1
         try:
             if here:
