@@ -12,7 +12,7 @@ to the executor's, with a done-callback on each side, for every request.
 A hop to a worker and back hands the GIL across threads twice and wakes two of them: on a
 2-core machine that is about a fifth of a millisecond of a lone client's wait, more than a quick
 read takes to serialise. `Placement` runs such a read on the event loop's own thread instead
-when nothing else is under way (see its docstring).
+while the server is calm (see its docstring).
 """
 
 from __future__ import annotations
