@@ -31,7 +31,7 @@ from .bodies import read_within
 from .guard import LOOPBACK, HostPolicy
 from .metrics import HttpMetrics, metered
 from .middleware import REQUEST_ID, Receive, RequestMiddleware, Scope, Send
-from .offload import run_in_worker
+from .offload import Placement
 
 DEFAULT_BODY_LIMIT = 64 * 1024 * 1024
 ROUTING_CODES = {404: ErrorCode.ROUTE_NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
@@ -99,9 +99,11 @@ def error_response(exc: CMPError, request_id: str | None) -> JSONResponse:
 Answer = Callable[[Request], Awaitable[bytes | None]]  # an operation's JSON answer (None: 204)
 
 
-def _answerer(op: Operation, dispatcher: Dispatcher, body_limit: int) -> Answer:
+def _answerer(op: Operation, dispatcher: Dispatcher, body_limit: int, placement: Placement) -> Answer:
     """What one operation's route does: the request's JSON body, query and path parameters in,
-    the response's JSON out (None: 204), every failure a CMPError."""
+    the response's JSON out (None: 204), every failure a CMPError; the call runs where
+    `placement` puts it (a read that changes nothing may run on the event loop's thread)."""
+    reads = not op.audited
 
     async def answer(request: Request) -> bytes | None:
         declared = request.headers.get("content-length")
@@ -114,7 +116,7 @@ def _answerer(op: Operation, dispatcher: Dispatcher, body_limit: int) -> Answer:
         for key, value in request.query_params.items():
             body.setdefault(key, _query_value(value))
         body.update(request.path_params)
-        result = await run_in_worker(dispatcher.call, op.name, body)
+        result = await placement.run(op.name, reads, dispatcher.call, op.name, body)
         if op.no_content:
             return None
         # pydantic's own serializer: several times faster than model_dump + json.dumps
@@ -221,8 +223,9 @@ def create_app(target: Dispatcher | CMPHandler, *, body_limit: int = DEFAULT_BOD
     refs, components = openapi.request_schemas([op.request for op in OPERATIONS.values()])
     errors = openapi.error_responses()
     direct = DirectRoutes()
+    placement = Placement()
     for op in OPERATIONS.values():
-        answer = _answerer(op, dispatcher, body_limit)
+        answer = _answerer(op, dispatcher, body_limit, placement)
         app.add_api_route(
             _served_path(op), _endpoint(op, answer), methods=[op.http.method],
             summary=op.summary, tags=[op.group], operation_id=op.method,

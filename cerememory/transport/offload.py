@@ -8,6 +8,11 @@ copy of the caller's context, as anyio runs it, so the request id, key and trans
 middleware (cmp/context.py) reach the dispatcher and the audit log. The worker settles the awaiting
 asyncio future itself, once, through the loop: `loop.run_in_executor` would chain a second future
 to the executor's, with a done-callback on each side, for every request.
+
+A hop to a worker and back hands the GIL across threads twice and wakes two of them: on a
+2-core machine that is about a fifth of a millisecond of a lone client's wait, more than a quick
+read takes to serialise. `Placement` runs such a read on the event loop's own thread instead
+while the server is calm (see its docstring).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
@@ -67,3 +73,46 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_exception(error)
     else:
         future.set_result(result)
+
+
+QUICK = 0.003  # a read whose recent calls took less (seconds) may run on the loop's thread
+IDLE = 0.0002  # a call arriving within this long of the last one's end (seconds) found the server busy
+CALM = 0.05  # ... and so may a read only while fewer than this share of recent arrivals found it busy
+
+
+class Placement:
+    """Where one server's CMP calls run. A read (`inline=True`) runs on the event loop's own
+    thread when it is quick (its recent calls took under QUICK seconds each) and the server is
+    calm: this call found it idle (no call under way, none finished within IDLE seconds), and so
+    did nearly all recent ones (a moving share under CALM). Anything else goes to a worker.
+    Idle, not just alone: requests that arrived while a read held the loop start right after
+    it, and each would otherwise find itself alone and hold the loop in turn. Calm, not just
+    idle: with several clients a call now and then finds the server idle, and holding the loop
+    for it keeps the others' requests from being read meanwhile. A write never runs here: it
+    may wait for others to commit with it (engine/group.py), and they could not arrive."""
+
+    def __init__(self, *, quick: float = QUICK, idle: float = IDLE, calm: float = CALM) -> None:
+        self.quick, self.idle, self.calm = quick, idle, calm
+        self._running = 0
+        self._idle_since = time.perf_counter()
+        self._busy = 1.0  # the share of recent arrivals that found the server busy (a moving average)
+        self._took: dict[str, float] = {}  # name -> recent seconds a call (a moving average)
+
+    async def run(self, name: str, inline: bool, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`function(*args, **kwargs)`, the call named `name`, where it should run."""
+        began = time.perf_counter()
+        busy = self._running > 0 or began - self._idle_since < self.idle
+        self._busy = 0.9 * self._busy + (0.1 if busy else 0.0)
+        here = inline and not busy and self._busy < self.calm and self._took.get(name, self.quick) < self.quick
+        self._running += 1
+        try:
+            if here:
+                return contextvars.copy_context().run(function, *args, **kwargs)
+            return await run_in_worker(function, *args, **kwargs)
+        finally:
+            done = time.perf_counter()
+            took = self._took.get(name)
+            self._took[name] = done - began if took is None else 0.8 * took + 0.2 * (done - began)
+            self._running -= 1
+            if not self._running:
+                self._idle_since = done
