@@ -91,16 +91,17 @@ class Placement:
     for it keeps the others' requests from being read meanwhile. A write never runs here: it
     may wait for others to commit with it (engine/group.py), and they could not arrive."""
 
-    def __init__(self, *, quick: float = QUICK, idle: float = IDLE, calm: float = CALM) -> None:
-        self.quick, self.idle, self.calm = quick, idle, calm
+    def __init__(self, *, quick: float = QUICK, idle: float = IDLE, calm: float = CALM,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.quick, self.idle, self.calm, self.clock = quick, idle, calm, clock
         self._running = 0
-        self._idle_since = time.perf_counter()
+        self._idle_since = clock()
         self._busy = 1.0  # the share of recent arrivals that found the server busy (a moving average)
         self._took: dict[str, float] = {}  # name -> recent seconds a call (a moving average)
 
     async def run(self, name: str, inline: bool, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`function(*args, **kwargs)`, the call named `name`, where it should run."""
-        began = time.perf_counter()
+        began = self.clock()
         busy = self._running > 0 or began - self._idle_since < self.idle
         self._busy = 0.9 * self._busy + (0.1 if busy else 0.0)
         here = inline and not busy and self._busy < self.calm and self._took.get(name, self.quick) < self.quick
@@ -110,7 +111,7 @@ class Placement:
                 return contextvars.copy_context().run(function, *args, **kwargs)
             return await run_in_worker(function, *args, **kwargs)
         finally:
-            done = time.perf_counter()
+            done = self.clock()
             took = self._took.get(name)
             self._took[name] = done - began if took is None else 0.8 * took + 0.2 * (done - began)
             self._running -= 1
