@@ -101,8 +101,8 @@ def test_a_read_while_another_call_is_under_way_runs_on_a_worker():
         loop_thread = threading.get_ident()
         clock.now += 1.0
         writing = asyncio.ensure_future(placement.run("encode.store", False, write))
-        while not started.is_set():  # the write is under way on a worker
-            await asyncio.sleep(0)
+        # the write is under way on a worker (waited for off the loop, and not for ever)
+        assert await asyncio.get_running_loop().run_in_executor(None, started.wait, 60)
         read_thread = await placement.run("recall.query", True, threading.get_ident)
         release.set()
         return read_thread == loop_thread, await writing == loop_thread
