@@ -193,6 +193,27 @@ def test_a_500_keeps_the_connection_alive():
         server.stop()
 
 
+def test_a_500_of_a_route_outside_cmp_is_an_envelope_and_keeps_the_connection_alive(caplog):
+    """A route FastAPI itself serves (the console, MCP, an extra route) fails the same way."""
+    def broken_route(app) -> None:
+        @app.get("/extra/broken")
+        async def broken() -> None:
+            raise RuntimeError("boom")
+
+    server = ServerThread(app=create_app(_Broken(), extra_routes=broken_route))
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            first = _exchange(sock, b"GET /extra/broken HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Request-Id: r-500\r\n\r\n")
+            assert first.startswith(b"HTTP/1.1 500") and b'"INTERNAL_ERROR"' in first
+            assert b'"request_id":"r-500"' in first and b"x-request-id: r-500" in first.lower()
+            assert b"connection: close" not in first.lower()
+            second = _exchange(sock, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert second.startswith(b"HTTP/1.1 200")
+    finally:
+        server.stop()
+    assert any("unhandled error on GET /extra/broken" in r.getMessage() for r in caplog.records)
+
+
 @pytest.mark.parametrize("op", [op for op in OPERATIONS.values() if op.http.method != "GET"], ids=lambda op: op.name)
 def test_json_nested_ten_thousand_deep_is_a_validation_error(http_server, op):
     body = b'{"metadata": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"

@@ -62,13 +62,15 @@ class RequestMiddleware:
         scope.setdefault("state", {})["request_id"] = rid
         started = time.perf_counter()
         status = 500
-        responded = False
+        responded = finished = False
         path = scope["path"]
         peer = (scope.get("client") or (None,))[0]
         address, key_id = peer, None
 
         async def send_with_id(message: MutableMapping[str, Any]) -> None:
-            nonlocal status, responded
+            nonlocal status, responded, finished
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                finished = True
             if message["type"] == "http.response.start":
                 status = message["status"]
                 responded = True
@@ -113,13 +115,15 @@ class RequestMiddleware:
                 if self.direct is None or not await self.direct(scope, receive, send_with_id):
                     await self.app(scope, receive, send_with_id)
         except Exception:
-            # Answered here rather than re-raised to Starlette, which would answer 500 and then
-            # re-raise to the server, and the server would drop the kept-alive connection without
-            # `Connection: close`, failing the client's next request on it.
-            if responded:
+            # Answered (or, when the app's own error page answered in full, only logged) here
+            # rather than re-raised to the server, which would drop the kept-alive connection
+            # without `Connection: close`, failing the client's next request on it.
+            if responded and not finished:
                 raise  # a response already under way cannot be mended; the server closes it
             log.exception("unhandled error on %s %s", scope["method"], path)
-            await answer(CMPError(ErrorCode.INTERNAL_ERROR, "internal error", hint="the server log has the details"))
+            if not responded:
+                await answer(CMPError(ErrorCode.INTERNAL_ERROR, "internal error",
+                                      hint="the server log has the details"))
         finally:
             seconds = time.perf_counter() - started
             route = getattr(scope.get("route"), "path", "unmatched")
