@@ -170,6 +170,11 @@ class Retargetable:
             raise AttributeError(name)
         return getattr(self.engine, name)
 
+    def encode_store_each(self, calls: Any) -> Any:
+        """Declared, not forwarded: the server asks at its start, before any engine is here,
+        whether its engine takes concurrent stores together (as the real one does)."""
+        return self.engine.encode_store_each(calls)
+
 
 @pytest.fixture(scope="session")
 def _session_http() -> Iterator[tuple[ServerThread, Retargetable]]:

@@ -3,16 +3,20 @@ for its own write, and one write's fault never fails another's."""
 
 from __future__ import annotations
 
+import contextvars
+import json
 import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import cerememory
 from cerememory import CMPError
 from cerememory.cmp.errors import ErrorCode
+from cerememory.engine import group as group_module
 from cerememory.engine.group import GroupCommit, Pending
 
 
@@ -126,9 +130,9 @@ def test_closing_neither_waits_for_a_commit_delay_nor_warms_a_cache_it_will_not_
         assert [m.record.id for m in reopened.recall("note").memories]
 
 
-def test_writes_queued_behind_a_commit_are_the_next_group_led_by_the_oldest() -> None:
-    """The leader answers the writes it committed and hands the lead to the oldest write still
-    queued, which takes everything queued meanwhile as one group."""
+def _committing_first() -> tuple[GroupCommit[str], list[list[str]], threading.Event, threading.Thread]:
+    """A group commit whose thread `first` is committing its write until `release` is set;
+    `groups` lists what each commit took."""
     release = threading.Event()
     groups: list[list[str]] = []
 
@@ -142,6 +146,13 @@ def test_writes_queued_behind_a_commit_are_the_next_group_led_by_the_oldest() ->
     first = threading.Thread(target=group_commit.submit, args=("first",))
     first.start()
     _until(lambda: bool(groups))
+    return group_commit, groups, release, first
+
+
+def test_writes_queued_behind_a_commit_are_the_next_group_led_by_the_oldest() -> None:
+    """The leader answers the writes it committed and hands the lead to the oldest write still
+    queued, which takes everything queued meanwhile as one group."""
+    group_commit, groups, release, first = _committing_first()
     queued = [threading.Thread(target=group_commit.submit, args=(f"w{i}",)) for i in range(3)]
     for thread in queued:
         thread.start()
@@ -152,3 +163,100 @@ def test_writes_queued_behind_a_commit_are_the_next_group_led_by_the_oldest() ->
     assert groups[0] == ["first"]
     assert sorted(groups[1]) == ["w0", "w1", "w2"] and len(groups) == 2
     assert group_commit.pending() == 0
+
+
+def test_writes_handed_in_together_by_one_thread_commit_as_one_group_each_refused_alone() -> None:
+    groups: list[list[str]] = []
+
+    def commit(take: Callable[[], list[Pending[str]]]) -> None:
+        group = take()
+        for pending in group:
+            if pending.write == "dangling":  # refused, as a write whose association target is gone
+                pending.error = LookupError(pending.write)
+        groups.append([p.write for p in group if p.error is None])
+
+    group_commit: GroupCommit[str] = GroupCommit(commit)
+    errors = group_commit.submit_each([(w, contextvars.copy_context()) for w in ("a", "dangling", "b")])
+
+    assert groups == [["a", "b"]]
+    assert errors[0] is None and errors[2] is None and isinstance(errors[1], LookupError)
+    assert group_commit.pending() == 0
+
+
+def test_more_writes_handed_in_than_a_group_holds_behind_another_leader_all_commit_in_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread handing in writes follows the one committing; when the lead comes to its own
+    writes it takes it, group after group, and hands it on once all of them are committed."""
+    monkeypatch.setattr(group_module, "MAX_GROUP", 2)
+    group_commit, groups, release, first = _committing_first()
+    outcome: list[list[BaseException | None]] = []
+    many = threading.Thread(target=lambda: outcome.append(
+        group_commit.submit_each([(f"w{i}", contextvars.copy_context()) for i in range(5)])))
+    many.start()
+    _until(lambda: group_commit.pending() == 5)
+    release.set()
+    first.join()
+    many.join()
+
+    assert groups == [["first"], ["w0", "w1"], ["w2", "w3"], ["w4"]]
+    assert outcome == [[None] * 5]
+    assert group_commit.pending() == 0
+
+
+def test_calls_handed_in_together_are_each_validated_audited_and_answered_as_their_own(tmp_path: Path) -> None:
+    """Dispatcher.call_each: every call in the context it came from (its request id and key),
+    a bad one failing alone, the good ones committed as one group."""
+    from cerememory.cmp.context import bound
+
+    def in_context(request_id: str) -> contextvars.Context:
+        with bound(transport="http", request_id=request_id, key_id="k-" + request_id):
+            return contextvars.copy_context()
+
+    dangling = {"content": {"blocks": [{"text": "points nowhere"}]},
+                "associations": [{"target_id": str(uuid.uuid4()), "association_type": "semantic"}]}
+    calls = [(in_context("r-1"), {"content": {"blocks": [{"text": "the deploy key rotates on Mondays"}]}}),
+             (in_context("r-2"), {"content": "not a content object"}),
+             (in_context("r-3"), dangling),
+             (in_context("r-4"), {"content": {"blocks": [{"text": "lunch is at noon"}]}})]
+    with cerememory.open(tmp_path / "d", semantic="off") as mem:
+        groups_before = mem.engine.writer.group.groups
+        outcomes = mem.dispatcher.call_each("encode.store", calls)
+        assert mem.engine.writer.group.groups - groups_before == 1
+        assert isinstance(outcomes[1], CMPError) and outcomes[1].code is ErrorCode.VALIDATION_ERROR
+        assert isinstance(outcomes[2], CMPError) and outcomes[2].code is ErrorCode.RECORD_NOT_FOUND
+        stored = {outcomes[0].record_id: "r-1", outcomes[3].record_id: "r-4"}
+        assert {m.record.id for m in mem.recall("deploy lunch", limit=10, reconsolidate=False).memories} == set(stored)
+    lines = (tmp_path / "d" / "audit.jsonl").read_text().splitlines()
+    entries = [json.loads(line) for line in lines]
+    for record_id, request_id in stored.items():
+        mine = [e for e in entries if e["record_ids"] == [str(record_id)]]
+        assert [(e["op"], e["phase"], e["request_id"], e["key_id"]) for e in mine] == [
+            ("encode.store", "intent", request_id, "k-" + request_id),
+            ("encode.store", "done", request_id, "k-" + request_id)]
+    assert not [e for e in entries if e["request_id"] in ("r-2", "r-3")]  # refused before any change
+
+
+class _CountingEmbedder:
+    """A stand-in embedder (a cloud model, say) that counts its calls: 3-d unit vectors."""
+
+    name, offline, dimension = "counting", True, 3
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        rows = np.array([[1.0, float(len(text)), 0.5] for text in texts], dtype=np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def test_texts_of_calls_handed_in_together_are_embedded_in_one_batch(tmp_path: Path) -> None:
+    texts = ["the deploy key rotates", "lunch at noon", "standup moved to ten"]
+    with cerememory.open(tmp_path / "d", semantic="off") as mem:
+        embedder = mem.engine.core.embedder = _CountingEmbedder()
+        outcomes = mem.dispatcher.call_each("encode.store", [
+            (contextvars.copy_context(), {"content": {"blocks": [{"text": text}]}}) for text in texts])
+        assert embedder.calls == [texts]
+        for outcome in outcomes:
+            assert not isinstance(outcome, BaseException)
+            assert outcome.record_id in mem.engine.core.vectors

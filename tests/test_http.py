@@ -315,3 +315,35 @@ def test_a_route_is_answered_past_the_router_as_through_it(http_server):
     assert f'cerememory_http_requests_total{{method="GET",{template},status="200"}}' in metrics
     assert f'cerememory_http_requests_total{{method="GET",{template},status="404"}}' in metrics
     assert 'cerememory_http_requests_total{method="PATCH",route="/v1/encode/{record_id:param}",status="204"}' in metrics
+
+
+def test_concurrent_stores_are_each_answered_and_audited_as_their_own(mem, http_server):
+    """Stores arriving together are handed to the engine together (transport/offload.Gathering):
+    each still gets its own answer or error, under its own request id, in the audit log too."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def store(i: int) -> tuple[str, httpx.Response]:
+        request_id = f"req-{i}"
+        body = {"content": {"blocks": [{"text": f"note number {i} about the deploy"}]}} if i % 7 else {"content": 7}
+        with httpx.Client(base_url=http_server.url, timeout=60) as h:
+            return request_id, h.post("/v1/encode", json=body, headers={"x-request-id": request_id})
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = dict(pool.map(store, range(64)))
+
+    stored = {}
+    for request_id, response in answers.items():
+        assert response.headers["x-request-id"] == request_id
+        if int(request_id.split("-")[1]) % 7:
+            assert response.status_code == 200, response.text
+            stored[response.json()["record_id"]] = request_id
+        else:
+            assert assert_envelope(response, 400, "VALIDATION_ERROR")["request_id"] == request_id
+    assert len(stored) == 64 - 10
+    found = mem.recall("deploy", limit=100, reconsolidate=False).memories
+    assert {str(m.record.id) for m in found} == set(stored)
+    entries = [json.loads(line) for line in (mem.engine.data_dir / "audit.jsonl").read_text().splitlines()]
+    done = {e["record_ids"][0]: e["request_id"] for e in entries if e["op"] == "encode.store" and e["phase"] == "done"}
+    intents = {e["record_ids"][0]: e["request_id"] for e in entries
+               if e["op"] == "encode.store" and e["phase"] == "intent"}
+    assert done == stored and intents == stored

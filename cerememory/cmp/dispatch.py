@@ -9,8 +9,10 @@ operations themselves are declared in `operations.py`.
 
 from __future__ import annotations
 
+import contextvars
 import time
-from contextlib import nullcontext
+from collections.abc import Sequence
+from contextlib import ExitStack, nullcontext
 from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ValidationError
@@ -61,6 +63,11 @@ def parse_request(name: str, request: dict[str, Any] | BaseModel | None) -> Base
     return parsed
 
 
+def _code(exc: BaseException) -> str:
+    """The error code a failed call is metered under."""
+    return exc.code.value if isinstance(exc, CMPError) else ErrorCode.INTERNAL_ERROR.value
+
+
 def internal_error(op: str, exc: BaseException) -> CMPError:
     """What a caller is told of a failure that is not a CMPError (an engine bug, an I/O error)."""
     return CMPError(ErrorCode.INTERNAL_ERROR, "internal error", hint="the server log has the details",
@@ -97,18 +104,78 @@ class Dispatcher:
             options = self._options(op, sink=sink, progress=progress)
             with paused() if op.bulk else nullcontext():
                 return self._run(op, request, options)
-        except CMPError as exc:
-            code = exc.code.value
-            raise
         except Exception as exc:
-            if is_disk_full(exc):  # wherever a full disk surfaced (a key file, an index): one code
-                code = ErrorCode.STORAGE_FULL.value
-                raise storage_full(self.engine.data_dir) from exc
-            code = ErrorCode.INTERNAL_ERROR.value
-            raise
+            surfaced = self._surfaced(exc)
+            code = _code(surfaced)
+            if surfaced is exc:
+                raise
+            raise surfaced from exc
         finally:
             if self.metrics is not None:
                 self.metrics.observe(name, time.perf_counter() - started, code)
+
+    def gathers(self, name: str) -> bool:
+        """Whether concurrent calls of `name` are best handed to `call_each` together: the engine
+        takes them as one group (`<method>_each`, as encode.store's writes)."""
+        return hasattr(self.engine, operation(name).method + "_each")
+
+    def call_each(self, name: str, calls: Sequence[tuple[contextvars.Context, dict[str, Any]]]
+                  ) -> list[BaseModel | BaseException]:
+        """Calls of `name` from many callers, each in its own context (its request id, key and
+        transport): each answer, or what failed that call, in its place. Each call is validated,
+        audited and metered as `call` would, but an engine that takes the calls together
+        (`gathers`) commits them as one group, without a thread waiting for each."""
+        op = operation(name)
+        each = getattr(self.engine, op.method + "_each", None)
+        if each is None:
+            raise CMPError(ErrorCode.NOT_IMPLEMENTED, f"{name} calls are not taken together by this server",
+                           hint="call them one by one (`gathers` tells which operations are taken together)")
+        started = time.perf_counter()
+        audit = self.engine.audit
+        outcomes: list[BaseModel | BaseException] = []
+        running_calls = []  # (place, context, request, ids the engine noted, its audit run, what ends them)
+        for context, body in calls:
+            try:
+                parsed = context.run(parse_request, name, body)
+            except CMPError as exc:
+                outcomes.append(exc)
+                continue
+            scopes = ExitStack()  # entered in the call's context, which keeps them until closed
+            touched = context.run(scopes.enter_context, collecting())
+            run = context.run(scopes.enter_context, running(name))
+            running_calls.append((len(outcomes), context, parsed, touched, run, scopes))
+            outcomes.append(parsed)
+        try:
+            answers = each([(parsed, context) for _, context, parsed, *_ in running_calls])
+        except Exception as exc:  # noqa: BLE001 - a fault of the whole group fails each call of it
+            answers = [exc] * len(running_calls)
+        finally:
+            for _, context, *_, scopes in running_calls:
+                context.run(scopes.close)
+        for (place, context, parsed, touched, run, _), answer in zip(running_calls, answers, strict=True):
+            if isinstance(answer, BaseException):
+                if audit is not None and run.intents:
+                    context.run(audit.record_failure, name, parsed, answer, touched)
+                outcomes[place] = self._surfaced(answer)
+            else:
+                if audit is not None and op.audited:
+                    context.run(audit.record, name, parsed, answer, touched)
+                outcomes[place] = answer
+        if self.metrics is not None:  # each in its call's context, which names its transport
+            took = time.perf_counter() - started
+            for (context, _), outcome in zip(calls, outcomes, strict=True):
+                code = _code(outcome) if isinstance(outcome, BaseException) else "OK"
+                context.run(self.metrics.observe, name, took, code)
+        return outcomes
+
+    def _surfaced(self, exc: BaseException) -> BaseException:
+        """What a call that raised `exc` fails with: a full disk, wherever it surfaced (a key
+        file, an index), as one STORAGE_FULL error."""
+        if isinstance(exc, CMPError) or not is_disk_full(exc):
+            return exc
+        error = storage_full(self.engine.data_dir)
+        error.__cause__ = exc
+        return error
 
     def _run(self, op: Operation, request: dict[str, Any] | BaseModel | None, options: dict[str, Any]) -> BaseModel:
         name = op.name

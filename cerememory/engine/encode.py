@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +23,7 @@ from ..model import (
     normalise_meta,
     to_ts,
 )
-from .core import EngineCore
+from .core import EngineCore, VectorColumns
 from .sessions import both_ways
 from .writer import NewRecords, Writer
 
@@ -34,6 +36,24 @@ def route(req: m.EncodeStoreRequest) -> StoreType:
     if req.store is not None:
         return req.store
     return StoreType.SEMANTIC if req.content.summary else StoreType.EPISODIC
+
+
+@dataclass
+class _Prepared:
+    """New records on their way to the writer, and what their answer counts."""
+
+    write: NewRecords
+    manual_counts: list[int]  # the associations each request asked for
+    asked: int  # the edges infer_associations made
+
+    def answer(self) -> tuple[list[m.EncodeStoreResponse], int]:
+        """Once committed: each record's answer, and the associations inferred in all."""
+        results = [
+            built(m.EncodeStoreResponse, {"record_id": r.id, "store": r.store, "initial_fidelity": r.fidelity.score,
+                                          "associations_created": n})
+            for r, n in zip(self.write.records, self.manual_counts, strict=True)
+        ]
+        return results, self.asked + self.write.session_links
 
 
 class Encoding:
@@ -81,10 +101,41 @@ class Encoding:
         results, inferred = self._encode(req.records, infer=req.infer_associations, op="encode.batch")
         return m.EncodeBatchResponse(results=results, associations_inferred=inferred)
 
+    def store_each(self, calls: Sequence[tuple[m.EncodeStoreRequest, contextvars.Context]]
+                   ) -> list[m.EncodeStoreResponse | BaseException]:
+        """`store` for the requests of many callers, committed together, each write audited in
+        its caller's context: each answer, or what refused that request, in its place. Their
+        texts are embedded in one batch."""
+        now = self.core.now()
+        made: list[list[MemoryRecord] | Exception] = []
+        for req, _ in calls:
+            try:
+                made.append(self._records([req], "encode.store", now))
+            except Exception as exc:  # noqa: BLE001 - this caller's, answered in its place
+                made.append(exc)
+        vectors = self.core.vector_columns([(r.id, r.content) for records in made
+                                            if not isinstance(records, Exception) for r in records])
+        prepared = [records if isinstance(records, Exception) else
+                    self._write([req], records, [g.only({r.id for r in records}) for g in vectors],
+                                infer=False, now=now)
+                    for records, (req, _) in zip(made, calls, strict=True)]
+        writes = [(p.write, context) for p, (_, context) in zip(prepared, calls, strict=True)
+                  if isinstance(p, _Prepared)]
+        refused = iter(self.writer.add_each(writes))
+        return [p if isinstance(p, Exception) else next(refused) or p.answer()[0][0] for p in prepared]
+
     def _encode(self, reqs: Sequence[m.EncodeStoreRequest], *, infer: bool,
                 op: str) -> tuple[list[m.EncodeStoreResponse], int]:
+        now = self.core.now()
+        records = self._records(reqs, op, now)
+        vectors = self.core.vector_columns([(r.id, r.content) for r in records])
+        prepared = self._write(reqs, records, vectors, infer=infer, now=now)
+        self.writer.add(prepared.write)
+        return prepared.answer()
+
+    def _records(self, reqs: Sequence[m.EncodeStoreRequest], op: str, now: datetime) -> list[MemoryRecord]:
+        """The new records of `reqs`, refused when working memory could not hold them."""
         core = self.core
-        now = core.now()
         records = self.build_records(reqs, op, now)
         n_working = sum(r.store is StoreType.WORKING for r in records)
         if n_working > core.working.capacity:
@@ -93,11 +144,16 @@ class Encoding:
                 f"{n_working} records for working memory in one request; it holds {core.working.capacity}",
                 hint="store fewer at once, or raise memory.working_capacity",
             )
+        return records
+
+    def _write(self, reqs: Sequence[m.EncodeStoreRequest], records: list[MemoryRecord],
+               vectors: Sequence[VectorColumns], *, infer: bool, now: datetime) -> _Prepared:
+        """The records of `reqs`, made at `now`, with their edges and `vectors`
+        (`core.vector_columns`), ready for the writer."""
         now_ts = to_ts(now)
         edges: list[Edge] = []
         targets = []
         manual_counts = []
-        vectors = core.vector_columns([(r.id, r.content) for r in records])
         for record, req in zip(records, reqs, strict=True):
             for link in req.associations or []:
                 targets.append(link.target_id)
@@ -106,15 +162,8 @@ class Encoding:
         asked = []  # infer_associations: every record to the next; the writer links each session's turns
         for a, b in zip(records, records[1:], strict=False) if infer else ():
             asked += both_ways(a.id, b.id, now_ts)
-        write = NewRecords(records, edges + asked, vectors, targets)
-        self.writer.add(write)
-        inferred = len(asked) + write.session_links
-        results = [
-            built(m.EncodeStoreResponse, {"record_id": r.id, "store": r.store, "initial_fidelity": r.fidelity.score,
-                                          "associations_created": n})
-            for r, n in zip(records, manual_counts, strict=True)
-        ]
-        return results, inferred
+        return _Prepared(NewRecords(records, edges + asked, [g for g in vectors if g.ids], targets),
+                         manual_counts, len(asked))
 
     def update(self, req: m.EncodeUpdateRequest) -> None:
         if req.content is None and req.emotion is None and req.metadata is None and req.meta is None \

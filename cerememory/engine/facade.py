@@ -7,9 +7,10 @@ in order (the ones that only change things on request, on first use) and closes 
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
@@ -224,6 +225,11 @@ class Engine:
     def encode_store(self, req: m.EncodeStoreRequest) -> m.EncodeStoreResponse:
         with self._serving():
             return self.encoding.store(req)
+
+    def encode_store_each(self, calls: Sequence[tuple[m.EncodeStoreRequest, contextvars.Context]]
+                          ) -> list[m.EncodeStoreResponse | BaseException]:
+        with self._serving():
+            return self.encoding.store_each(calls)
 
     def encode_batch(self, req: m.EncodeBatchRequest) -> m.EncodeBatchResponse:
         with self._serving():

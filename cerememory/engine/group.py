@@ -22,7 +22,7 @@ import contextvars
 import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -91,19 +91,31 @@ class GroupCommit(Generic[T]):
 
     def submit(self, write: T) -> None:
         """Queue `write` and return once it is committed (raising what refused it)."""
-        pending = Pending(write)
+        error = self.submit_each([(write, contextvars.copy_context())])[0]
+        if error is not None:
+            raise error
+
+    def submit_each(self, writes: Sequence[tuple[T, contextvars.Context]]) -> list[BaseException | None]:
+        """Queue `writes` together, each attributed to its own caller's context, and return once
+        every one is committed: what refused each (None where it was committed). One thread
+        hands in the writes of many callers (a transport gathering them), so they commit
+        together without a thread waiting for each."""
+        mine = [Pending(write, context) for write, context in writes]
+        if not mine:
+            return []
         with self._arrived:
-            self._queue.append(pending)
+            self._queue.extend(mine)
             follow = self._leading
             self._leading = True
             if follow:
                 self._arrived.notify()  # the leader may be gathering
-        if follow:
-            pending.woken.wait()
-        if not pending.done:
-            self._lead_until(pending)
-        if pending.error is not None:
-            raise pending.error
+        for pending in mine:  # queued in order and adjacent, so committed in that order
+            if follow and not pending.done:
+                pending.woken.wait()  # committed, or this thread leads next
+            follow = True
+            if not pending.done:
+                self._lead_until(pending)
+        return [pending.error for pending in mine]
 
     def pending(self) -> int:
         """Writes queued and not yet taken by a leader."""

@@ -13,6 +13,7 @@ lock is re-entrant, so a method also takes it itself).
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import uuid
@@ -119,6 +120,11 @@ class Writer:
         """`persist` through the group commit: writes from concurrent callers share one
         transaction. Returns once this one is committed. The caller must not hold `lock`."""
         self.group.submit(write)
+
+    def add_each(self, writes: Sequence[tuple[NewRecords, contextvars.Context]]) -> list[BaseException | None]:
+        """`add` for the writes of many callers handed in by one thread, each audited in its
+        caller's context: what refused each (None where it was committed)."""
+        return self.group.submit_each(writes)
 
     def _commit_group(self, take: Callable[[], list[Pending[NewRecords]]]) -> None:
         with self.lock:

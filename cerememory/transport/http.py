@@ -32,7 +32,7 @@ from .bodies import read_within
 from .guard import LOOPBACK, HostPolicy
 from .metrics import HttpMetrics, metered
 from .middleware import REQUEST_ID, Receive, RequestMiddleware, Scope, Send
-from .offload import Placement
+from .offload import Gathering, Placement
 
 DEFAULT_BODY_LIMIT = 64 * 1024 * 1024
 ROUTING_CODES = {404: ErrorCode.ROUTE_NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
@@ -105,6 +105,7 @@ def _answerer(op: Operation, dispatcher: Dispatcher, body_limit: int, placement:
     the response's JSON out (None: 204), every failure a CMPError; the call runs where
     `placement` puts it (a read that changes nothing may run on the event loop's thread)."""
     reads = not op.audited
+    gathering = Gathering(dispatcher, op.name) if dispatcher.gathers(op.name) else None
 
     async def answer(request: Request) -> bytes | None:
         declared = request.headers.get("content-length")
@@ -118,7 +119,10 @@ def _answerer(op: Operation, dispatcher: Dispatcher, body_limit: int, placement:
             for key, value in request.query_params.items():
                 body.setdefault(key, _query_value(value))
         body.update(request.path_params)
-        result = await placement.run(op.name, reads, dispatcher.call, op.name, body)
+        if gathering is not None:
+            result = await placement.gathered(gathering, body)
+        else:
+            result = await placement.run(op.name, reads, dispatcher.call, op.name, body)
         if op.no_content:
             return None
         # pydantic's own serializer: several times faster than model_dump + json.dumps
