@@ -171,8 +171,8 @@ class Retargetable:
         return getattr(self.engine, name)
 
     def encode_store_each(self, calls: Any) -> Any:
-        """Declared, not forwarded: the server asks at its start, before any engine is here,
-        whether its engine takes concurrent stores together (as the real one does)."""
+        """Declared, not forwarded: the dispatcher asks at its start, before any engine is here,
+        which operations its engine can take together (as the real one can)."""
         return self.engine.encode_store_each(calls)
 
 

@@ -28,6 +28,8 @@ def _until(condition: Callable[[], bool]) -> None:
 
 
 def test_stores_queued_behind_a_commit_go_in_as_one_group(tmp_path: Path) -> None:
+    """Stores from threads that arrive while one commits run as the next set (cmp/gather.py),
+    which commits as one group; a store whose association target is gone fails alone."""
     with cerememory.open(tmp_path / "d", semantic="off") as mem:
         writer = mem.engine.writer
         groups_before = writer.group.groups
@@ -40,16 +42,19 @@ def test_stores_queued_behind_a_commit_go_in_as_one_group(tmp_path: Path) -> Non
                 outcome[name] = exc.code
 
         missing = {"associations": [{"target_id": str(uuid.uuid4()), "association_type": "semantic"}]}
-        threads = [threading.Thread(target=store, args=(f"n{i}",)) for i in range(4)]
+        first = threading.Thread(target=store, args=("n0",))
+        threads = [threading.Thread(target=store, args=(f"n{i}",)) for i in range(1, 4)]
         threads.append(threading.Thread(target=store, args=("dangling",), kwargs=missing))
         with writer.lock:  # a commit in progress: everything arriving meanwhile queues up
+            first.start()
+            _until(lambda: writer.group.pending() == 1)
             for thread in threads:
                 thread.start()
-            _until(lambda: writer.group.pending() == len(threads))
-        for thread in threads:
+            _until(lambda: mem.dispatcher.waiting("encode.store") == len(threads))
+        for thread in [first, *threads]:
             thread.join()
 
-        assert writer.group.groups - groups_before == 1
+        assert writer.group.groups - groups_before == 2
         assert outcome["dangling"] is ErrorCode.RECORD_NOT_FOUND
         stored = [outcome[f"n{i}"] for i in range(4)]
         assert all(isinstance(rid, uuid.UUID) for rid in stored)

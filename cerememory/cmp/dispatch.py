@@ -24,6 +24,7 @@ from ..storage.full import is_disk_full, storage_full
 from . import messages as m
 from .context import collecting
 from .errors import CMPError, ErrorCode, from_validation_error
+from .gather import Gathered
 from .handler import CMPHandler, OpObserver
 from .operations import OPERATIONS, Operation, operation
 from .plain import PLAIN
@@ -86,6 +87,9 @@ class Dispatcher:
     def __init__(self, engine: CMPHandler, *, metrics: OpObserver | None = None) -> None:
         self.engine = engine
         self.metrics = metrics
+        # the operations whose concurrent calls from threads run as sets, when they do (gathers)
+        self._gathered = {name: Gathered(self, name) for name, op in OPERATIONS.items()
+                          if hasattr(engine, op.method + "_each")}
 
     @classmethod
     def of(cls, target: Dispatcher | CMPHandler) -> Dispatcher:
@@ -96,7 +100,12 @@ class Dispatcher:
              sink: BinaryIO | None = None, progress: ProgressFn | None = None) -> BaseModel:
         """Validate and run one operation, returning the response model. `sink` and `progress`
         go to the engine method of an operation that declares them (`Operation.options`): an
-        in-process export streams into `sink`, and long operations report `(done, total)`."""
+        in-process export streams into `sink`, and long operations report `(done, total)`.
+        Calls that the engine takes together (`gathers`) run as a set with those that other
+        threads make meanwhile."""
+        gathered = self._gathered.get(name) if sink is None and progress is None else None
+        if gathered is not None and request is not None and self.gathers(name):
+            return gathered.call(request)
         started = time.perf_counter()
         code = "OK"
         try:
@@ -114,12 +123,19 @@ class Dispatcher:
             if self.metrics is not None:
                 self.metrics.observe(name, time.perf_counter() - started, code)
 
-    def gathers(self, name: str) -> bool:
-        """Whether concurrent calls of `name` are best handed to `call_each` together: the engine
-        takes them as one group (`<method>_each`, as encode.store's writes)."""
-        return hasattr(self.engine, operation(name).method + "_each")
+    def waiting(self, name: str) -> int:
+        """Calls of `name` from threads queued to run in the next set (none for an operation
+        that does not gather)."""
+        gathered = self._gathered.get(name)
+        return 0 if gathered is None else gathered.waiting()
 
-    def call_each(self, name: str, calls: Sequence[tuple[contextvars.Context, dict[str, Any]]]
+    def gathers(self, name: str) -> bool:
+        """Whether concurrent calls of `name` are handed to `call_each` together now: the engine
+        takes them as one group (`<method>_each`) and says it gathers them (`gathers`)."""
+        gathers = getattr(self.engine, "gathers", None)
+        return gathers is not None and bool(gathers(name)) and hasattr(self.engine, operation(name).method + "_each")
+
+    def call_each(self, name: str, calls: Sequence[tuple[contextvars.Context, dict[str, Any] | BaseModel]]
                   ) -> list[BaseModel | BaseException]:
         """Calls of `name` from many callers, each in its own context (its request id, key and
         transport): each answer, or what failed that call, in its place. Each call is validated,

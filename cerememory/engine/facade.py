@@ -226,6 +226,12 @@ class Engine:
         with self._serving():
             return self.encoding.store(req)
 
+    def gathers(self, op: str) -> bool:
+        """Whether concurrent calls of `op` are best taken together (`<method>_each`): stores,
+        while no embedder runs. A set is answered once all of it is written, so a store that
+        brings its own vector would otherwise wait for another request's embedding."""
+        return op == "encode.store" and self.core.embedder is None
+
     def encode_store_each(self, calls: Sequence[tuple[m.EncodeStoreRequest, contextvars.Context]]
                           ) -> list[m.EncodeStoreResponse | BaseException]:
         with self._serving():

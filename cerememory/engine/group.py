@@ -26,34 +26,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from ..wakeup import Wakeup
+
 MAX_WAIT = 0.004  # seconds a leader waits at most for more writes to arrive
 WAIT_SHARE = 0.5  # of the last commit's duration
 MAX_GROUP = 256  # writes per transaction at most; more wait for the next group
 
 T = TypeVar("T")
-
-
-class Wakeup:
-    """A one-shot signal for the one thread waiting on it: a lock taken when it is made and
-    released to wake the waiter. An `Event` would do, but its `Condition` is Python code that
-    both sides run under the interpreter lock, once per write of every group."""
-
-    __slots__ = ("_lock", "_set")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lock.acquire()
-        self._set = False
-
-    def set(self) -> None:
-        """Wake the waiter; later calls do nothing. Only the leading thread calls it, so calls
-        never overlap."""
-        if not self._set:
-            self._set = True
-            self._lock.release()
-
-    def wait(self) -> None:
-        self._lock.acquire()
 
 
 @dataclass(eq=False)

@@ -105,7 +105,7 @@ def _answerer(op: Operation, dispatcher: Dispatcher, body_limit: int, placement:
     the response's JSON out (None: 204), every failure a CMPError; the call runs where
     `placement` puts it (a read that changes nothing may run on the event loop's thread)."""
     reads = not op.audited
-    gathering = Gathering(dispatcher, op.name) if dispatcher.gathers(op.name) else None
+    gathering = Gathering(dispatcher, op.name)
 
     async def answer(request: Request) -> bytes | None:
         declared = request.headers.get("content-length")
@@ -119,7 +119,7 @@ def _answerer(op: Operation, dispatcher: Dispatcher, body_limit: int, placement:
             for key, value in request.query_params.items():
                 body.setdefault(key, _query_value(value))
         body.update(request.path_params)
-        if gathering is not None:
+        if dispatcher.gathers(op.name):
             result = await placement.gathered(gathering, body)
         else:
             result = await placement.run(op.name, reads, dispatcher.call, op.name, body)
