@@ -214,7 +214,7 @@ class CMPApp(FastAPI):
             await super().__call__(scope, receive, send)
 
 
-def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     """The 500 of an error no route handled, in the CMP envelope (the request middleware logs it)."""
     error = CMPError(ErrorCode.INTERNAL_ERROR, "internal error", hint="the server log has the details")
     return error_response(error, getattr(request.state, "request_id", None))

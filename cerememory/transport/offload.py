@@ -12,7 +12,8 @@ to the executor's, with a done-callback on each side, for every request.
 A hop to a worker and back hands the GIL across threads twice and wakes two of them: on a
 2-core machine that is about a fifth of a millisecond of a lone client's wait, more than a quick
 read takes to serialise. `Placement` runs such a read on the event loop's own thread instead
-while the server is calm (see its docstring).
+while the server is calm (see its docstring), and `Gathering` hands the stores of concurrent
+requests to one worker together.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 T = TypeVar("T")
 
-# as many as anyio's default limiter allows: concurrent writes must all be in flight at once to
-# commit together (engine/group.py)
+# as many as anyio's default limiter allows: the calls of many clients run side by side (stores
+# that arrive together take one worker between them, `Gathering`)
 WORKERS = 40
 
 _executor: ThreadPoolExecutor | None = None
