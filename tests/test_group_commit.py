@@ -9,6 +9,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -255,13 +256,41 @@ class _CountingEmbedder:
         return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
+def _stores_handed_in_together(mem: cerememory.Memory, texts: list[str]) -> list[Any]:
+    return mem.dispatcher.call_each("encode.store", [
+        (contextvars.copy_context(), {"content": {"blocks": [{"text": text}]}}) for text in texts])
+
+
+def _assert_stored_with_vectors(mem: cerememory.Memory, outcomes: list[Any]) -> None:
+    for outcome in outcomes:
+        assert not isinstance(outcome, BaseException)
+        assert outcome.record_id in mem.engine.core.vectors
+
+
 def test_texts_of_calls_handed_in_together_are_embedded_in_one_batch(tmp_path: Path) -> None:
     texts = ["the deploy key rotates", "lunch at noon", "standup moved to ten"]
     with cerememory.open(tmp_path / "d", semantic="off") as mem:
         embedder = mem.engine.core.embedder = _CountingEmbedder()
-        outcomes = mem.dispatcher.call_each("encode.store", [
-            (contextvars.copy_context(), {"content": {"blocks": [{"text": text}]}}) for text in texts])
+        outcomes = _stores_handed_in_together(mem, texts)
         assert embedder.calls == [texts]
-        for outcome in outcomes:
-            assert not isinstance(outcome, BaseException)
-            assert outcome.record_id in mem.engine.core.vectors
+        _assert_stored_with_vectors(mem, outcomes)
+
+
+class _PoisonedEmbedder(_CountingEmbedder):
+    """Fails any batch that holds the text "poison", as a backend refusing one input would."""
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if "poison" in texts:
+            raise ValueError("the backend refused an input")
+        return super().embed(texts)
+
+
+def test_a_text_the_embedder_refuses_fails_only_its_own_call_of_a_set(tmp_path: Path) -> None:
+    texts = ["the deploy key rotates", "poison", "lunch at noon"]
+    with cerememory.open(tmp_path / "d", semantic="off") as mem:
+        embedder = mem.engine.core.embedder = _PoisonedEmbedder()
+        outcomes = _stores_handed_in_together(mem, texts)
+        assert isinstance(outcomes[1], ValueError)
+        assert embedder.calls == [["the deploy key rotates"], ["lunch at noon"]]  # the batch failed, then each
+        _assert_stored_with_vectors(mem, [outcomes[0], outcomes[2]])
+        assert mem.stats().total_records == 2

@@ -153,8 +153,8 @@ class Dispatcher:
         for context, body in calls:
             try:
                 parsed = context.run(parse_request, name, body)
-            except CMPError as exc:
-                outcomes.append(exc)
+            except Exception as exc:  # noqa: BLE001 - this call fails alone
+                outcomes.append(self._surfaced(exc))
                 continue
             scopes = ExitStack()  # entered in the call's context, which keeps them until closed
             touched = context.run(scopes.enter_context, collecting())

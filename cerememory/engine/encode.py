@@ -113,16 +113,35 @@ class Encoding:
                 made.append(self._records([req], "encode.store", now))
             except Exception as exc:  # noqa: BLE001 - this caller's, answered in its place
                 made.append(exc)
-        vectors = self.core.vector_columns([(r.id, r.content) for records in made
-                                            if not isinstance(records, Exception) for r in records])
-        prepared = [records if isinstance(records, Exception) else
-                    self._write([req], records, [g.only({r.id for r in records}) for g in vectors],
-                                infer=False, now=now)
-                    for records, (req, _) in zip(made, calls, strict=True)]
+        vectors = self._vectors_each(made)
+        prepared = [made_here if isinstance(made_here, Exception) else
+                    vectors_here if isinstance(vectors_here, Exception) else
+                    self._write([req], made_here, vectors_here, infer=False, now=now)
+                    for made_here, vectors_here, (req, _) in zip(made, vectors, calls, strict=True)]
         writes = [(p.write, context) for p, (_, context) in zip(prepared, calls, strict=True)
                   if isinstance(p, _Prepared)]
         refused = iter(self.writer.add_each(writes))
         return [p if isinstance(p, Exception) else next(refused) or p.answer()[0][0] for p in prepared]
+
+    def _vectors_each(self, made: Sequence[list[MemoryRecord] | Exception]
+                      ) -> list[list[VectorColumns] | Exception]:
+        """The vectors of each request's records, embedded in one batch; should that batch fail,
+        each request's alone, so that only the request at fault fails."""
+        items = [(r.id, r.content) for records in made if not isinstance(records, Exception) for r in records]
+        try:
+            together = self.core.vector_columns(items)
+            return [records if isinstance(records, Exception) else
+                    [g.only({r.id for r in records}) for g in together] for records in made]
+        except Exception:  # noqa: BLE001 - found out request by request below
+            pass
+        out: list[list[VectorColumns] | Exception] = []
+        for records in made:
+            try:
+                out.append(records if isinstance(records, Exception) else
+                           self.core.vector_columns([(r.id, r.content) for r in records]))
+            except Exception as exc:  # noqa: BLE001 - this caller's, answered in its place
+                out.append(exc)
+        return out
 
     def _encode(self, reqs: Sequence[m.EncodeStoreRequest], *, infer: bool,
                 op: str) -> tuple[list[m.EncodeStoreResponse], int]:
