@@ -113,11 +113,13 @@ class Encoding:
                 made.append(self._records([req], "encode.store", now))
             except Exception as exc:  # noqa: BLE001 - this caller's, answered in its place
                 made.append(exc)
-        vectors = self._vectors_each(made)
-        prepared = [made_here if isinstance(made_here, Exception) else
-                    vectors_here if isinstance(vectors_here, Exception) else
-                    self._write([req], made_here, vectors_here, infer=False, now=now)
-                    for made_here, vectors_here, (req, _) in zip(made, vectors, calls, strict=True)]
+        prepared: list[_Prepared | Exception] = []
+        for records, vectors, (req, _) in zip(made, self._vectors_each(made), calls, strict=True):
+            if isinstance(vectors, Exception):  # what refused the request's records or its vectors
+                prepared.append(vectors)
+            else:
+                assert not isinstance(records, Exception)
+                prepared.append(self._write([req], records, vectors, infer=False, now=now))
         writes = [(p.write, context) for p, (_, context) in zip(prepared, calls, strict=True)
                   if isinstance(p, _Prepared)]
         refused = iter(self.writer.add_each(writes))
@@ -126,7 +128,8 @@ class Encoding:
     def _vectors_each(self, made: Sequence[list[MemoryRecord] | Exception]
                       ) -> list[list[VectorColumns] | Exception]:
         """The vectors of each request's records, embedded in one batch; should that batch fail,
-        each request's alone, so that only the request at fault fails."""
+        each request's alone, so that only the request at fault fails. A request refused already
+        keeps its refusal in its place."""
         items = [(r.id, r.content) for records in made if not isinstance(records, Exception) for r in records]
         try:
             together = self.core.vector_columns(items)
