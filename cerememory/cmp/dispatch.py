@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import time
+import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack, nullcontext
 from typing import Any, BinaryIO
@@ -19,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..collector import paused
 from ..progress import ProgressFn
-from ..security.audit import running
+from ..security.audit import Running, running
 from ..storage.full import is_disk_full, storage_full
 from . import messages as m
 from .context import collecting
@@ -133,7 +134,7 @@ class Dispatcher:
         """Whether concurrent calls of `name` are handed to `call_each` together now: the engine
         takes them as one group (`<method>_each`) and says it gathers them (`gathers`)."""
         gathers = getattr(self.engine, "gathers", None)
-        return gathers is not None and bool(gathers(name)) and hasattr(self.engine, operation(name).method + "_each")
+        return name in self._gathered and gathers is not None and bool(gathers(name))
 
     def call_each(self, name: str, calls: Sequence[tuple[contextvars.Context, dict[str, Any] | BaseModel]]
                   ) -> list[BaseModel | BaseException]:
@@ -147,7 +148,6 @@ class Dispatcher:
             raise CMPError(ErrorCode.NOT_IMPLEMENTED, f"{name} calls are not taken together by this server",
                            hint="call them one by one (`gathers` tells which operations are taken together)")
         started = time.perf_counter()
-        audit = self.engine.audit
         outcomes: list[BaseModel | BaseException] = []
         running_calls = []  # (place, context, request, ids the engine noted, its audit run, what ends them)
         for context, body in calls:
@@ -169,14 +169,8 @@ class Dispatcher:
             for _, context, *_, scopes in running_calls:
                 context.run(scopes.close)
         for (place, context, parsed, touched, run, _), answer in zip(running_calls, answers, strict=True):
-            if isinstance(answer, BaseException):
-                if audit is not None and run.intents:
-                    context.run(audit.record_failure, name, parsed, answer, touched)
-                outcomes[place] = self._surfaced(answer)
-            else:
-                if audit is not None and op.audited:
-                    context.run(audit.record, name, parsed, answer, touched)
-                outcomes[place] = answer
+            context.run(self._audit_outcome, op, parsed, answer, touched, run)
+            outcomes[place] = self._surfaced(answer) if isinstance(answer, BaseException) else answer
         if self.metrics is not None:  # each in its call's context, which names its transport
             took = time.perf_counter() - started
             for (context, _), outcome in zip(calls, outcomes, strict=True):
@@ -204,18 +198,28 @@ class Dispatcher:
                 hint="see `cerememory --help` for the operations available",
                 details={"operation": name},
             )
-        audit = self.engine.audit
         with collecting() as touched, running(name) as run:
             try:
                 result: BaseModel | None = method(parsed, **options)
             except Exception as exc:
-                if audit is not None and run.intents:
-                    audit.record_failure(name, parsed, exc, touched)
+                self._audit_outcome(op, parsed, exc, touched, run)
                 raise
         result = result if result is not None else m.Empty()
-        if audit is not None and op.audited:
-            audit.record(name, parsed, result, touched)
+        self._audit_outcome(op, parsed, result, touched, run)
         return result
+
+    def _audit_outcome(self, op: Operation, parsed: BaseModel, outcome: BaseModel | BaseException,
+                       touched: list[uuid.UUID], run: Running) -> None:
+        """The audit log's outcome entry of one call: `done` for an audited operation that
+        answered, `failed` for one that raised after writing an intent."""
+        audit = self.engine.audit
+        if audit is None:
+            return
+        if isinstance(outcome, BaseException):
+            if run.intents:
+                audit.record_failure(op.name, parsed, outcome, touched)
+        elif op.audited:
+            audit.record(op.name, parsed, outcome, touched)
 
     def dispatch(self, name: str, request: dict[str, Any] | BaseModel | None = None, *,
                  plain: bool = False) -> dict[str, Any]:
