@@ -140,14 +140,16 @@ def load(client_or_mem, n: int) -> None:
                                    for _ in range(min(1000, n - start))])
 
 
-def start_server(data_dir: Path, tree: Path | None = None, hide: Path | None = None) -> tuple[subprocess.Popen, dict]:
-    """`cerememory serve` over `data_dir`, from the source tree `tree` (default: this checkout);
-    the modules stubbed out in the directory `hide` fail to import in it."""
+def start_server(data_dir: Path, tree: Path | None = None, hide: Path | None = None,
+                 semantic: str = "off") -> tuple[subprocess.Popen, dict]:
+    """`cerememory serve` over `data_dir`, from the source tree `tree` (default: this checkout),
+    with semantic search `semantic` (off: no embedder); the modules stubbed out in the directory
+    `hide` fail to import in it."""
     port, grpc_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (hide, tree) if p is not None)
-    env.update(CEREMEMORY_EMBED__SEMANTIC="off", CEREMEMORY_CONFIG=str(data_dir / "none.toml"))
+    env.update(CEREMEMORY_EMBED__SEMANTIC=semantic, CEREMEMORY_CONFIG=str(data_dir / "none.toml"))
     # `python -m` puts the working directory first on the path: run in the tree that is served
     proc = subprocess.Popen([sys.executable, "-m", "cerememory", "serve", "--data-dir", str(data_dir),
                              "--port", str(port), "--grpc-port", str(grpc_port), "--log-level", "error"],

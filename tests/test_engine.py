@@ -13,6 +13,7 @@ import cerememory
 from cerememory import CMPError, ErrorCode
 from cerememory.cmp.dispatch import call
 from cerememory.dynamics.render import elide
+from cerememory.embed import EmbeddingUnavailable
 
 
 def texts(response) -> list[str]:
@@ -460,6 +461,107 @@ def test_forget_and_store_do_not_wait_for_another_requests_embedding(mem):
         slow.join()
     assert mem.inspect(stored[0].record_id).content.plain_text() == "a text that takes long to embed"
     assert mem.stats().vector_index_records == 2
+
+
+class RecordingEmbedder:
+    """Embeds a text as the unit vector its length turns to (`_row`) and records each call; the
+    first call waits for `release`. It refuses a call holding "poison", and with `unreachable`
+    it fails every call as a backend that gives no answer."""
+
+    name = "recording-stub"
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.release = threading.Event()
+        self.unreachable = False
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        if len(self.calls) == 1:
+            self.release.wait()
+        if self.unreachable:
+            raise EmbeddingUnavailable("the stub gives no answer", unreachable=True)
+        if "poison" in texts:
+            raise EmbeddingUnavailable("the stub refuses poison")
+        return np.array([_row(t) for t in texts], dtype=np.float32)
+
+
+def _row(text: str) -> list[float]:
+    return [float(np.cos(len(text))), float(np.sin(len(text))), 0.0, 0.0]
+
+
+def _embedding_at_once(mem, *requests: list[str], unreachable: bool = False) -> tuple[RecordingEmbedder, list]:
+    """Each of `requests` embedded from its own thread while a first request is inside the
+    embedder: what each thread got (rows, or the error), in order."""
+    core = mem.engine.core
+    embedder = core.embedder = RecordingEmbedder()
+    embedder.unreachable = unreachable
+    outcomes: list = [None] * (len(requests) + 1)
+
+    def embed(i: int, texts: list[str]) -> None:
+        try:
+            outcomes[i] = core.embed(texts)
+        except CMPError as exc:
+            outcomes[i] = exc
+
+    first = threading.Thread(target=embed, args=(len(requests), ["first"]))
+    first.start()
+    _until(lambda: bool(embedder.calls))
+    threads = [threading.Thread(target=embed, args=(i, texts)) for i, texts in enumerate(requests)]
+    for thread in threads:
+        thread.start()
+    _until(lambda: core.embeds_waiting() == len(requests))
+    embedder.release.set()
+    for thread in [first, *threads]:
+        thread.join()
+    return embedder, outcomes[:-1]
+
+
+def _until(condition) -> None:
+    event = threading.Event()
+    while not condition():
+        event.wait(0.005)
+
+
+def test_requests_embedding_at_once_are_embedded_in_one_call_each_given_its_own_rows(mem):
+    embedder, (one, two) = _embedding_at_once(mem, ["bb"], ["ccc", "dddd"])
+    assert embedder.calls == [["first"], ["bb", "ccc", "dddd"]]
+    assert np.allclose(one, [_row("bb")])
+    assert np.allclose(two, [_row("ccc"), _row("dddd")])
+
+
+def test_a_text_the_embedder_refuses_fails_only_its_own_request(mem):
+    embedder, (fine, refused) = _embedding_at_once(mem, ["bb"], ["poison"])
+    assert embedder.calls == [["first"], ["bb", "poison"], ["bb"], ["poison"]]
+    assert np.allclose(fine, [_row("bb")])
+    assert isinstance(refused, CMPError) and "refuses poison" in refused.message
+
+
+def test_a_backend_that_gives_no_answer_is_not_asked_again_request_by_request(mem):
+    embedder, outcomes = _embedding_at_once(mem, ["bb"], ["ccc"], unreachable=True)
+    assert embedder.calls == [["first"], ["bb", "ccc"]]
+    assert all(isinstance(o, CMPError) and "no answer" in o.message for o in outcomes)
+
+
+def test_stores_from_threads_at_once_each_keep_the_vector_of_their_own_text(mem):
+    texts = ["a note of some length", "short", "a rather longer note than the others here"]
+    embedder = mem.engine.core.embedder = RecordingEmbedder()
+    first = threading.Thread(target=mem.store, args=("the first store",))
+    first.start()
+    _until(lambda: bool(embedder.calls))
+    stored: dict[str, uuid.UUID] = {}
+    threads = [threading.Thread(target=lambda t=text: stored.update({t: mem.store(t).record_id}))
+               for text in texts]
+    for thread in threads:
+        thread.start()
+    _until(lambda: mem.engine.core.embeds_waiting() == len(texts))
+    embedder.release.set()
+    for thread in [first, *threads]:
+        thread.join()
+    assert sorted(embedder.calls[1]) == sorted(texts)  # one call, in the order the threads came
+    for text in texts:
+        found = mem.recall(embedding=_row(text), limit=1)
+        assert found[0].record.id == stored[text]
 
 
 # ---------------------------------------------------------------- working memory

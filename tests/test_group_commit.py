@@ -29,7 +29,7 @@ def _until(condition: Callable[[], bool]) -> None:
 
 
 def test_stores_queued_behind_a_commit_go_in_as_one_group(tmp_path: Path) -> None:
-    """Stores from threads that arrive while one commits run as the next set (cmp/gather.py),
+    """Stores from threads that arrive while one commits run as the next set (cerememory/sets.py),
     which commits as one group; a store whose association target is gone fails alone."""
     with cerememory.open(tmp_path / "d", semantic="off") as mem:
         writer = mem.engine.writer

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from contextlib import ExitStack, nullcontext
+from functools import partial
 from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ValidationError
@@ -21,14 +22,16 @@ from pydantic import BaseModel, ValidationError
 from ..collector import paused
 from ..progress import ProgressFn
 from ..security.audit import Running, running
+from ..sets import Sets
 from ..storage.full import is_disk_full, storage_full
 from . import messages as m
 from .context import collecting
 from .errors import CMPError, ErrorCode, from_validation_error
-from .gather import Gathered
 from .handler import CMPHandler, OpObserver
 from .operations import OPERATIONS, Operation, operation
 from .plain import PLAIN
+
+Request = dict[str, Any] | BaseModel
 
 __all__ = ["OPERATIONS", "SUPPORTED_MAJOR", "Dispatcher", "Operation", "call", "internal_error", "operation",
            "parse_request"]
@@ -88,9 +91,12 @@ class Dispatcher:
     def __init__(self, engine: CMPHandler, *, metrics: OpObserver | None = None) -> None:
         self.engine = engine
         self.metrics = metrics
-        # the operations whose concurrent calls from threads run as sets, when they do (gathers)
-        self._gathered = {name: Gathered(self, name) for name, op in OPERATIONS.items()
-                          if hasattr(engine, op.method + "_each")}
+        # the operations whose concurrent calls from threads run as sets, when they do (gathers):
+        # run one by one, each call's validation, audit entry and answer would follow its group
+        # commit on its own thread, and the threads of a group would take the GIL in turn for it
+        self._gathered: dict[str, Sets[tuple[contextvars.Context, Request], BaseModel]] = {
+            name: Sets(partial(self.call_each, name)) for name, op in OPERATIONS.items()
+            if hasattr(engine, op.method + "_each")}
 
     @classmethod
     def of(cls, target: Dispatcher | CMPHandler) -> Dispatcher:
@@ -106,7 +112,7 @@ class Dispatcher:
         threads make meanwhile."""
         gathered = self._gathered.get(name) if sink is None and progress is None else None
         if gathered is not None and request is not None and self.gathers(name):
-            return gathered.call(request)
+            return gathered.call((contextvars.copy_context(), request))
         started = time.perf_counter()
         code = "OK"
         try:
@@ -136,7 +142,7 @@ class Dispatcher:
         gathers = getattr(self.engine, "gathers", None)
         return name in self._gathered and gathers is not None and bool(gathers(name))
 
-    def call_each(self, name: str, calls: Sequence[tuple[contextvars.Context, dict[str, Any] | BaseModel]]
+    def call_each(self, name: str, calls: Sequence[tuple[contextvars.Context, Request]]
                   ) -> list[BaseModel | BaseException]:
         """Calls of `name` from many callers, each in its own context (its request id, key and
         transport): each answer, or what failed that call, in its place. Each call is validated,

@@ -30,9 +30,12 @@ class EmbeddingUnavailable(Exception):
     a user can read and ``hint`` says how to fix it.
     """
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, *, unreachable: bool = False) -> None:
         super().__init__(message)
         self.hint = hint
+        # the backend gave no answer (down, overloaded, too slow) rather than refusing these
+        # texts: embedding them again in smaller parts would only wait longer
+        self.unreachable = unreachable
 
 
 @runtime_checkable

@@ -199,6 +199,7 @@ class HttpEmbedder:
                     f"the embedding server at {self.endpoint} did not answer within "
                     f"{self.timeout:g} s",
                     hint="raise http_timeout or lower batch_size",
+                    unreachable=True,
                 ) from exc
             except httpx.TransportError as exc:
                 if last:
@@ -206,6 +207,7 @@ class HttpEmbedder:
                         f"could not reach the embedding server at {self.endpoint} after "
                         f"{_MAX_ATTEMPTS} attempts: {str(exc) or type(exc).__name__}",
                         hint="check that the server is running and http_url is right",
+                        unreachable=True,
                     ) from exc
                 time.sleep(delay)
                 continue
@@ -225,6 +227,7 @@ class HttpEmbedder:
                         f"the embedding server at {self.endpoint} answered HTTP {status} "
                         f"after {_MAX_ATTEMPTS} attempts: {_error_message(response)}",
                         hint="the server is overloaded or failing; try again later",
+                        unreachable=True,
                     )
                 retry_after = _retry_after_seconds(response)
                 time.sleep(delay if retry_after is None else retry_after)

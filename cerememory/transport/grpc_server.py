@@ -46,7 +46,7 @@ MAX_IMPORT_BYTES = 256 * 1024 * 1024  # the largest archive Import reassembles
 MAX_ENVELOPE_CHARS = 7000  # gRPC clients refuse metadata over 8 KiB by default
 MAX_PROTO_DEPTH = 100  # protobuf's own parse limit on message nesting
 # worker threads: as many as HTTP's, so that concurrent writes are all in flight at once and
-# run as one set (cmp/gather.py); with 16, 32 writing clients committed in smaller groups
+# run as one set (cerememory/sets.py); with 16, 32 writing clients committed in smaller groups
 WORKERS = 40
 
 
