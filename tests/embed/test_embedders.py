@@ -353,6 +353,7 @@ def test_http_gives_up_after_three_5xx(stub: StubServer, make_http: Any) -> None
         make_http().embed(["x"])
     assert "500" in str(info.value) and "kaput" in str(info.value)
     assert info.value.hint
+    assert info.value.unreachable  # no answer to these texts: not worth asking text by text
     assert len(stub.state.requests) == 3
 
 
@@ -368,6 +369,7 @@ def test_http_400_names_status_and_server_message(stub: StubServer, make_http: A
         make_http().embed(["far too long"])
     assert "400" in str(info.value)
     assert "maximum context length" in str(info.value)
+    assert not info.value.unreachable  # an answer about these texts: others may embed alone
     assert len(stub.state.requests) == 1  # client errors are not retried
 
 
@@ -387,6 +389,7 @@ def test_http_unreachable_server_retries_then_fails(make_http: Any) -> None:
     assert time.monotonic() - started >= 0.5  # 0.2 s + 0.4 s of backoff
     assert "3 attempts" in str(info.value)
     assert info.value.hint
+    assert info.value.unreachable
 
 
 @pytest.mark.parametrize(
