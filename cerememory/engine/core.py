@@ -369,7 +369,7 @@ class EngineCore:
     def embed(self, texts: list[str]) -> np.ndarray:
         """`texts` as vectors, one row each. Threads that ask at once are answered by one call of
         the embedder (`Sets`): a forward pass over a few short texts costs the model little more
-        than over one, so concurrent stores embed about twice as fast together (bench/embed.py).
+        than over one, so concurrent stores embed about twice as fast together (bench/embedder_ab.py).
         A request of many texts fills the model's batches by itself and embeds on its own."""
         if self.embedder is None:
             raise CMPError(ErrorCode.INTERNAL_ERROR, "no embedding backend is configured",
