@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from .wakeup import Wakeup
 
@@ -59,7 +59,7 @@ class Sets(Generic[Item, Outcome]):
             self._run_set(mine)
         if isinstance(mine.outcome, BaseException):
             raise mine.outcome
-        return mine.outcome  # type: ignore[return-value]  # done: the run's outcome for this item
+        return cast(Outcome, mine.outcome)  # done: the run's outcome for this item
 
     def _run_set(self, mine: _Call[Item, Outcome]) -> None:
         with self._lock:

@@ -31,7 +31,7 @@ from .handler import CMPHandler, OpObserver
 from .operations import OPERATIONS, Operation, operation
 from .plain import PLAIN
 
-Request = dict[str, Any] | BaseModel
+Request = dict[str, Any] | BaseModel  # a request as JSON-like data or as its model
 
 __all__ = ["OPERATIONS", "SUPPORTED_MAJOR", "Dispatcher", "Operation", "call", "internal_error", "operation",
            "parse_request"]
@@ -39,7 +39,7 @@ __all__ = ["OPERATIONS", "SUPPORTED_MAJOR", "Dispatcher", "Operation", "call", "
 SUPPORTED_MAJOR = m.PROTOCOL_VERSION.split(".")[0]
 
 
-def parse_request(name: str, request: dict[str, Any] | BaseModel | None) -> BaseModel:
+def parse_request(name: str, request: Request | None) -> BaseModel:
     """Validate a request for `name`, checking the optional CMP header's version."""
     op = operation(name)
     if isinstance(request, op.request):
@@ -103,7 +103,7 @@ class Dispatcher:
         """`target` itself when it is a Dispatcher, else a new one (without metrics) over it."""
         return target if isinstance(target, Dispatcher) else cls(target)
 
-    def call(self, name: str, request: dict[str, Any] | BaseModel | None = None, *,
+    def call(self, name: str, request: Request | None = None, *,
              sink: BinaryIO | None = None, progress: ProgressFn | None = None) -> BaseModel:
         """Validate and run one operation, returning the response model. `sink` and `progress`
         go to the engine method of an operation that declares them (`Operation.options`): an
@@ -193,7 +193,7 @@ class Dispatcher:
         error.__cause__ = exc
         return error
 
-    def _run(self, op: Operation, request: dict[str, Any] | BaseModel | None, options: dict[str, Any]) -> BaseModel:
+    def _run(self, op: Operation, request: Request | None, options: dict[str, Any]) -> BaseModel:
         name = op.name
         parsed = parse_request(name, request)
         method = getattr(self.engine, op.method, None)
@@ -227,7 +227,7 @@ class Dispatcher:
         elif op.audited:
             audit.record(op.name, parsed, outcome, touched)
 
-    def dispatch(self, name: str, request: dict[str, Any] | BaseModel | None = None, *,
+    def dispatch(self, name: str, request: Request | None = None, *,
                  plain: bool = False) -> dict[str, Any]:
         """JSON in, JSON out, as the transports speak it; every failure raises a CMPError. With
         `plain`, a read of the simple shapes cmp/plain.py knows is answered by the engine in
@@ -274,6 +274,6 @@ class Dispatcher:
         return options
 
 
-def call(handler: CMPHandler, name: str, request: dict[str, Any] | BaseModel | None = None) -> BaseModel:
+def call(handler: CMPHandler, name: str, request: Request | None = None) -> BaseModel:
     """Run one operation on `handler` without metrics: `Dispatcher(handler).call(...)`."""
     return Dispatcher(handler).call(name, request)
