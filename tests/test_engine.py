@@ -564,6 +564,25 @@ def test_stores_from_threads_at_once_each_keep_the_vector_of_their_own_text(mem)
         assert found[0].record.id == stored[text]
 
 
+def test_an_embedding_runs_blas_on_one_thread_per_call_as_a_search_does(tmp_path):
+    """The BLAS policy of the process is set by its first embedding too, not only by its first
+    search: a server that stores before anyone searches pays no more CPU per store for it."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, cerememory\nfrom threadpoolctl import threadpool_info\n"
+            "class Stub:\n    name = 'stub'\n"
+            "    def embed(self, texts): return np.full((len(texts), 4), 0.5, dtype=np.float32)\n"
+            f"with cerememory.open({str(tmp_path / 'd')!r}, semantic='off') as mem:\n"
+            "    mem.engine.core.embedder = Stub()\n    mem.store('embedded before any search')\n"
+            "    print(sorted({p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'}))")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                                                             "MKL_NUM_THREADS", "BLIS_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[1]", out.stdout + out.stderr
+
+
 # ---------------------------------------------------------------- working memory
 
 

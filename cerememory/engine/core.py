@@ -25,6 +25,7 @@ from ..embed import Embedder, EmbeddingUnavailable, make_embedder, normalise_row
 from ..heap import TRIM_AFTER_RECORDS, release_free_memory
 from ..index.fulltext import TextIndex
 from ..index.graph import AssociationGraph
+from ..index.threads import set_blas_policy
 from ..index.vectors import VectorIndex
 from ..model import (
     ALL_STORES,
@@ -374,6 +375,7 @@ class EngineCore:
         if self.embedder is None:
             raise CMPError(ErrorCode.INTERNAL_ERROR, "no embedding backend is configured",
                            hint=self.semantic_off_reason or "set embed.semantic")
+        set_blas_policy()
         try:
             return self._embed_alone(texts) if len(texts) >= EMBED_ALONE_FROM else self._embedding.call(texts)
         except EmbeddingUnavailable as exc:

@@ -52,11 +52,13 @@ def search_threads() -> int:
 
 
 def set_blas_policy() -> None:
-    """BLAS runs one thread per call in this process, once, unless the user set a BLAS thread
-    count. The scan spreads a large matrix over the cores itself, and numpy releases the GIL,
-    so BLAS threads of its own would only compete with those slices (and with the server's
-    other requests) for the same cores: on 2 cores, numpy's default made vector search
-    1.5-1.8 times slower than one thread."""
+    """BLAS runs one thread per call in this process, from the first search or embedding on,
+    unless the user set a BLAS thread count. The scan spreads a large matrix over the cores
+    itself, and numpy releases the GIL, so BLAS threads of its own would only compete with those
+    slices (and with the server's other requests) for the same cores: on 2 cores, numpy's
+    default made vector search 1.5-1.8 times slower than one thread. An embedding's forward pass
+    on two BLAS threads ends sooner alone, but costs about 1.6 times the CPU, and with other
+    requests running (concurrent stores) it ends no sooner (bench/embedder_ab.py)."""
     global _blas_set
     with _lock:
         if _blas_set:
