@@ -558,7 +558,7 @@ def test_stores_from_threads_at_once_each_keep_the_vector_of_their_own_text(mem)
     embedder.release.set()
     for thread in [first, *threads]:
         thread.join()
-    assert sorted(embedder.calls[1]) == sorted(texts)  # one call, in the order the threads came
+    assert sorted(embedder.calls[1]) == sorted(texts)  # one call for all three
     for text in texts:
         found = mem.recall(embedding=_row(text), limit=1)
         assert found[0].record.id == stored[text]

@@ -30,7 +30,10 @@ def _until(condition: Callable[[], bool]) -> None:
 
 def test_stores_queued_behind_a_commit_go_in_as_one_group(tmp_path: Path) -> None:
     """Stores from threads that arrive while one commits run as the next set (cerememory/sets.py),
-    which commits as one group; a store whose association target is gone fails alone."""
+    which commits as one group, each audited in its own thread's context; a store whose
+    association target is gone fails alone."""
+    from cerememory.cmp.context import bound
+
     with cerememory.open(tmp_path / "d", semantic="off") as mem:
         writer = mem.engine.writer
         groups_before = writer.group.groups
@@ -38,7 +41,8 @@ def test_stores_queued_behind_a_commit_go_in_as_one_group(tmp_path: Path) -> Non
 
         def store(name: str, **kwargs: object) -> None:
             try:
-                outcome[name] = mem.store(f"note {name}", embedding=[1.0, 0.5, 0.25], **kwargs).record_id
+                with bound(transport="embedded", request_id=f"req-{name}"):
+                    outcome[name] = mem.store(f"note {name}", embedding=[1.0, 0.5, 0.25], **kwargs).record_id
             except CMPError as exc:
                 outcome[name] = exc.code
 
@@ -63,6 +67,9 @@ def test_stores_queued_behind_a_commit_go_in_as_one_group(tmp_path: Path) -> Non
         hits = mem.recall(embedding=[1.0, 0.5, 0.25], limit=10, reconsolidate=False).memories
         assert {hit.record.id for hit in hits} == set(stored)
         assert {hit.record.id for hit in mem.recall("note", limit=10, reconsolidate=False).memories} == set(stored)
+    entries = [json.loads(line) for line in (tmp_path / "d" / "audit.jsonl").read_text().splitlines()]
+    for i, record_id in enumerate(stored):
+        assert {e["request_id"] for e in entries if e["record_ids"] == [str(record_id)]} == {f"req-n{i}"}
 
 
 def test_a_group_that_fails_is_committed_one_write_at_a_time() -> None:
