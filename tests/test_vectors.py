@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from cerememory.embed.base import normalise_rows
+from cerememory.index.blocks import BLOCK_ROWS
 from cerememory.index.coarse import Int8Rows
 from cerememory.index.vectors import COARSE_ROWS, PARALLEL_ROWS, VectorIndex
 
@@ -121,3 +122,40 @@ def test_adding_an_id_again_replaces_its_vector_in_its_dimension_or_another() ->
     assert len(index) == 5
     assert ids[2] not in {i for i, _ in index.search([0, 0, 1, 0], 5)}
     assert [i for i, _ in index.search([1, 1, 1], 5)] == [ids[2]]
+
+
+@pytest.mark.parametrize("loaded", [False, True])
+def test_a_group_grown_batch_by_batch_across_blocks_answers_as_brute_force(loaded: bool) -> None:
+    """Rows added a batch at a time fill one block after another (blocks.py) without copying;
+    removes move rows between blocks. Search, the int8 pass and `rows` see every row where it
+    is, whether the first rows came as a loaded matrix of their own or batch by batch."""
+    rows, dim, batch = 2 * BLOCK_ROWS + 5_000, 8, 1_500
+    rng = np.random.default_rng(20261207)
+    matrix = normalise_rows(rng.standard_normal((rows, dim)).astype(np.float32))
+    ids = [uuid.UUID(int=i + 1) for i in range(rows)]
+    codes = rng.integers(0, 3, rows)
+    index = VectorIndex()
+    first = BLOCK_ROWS + 100 if loaded else 0
+    if loaded:
+        index.add(ids[:first], codes[:first].tolist(), matrix[:first].copy(), own=True)
+    for start in range(first, rows, batch):
+        index.add(ids[start:start + batch], codes[start:start + batch].tolist(), matrix[start:start + batch])
+        if start < COARSE_ROWS <= start + batch:  # from here on the int8 copy follows the adds
+            index.search(matrix[0], 1)
+            index.search(matrix[0], 1)
+    assert index._groups[dim].small is not None  # noqa: SLF001 - the test checks which path answered
+    gone = rng.choice(rows, 300, replace=False)  # holes in every block, filled from the last
+    index.remove([ids[i] for i in gone])
+    kept = np.setdiff1d(np.arange(rows), gone)
+    for _ in range(6):
+        query = matrix[rng.integers(0, rows)] + 0.05 * rng.standard_normal(dim).astype(np.float32)
+        unit = query / np.linalg.norm(query)
+        scores = matrix[kept] @ unit
+        for allowed in (None, [0, 2]):
+            mask = np.ones(len(kept), bool) if allowed is None else np.isin(codes[kept], allowed)
+            expected = [ids[kept[i]] for i in np.argsort(-np.where(mask, scores, -np.inf))[:10]]
+            assert [i for i, _ in index.search(query, 10, allowed)] == expected
+    asked = [ids[i] for i in kept[::997]]
+    found, vectors = index.rows(asked)[dim]
+    assert found == asked
+    assert np.array_equal(vectors, matrix[kept[::997]])

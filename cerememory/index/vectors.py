@@ -16,6 +16,7 @@ import numpy as np
 
 from ..embed.base import normalise_rows
 from . import coarse, threads
+from .blocks import RowBlocks
 
 PARALLEL_ROWS = 32_768  # below this one thread scans faster than a hand-off to others
 SCAN_PIECE_ROWS = 16_384  # rows a thread scans and cuts to its k best at a time
@@ -45,19 +46,21 @@ def _top(matrix: np.ndarray, codes: np.ndarray, query: np.ndarray, k: int,
     return np.arange(offset, offset + len(scores)), scores
 
 
-def _scan_top(matrix: np.ndarray, codes: np.ndarray, query: np.ndarray, k: int,
+def _scan_top(pieces: list[tuple[int, np.ndarray]], codes: np.ndarray, query: np.ndarray, k: int,
               allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """The k best rows of `matrix` for `query`. A large matrix is scanned in pieces shared by
-    the search's threads (threads.py), each piece cut to its own k best; the few survivors are
-    merged here."""
-    if len(matrix) < PARALLEL_ROWS:
-        return _top(matrix, codes, query, k, allowed)
+    """The k best of the rows in `pieces` ((first row, rows) each) for `query`. Many rows are
+    scanned by the search's threads (threads.py), each piece cut to its own k best; the few
+    survivors are merged here."""
     found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def top_rows(start: int, stop: int) -> None:
-        found[start] = _top(matrix[start:stop], codes[start:stop], query, k, allowed, start)
+    def top_of(first: int, stop: int) -> None:
+        for start, rows in pieces[first:stop]:
+            found[start] = _top(rows, codes[start:start + len(rows)], query, k, allowed, start)
 
-    threads.share(len(matrix), SCAN_PIECE_ROWS, top_rows)
+    if sum(len(rows) for _, rows in pieces) < PARALLEL_ROWS:
+        top_of(0, len(pieces))
+    else:
+        threads.share(len(pieces), 1, top_of)
     if len(found) == 1:
         return found[0]
     found = dict(sorted(found.items()))
@@ -66,11 +69,11 @@ def _scan_top(matrix: np.ndarray, codes: np.ndarray, query: np.ndarray, k: int,
 
 
 class _Group:
-    """Rows of one dimension, grown by doubling; deletes swap the last row into the hole."""
+    """Rows of one dimension (blocks.py); deletes swap the last row into the hole."""
 
     def __init__(self, dim: int) -> None:
         self.dim = dim
-        self.matrix = np.zeros((16, dim), dtype=np.float32)
+        self.rows = RowBlocks(dim)
         self.codes = np.zeros(16, dtype=np.int8)
         self.ids: list[uuid.UUID] = []
         self.row_of: dict[uuid.UUID, int] = {}
@@ -81,29 +84,20 @@ class _Group:
     def add(self, ids: Sequence[uuid.UUID], codes: Sequence[int], rows: np.ndarray, *, own: bool = False) -> None:
         """Append rows for ids the group does not hold (`VectorIndex.add` removes any it did)."""
         n, need = len(self.ids), len(self.ids) + len(ids)
-        if n == 0 and len(ids) > len(self.matrix) and rows.dtype == np.float32 and rows.flags.c_contiguous \
+        if n == 0 and len(ids) > self.rows.capacity and rows.dtype == np.float32 and rows.flags.c_contiguous \
                 and rows.flags.writeable and (own or rows.flags.owndata):
-            # a group's first rows, a matrix of their own (loading at open): taken as they are
-            self.matrix, self.codes = rows, np.asarray(codes, dtype=np.int8)
-            if self.small is not None:
-                self.small.grow(0, len(rows))
-                self.small.set(0, rows)
-            self.row_of.update(zip(ids, range(need), strict=True))
-            self.ids.extend(ids)
-            return
-        if need > len(self.matrix):
-            cap = max(need, 2 * len(self.matrix))
-            grown = np.zeros((cap, self.dim), dtype=np.float32)
-            grown[:n] = self.matrix[:n]
-            codes_grown = np.zeros(cap, dtype=np.int8)
-            codes_grown[:n] = self.codes[:n]
-            self.matrix, self.codes = grown, codes_grown
-            if self.small is not None:
-                self.small.grow(n, cap)
-        self.matrix[n:need] = rows
+            self.rows.adopt(rows)  # a group's first rows, a matrix of their own (loading at open)
+        else:
+            self.rows.write(n, rows)
+        if need > len(self.codes):
+            grown = np.zeros(max(need, 2 * len(self.codes)), dtype=np.int8)
+            grown[:n] = self.codes[:n]
+            self.codes = grown
         self.codes[n:need] = codes
         if self.small is not None:
-            self.small.set(n, self.matrix[n:need])
+            if need > len(self.small.scales):
+                self.small.grow(n, max(need, 2 * len(self.small.scales)))
+            self.small.set(n, np.asarray(rows, dtype=np.float32))
         self.row_of.update(zip(ids, range(n, need), strict=True))
         self.ids.extend(ids)
 
@@ -115,7 +109,7 @@ class _Group:
             last = len(self.ids) - 1
             if row != last:
                 moved = self.ids[last]
-                self.matrix[row] = self.matrix[last]
+                self.rows.move(last, row)
                 self.codes[row] = self.codes[last]
                 if self.small is not None:
                     self.small.move(last, row)
@@ -136,7 +130,7 @@ class _Group:
         allowed = np.asarray(allowed_codes, dtype=np.int8) if allowed_codes is not None else None
         found = self._coarse_top(query, min(k, n), allowed) if n >= COARSE_ROWS and k < n // 4 else None
         rows, scores = found if found is not None else _scan_top(
-            self.matrix[:n], self.codes[:n], query, min(k, n), allowed)
+            self.rows.pieces(n, SCAN_PIECE_ROWS if n >= PARALLEL_ROWS else n), self.codes, query, min(k, n), allowed)
         best = np.argsort(-scores, kind="stable")[:k]
         best = best[np.isfinite(scores[best])]
         ids = self.ids  # plain ints and floats: no numpy scalar per hit
@@ -151,13 +145,14 @@ class _Group:
             if not self.searched:
                 self.searched = True
                 return None
-            self.small = coarse.Int8Rows(len(self.matrix), self.dim)
-            self.small.set(0, self.matrix[:n])
+            self.small = coarse.Int8Rows(self.rows.capacity, self.dim)
+            for start, piece in self.rows.pieces(n, SCAN_PIECE_ROWS):
+                self.small.set(start, piece)
         excluded = None if allowed is None else _excluded(self.codes[:n], allowed)
         rows = self.small.candidates(n, query, k, excluded)
         if rows is None:
             return None
-        scores = self.matrix[rows] @ query
+        scores = self.rows.take(rows) @ query
         if excluded is not None:
             scores[excluded[rows]] = -np.inf
         if k < len(rows):
@@ -219,7 +214,7 @@ class VectorIndex:
             for dim, group in self._groups.items():
                 found = [i for i in ids if i in group.row_of]
                 if found:
-                    out[dim] = (found, group.matrix[[group.row_of[i] for i in found]].copy())
+                    out[dim] = (found, group.rows.take(np.array([group.row_of[i] for i in found])))
         return out
 
     def search(
