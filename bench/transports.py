@@ -174,6 +174,8 @@ def main() -> int:
                         "of this earlier source tree, side by side (writes transports_ab.md)")
     parser.add_argument("--clients", type=int, default=32, help="clients of the --before comparison")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the --before comparison")
+    parser.add_argument("--calls", type=int, default=400, help="calls of each many-client run of the --before "
+                        "comparison, shared out over its clients (at least 20 each)")
     parser.add_argument("--ops", type=lambda text: [n for n in text.split(",") if n],
                         default=sorted({op for op, _ in AB_OPS}), help="operations of the --before comparison, "
                         "e.g. recall.query")
@@ -292,7 +294,7 @@ def compare(args: argparse.Namespace) -> int:
                 if op not in args.ops:
                     continue
                 clients = op_clients or args.clients
-                per = max(400 // clients, 20)
+                per = max(args.calls // clients, 20)
                 for kind in ("http", "grpc"):
                     for label, tree, hidden in (("before", args.before.resolve(), hide), ("after", after, None)):
                         with tempfile.TemporaryDirectory() as tmp:
