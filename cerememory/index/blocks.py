@@ -9,6 +9,7 @@ every further block is new memory whose pages are touched only as rows are writt
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -70,12 +71,34 @@ class RowBlocks:
         """A copy of the rows `numbers` (an integer array), in that order."""
         if len(self._blocks) == 1:
             return self._blocks[0][numbers]
-        blocks = np.searchsorted(self._starts, numbers, side="right") - 1
         out = np.empty((len(numbers), self.dim), dtype=np.float32)
-        for block in np.unique(blocks).tolist():
-            mine = blocks == block
-            out[mine] = self._blocks[block][numbers[mine] - self._starts[block]]
+        for block, where, local in self._runs(numbers):
+            out[where] = block[local]
         return out
+
+    def scores(self, numbers: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """The rows `numbers` times `query`, without gathering the rows into one matrix first."""
+        if len(self._blocks) == 1:
+            return self._blocks[0][numbers] @ query
+        out = np.empty(len(numbers), dtype=np.float32)
+        for block, where, local in self._runs(numbers):
+            out[where] = block[local] @ query
+        return out
+
+    def _runs(self, numbers: np.ndarray) -> Iterator[tuple[np.ndarray, slice | np.ndarray, np.ndarray]]:
+        """Per block holding some of the rows `numbers`: the block, where those rows are among
+        `numbers`, and their numbers within the block. Sorted numbers (a search's candidates)
+        fall into one run per block; others are sorted first."""
+        order = None
+        if len(numbers) > 1 and not (numbers[1:] >= numbers[:-1]).all():
+            order = np.argsort(numbers, kind="stable")
+            numbers = numbers[order]
+        ends = [*np.searchsorted(numbers, self._starts[1:]).tolist(), len(numbers)]
+        first = 0
+        for block, start, end in zip(self._blocks, self._starts, ends, strict=True):
+            if end > first:
+                yield block, slice(first, end) if order is None else order[first:end], numbers[first:end] - start
+            first = end
 
     def pieces(self, used: int, piece_rows: int) -> list[tuple[int, np.ndarray]]:
         """Rows [0, used) as (first row, view) pieces of at most `piece_rows` rows, none across

@@ -152,7 +152,7 @@ class _Group:
         rows = self.small.candidates(n, query, k, excluded)
         if rows is None:
             return None
-        scores = self.rows.take(rows) @ query
+        scores = self.rows.scores(rows, query)
         if excluded is not None:
             scores[excluded[rows]] = -np.inf
         if k < len(rows):
