@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cerememory.embed.base import normalise_rows
-from cerememory.index.blocks import BLOCK_ROWS
+from cerememory.index.blocks import BLOCK_ROWS, RowBlocks
 from cerememory.index.coarse import Int8Rows
 from cerememory.index.vectors import COARSE_ROWS, PARALLEL_ROWS, VectorIndex
 
@@ -160,3 +160,39 @@ def test_a_group_grown_batch_by_batch_across_blocks_answers_as_brute_force(loade
     found, vectors = index.rows(asked)[dim]
     assert found == asked
     assert np.array_equal(vectors, matrix[picked])
+
+
+@pytest.mark.parametrize("first_rows", [0, 40, BLOCK_ROWS + 7])
+def test_row_blocks_hold_what_a_single_matrix_would(first_rows: int) -> None:
+    """Writes, moves and reads over blocks, against one plain matrix doing the same: a first
+    matrix adopted as it is (small or large) or none, then growth by doubling and by new blocks,
+    rows moved from the end into holes, and the group shrunk and grown again."""
+    rng = np.random.default_rng(first_rows)
+    dim = 4
+    blocks, plain = RowBlocks(dim), np.zeros((0, dim), dtype=np.float32)
+    if first_rows:
+        plain = rng.standard_normal((first_rows, dim)).astype(np.float32)
+        blocks.adopt(plain.copy())
+    for size in (1, 300, 5_000, BLOCK_ROWS, 3, 40_000):
+        rows = rng.standard_normal((size, dim)).astype(np.float32)
+        blocks.write(len(plain), rows)
+        plain = np.concatenate([plain, rows])
+        holes = rng.choice(len(plain) - 1, 5, replace=False).tolist() if len(plain) > 6 else []
+        for hole in holes:  # a delete: the last row fills the hole
+            blocks.move(len(plain) - 1, hole)
+            plain[hole] = plain[-1]
+            plain = plain[:-1]
+    assert blocks.capacity >= len(plain)
+    assert np.array_equal(np.concatenate([rows for _, rows in blocks.pieces(len(plain), 1_000)]), plain)
+    assert all(len(rows) <= 1_000 for _, rows in blocks.pieces(len(plain), 1_000))
+    numbers = rng.choice(len(plain), 500, replace=False)
+    query = rng.standard_normal(dim).astype(np.float32)
+    assert np.array_equal(blocks.take(numbers), plain[numbers])
+    assert np.allclose(blocks.scores(np.sort(numbers), query), plain[np.sort(numbers)] @ query, atol=1e-5)
+    assert np.allclose(blocks.scores(numbers, query), plain[numbers] @ query, atol=1e-5)
+    shrunk = len(plain) - 20_000  # the rows in use shrink below a block's start; writing goes on from there
+    plain = plain[:shrunk]
+    more = rng.standard_normal((30_000, dim)).astype(np.float32)
+    blocks.write(shrunk, more)
+    plain = np.concatenate([plain, more])
+    assert np.array_equal(np.concatenate([rows for _, rows in blocks.pieces(len(plain), 4_096)]), plain)
