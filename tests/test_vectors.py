@@ -14,6 +14,14 @@ from cerememory.index.coarse import Int8Rows
 from cerememory.index.vectors import COARSE_ROWS, PARALLEL_ROWS, VectorIndex
 
 
+def _brute_force(matrix: np.ndarray, ids: list[uuid.UUID], codes: np.ndarray, kept: np.ndarray,
+                 query: np.ndarray, k: int, allowed: list[int] | None) -> list[uuid.UUID]:
+    """The ids of the k rows of `kept` nearest `query` by cosine, among those whose code is allowed."""
+    scores = matrix[kept] @ (query / np.linalg.norm(query))
+    mask = np.ones(len(kept), bool) if allowed is None else np.isin(codes[kept], allowed)
+    return [ids[kept[i]] for i in np.argsort(-np.where(mask, scores, -np.inf))[:k]]
+
+
 @pytest.mark.parametrize("rows", [50, PARALLEL_ROWS + 1_000])
 def test_search_matches_brute_force(rows: int) -> None:
     rng = np.random.default_rng(rows)
@@ -26,13 +34,9 @@ def test_search_matches_brute_force(rows: int) -> None:
     kept = np.arange(7, rows)
     for _ in range(5):
         query = rng.standard_normal(32).astype(np.float32)
-        unit = query / np.linalg.norm(query)
-        scores = matrix[kept] @ unit
         for allowed in (None, [1, 2]):
-            mask = np.ones(len(kept), bool) if allowed is None else np.isin(codes[kept], allowed)
-            expected = [ids[kept[i]] for i in np.argsort(-np.where(mask, scores, -np.inf))[:10]]
             found = index.search(query, 10, allowed)
-            assert [i for i, _ in found] == expected
+            assert [i for i, _ in found] == _brute_force(matrix, ids, codes, kept, query, 10, allowed)
             assert all(a >= b for (_, a), (_, b) in zip(found, found[1:], strict=False))
 
 
@@ -84,13 +88,10 @@ def test_the_int8_first_pass_returns_the_float32_top_k() -> None:
     for _ in range(20):
         # a noisy copy of a stored row: one clear neighbour, then the crowd the bound must sort
         query = matrix[rng.integers(0, rows)] + 0.6 * rng.standard_normal(dim).astype(np.float32) / 8
-        unit = query / np.linalg.norm(query)
-        scores = matrix[kept] @ unit
         for allowed in (None, [1, 2]):
-            mask = np.ones(len(kept), bool) if allowed is None else np.isin(codes[kept], allowed)
-            expected = [ids[kept[i]] for i in np.argsort(-np.where(mask, scores, -np.inf))[:50]]
+            expected = _brute_force(matrix, ids, codes, kept, query, 50, allowed)
             assert [i for i, _ in index.search(query, 50, allowed)] == expected
-        picked = group.small.candidates(len(group.ids), unit, 50, None)
+        picked = group.small.candidates(len(group.ids), query / np.linalg.norm(query), 50, None)
         assert picked is not None and len(picked) < len(group.ids) // 4  # the pass did prune
 
 
@@ -149,11 +150,8 @@ def test_a_group_grown_batch_by_batch_across_blocks_answers_as_brute_force(loade
     kept = np.setdiff1d(np.arange(rows), gone)
     for _ in range(6):
         query = matrix[rng.integers(0, rows)] + 0.05 * rng.standard_normal(dim).astype(np.float32)
-        unit = query / np.linalg.norm(query)
-        scores = matrix[kept] @ unit
         for allowed in (None, [0, 2]):
-            mask = np.ones(len(kept), bool) if allowed is None else np.isin(codes[kept], allowed)
-            expected = [ids[kept[i]] for i in np.argsort(-np.where(mask, scores, -np.inf))[:10]]
+            expected = _brute_force(matrix, ids, codes, kept, query, 10, allowed)
             assert [i for i, _ in index.search(query, 10, allowed)] == expected
     picked = rng.permutation(kept[::997])  # rows of every block, in no order
     asked = [ids[i] for i in picked]
