@@ -17,8 +17,9 @@ BLOCK_ROWS = 16_384  # 24 MB at 384-d
 
 
 class RowBlocks:
-    """Rows 0, 1, ... of one dimension, spread over blocks; every block but the last is full
-    up to the rows in use (deletes fill their holes from the end, so rows in use are a prefix)."""
+    """Rows 0, 1, ... of one dimension in blocks laid end to end. The rows in use are always the
+    first ones (a delete fills its hole with the last row), so a write starts at most right
+    after them."""
 
     def __init__(self, dim: int, capacity: int = 16) -> None:
         self.dim = dim
