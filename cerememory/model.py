@@ -202,45 +202,50 @@ Bytes = Annotated[
 Embedding = Annotated[list[Annotated[float, Strict(), AllowInfNan(False)]], Field(min_length=1)]
 
 
-def _parse_f32(value: Any) -> Any:
+def _parse_f32(value: Any) -> bytes:
     """A vector's float32 bytes from base64 text (JSON), bytes (gRPC, in process) or, in process,
-    a 1-D numpy array of any real dtype (cast to float32 here, so a float64 row is no mistake)."""
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value)
-    if isinstance(value, str):
-        try:
-            return a2b_base64(value, strict_mode=True)
-        except ValueError:
-            raise PydanticCustomError("vector_encoding", "embedding_f32 is not valid base64") from None
+    a 1-D numpy array of any real dtype (cast to float32 here, so a float64 row is no mistake),
+    held to the rules of `Embedding`: at least one component, every one finite. One validator
+    for both steps: a batch of a thousand vectors calls it a thousand times."""
     np = sys.modules.get("numpy")  # a caller holding an array has numpy loaded: short commands never load it
     if np is not None and isinstance(value, np.ndarray):
         if value.ndim == 1 and value.dtype.str == "<f4":  # the usual row: no cast, no error state to set up
-            return value.tobytes()
+            return _finite_f32(value.tobytes(), value)
         if value.ndim != 1 or value.dtype.kind not in "fiu":
             raise PydanticCustomError("vector_encoding", "embedding_f32 as an array must be 1-D and real, "
                                       "not {shape} {dtype}", {"shape": value.shape, "dtype": str(value.dtype)})
         with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf, refused below
-            return value.astype("<f4").tobytes()
+            row = value.astype("<f4")
+        return _finite_f32(row.tobytes(), row)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return _finite_f32(bytes(value))
+    if isinstance(value, str):
+        try:
+            data = a2b_base64(value, strict_mode=True)
+        except ValueError:
+            raise PydanticCustomError("vector_encoding", "embedding_f32 is not valid base64") from None
+        return _finite_f32(data)
     raise PydanticCustomError("vector_encoding", "embedding_f32 must be base64 text of little-endian float32 values")
 
 
-def _check_f32(value: bytes) -> bytes:
-    """The same rules as `Embedding`: at least one component, every one finite."""
-    if not value or len(value) % 4:
+def _finite_f32(data: bytes, row: Any = None) -> bytes:
+    """`data` when it holds at least one float32 and every one is finite (`row`: the same values
+    as an array, when the caller has one)."""
+    if not data or len(data) % 4:
         raise PydanticCustomError("vector_encoding", "embedding_f32 is {size} bytes, not a whole number of float32 "
-                                  "values (4 bytes each)", {"size": len(value)})
+                                  "values (4 bytes each)", {"size": len(data)})
     import numpy as np
 
-    if not np.isfinite(np.frombuffer(value, "<f4")).all():
+    if not np.isfinite(np.frombuffer(data, "<f4") if row is None else row).all():
         raise PydanticCustomError("vector_encoding", "embedding_f32 must hold finite numbers (no NaN or Infinity)")
-    return value
+    return data
 
 
 # The compact form of `Embedding` (after OpenAI's `encoding_format: "base64"`): little-endian float32,
 # base64 in JSON like every bytes field, raw bytes in gRPC and in process. Four bytes a component
 # instead of about twenty characters of JSON, and no Python float per component anywhere: the engine
 # reads a batch's vectors into one matrix straight from these bytes.
-EmbeddingF32 = Annotated[bytes, BeforeValidator(_parse_f32), AfterValidator(_check_f32),
+EmbeddingF32 = Annotated[bytes, BeforeValidator(_parse_f32),
                          PlainSerializer(lambda v: b2a_base64(v, newline=False).decode("ascii"), when_used="json")]
 
 
