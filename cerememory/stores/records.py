@@ -309,6 +309,8 @@ class RecordStore:
         each recall replayed on what it holds now, in the order they happened."""
         with self._queue_lock:
             events, self.reinforcements = self.reinforcements, []
+        if not events:  # as at most writes: nothing recalled since the last one
+            return 0
         by_record: dict[uuid.UUID, list[Reinforcement]] = {}
         for event in events:
             if event.record_id not in skip:
