@@ -48,9 +48,9 @@ def _top(matrix: np.ndarray, codes: np.ndarray, query: np.ndarray, k: int,
 
 def _scan_top(pieces: list[tuple[int, np.ndarray]], codes: np.ndarray, query: np.ndarray, k: int,
               allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """The k best of the rows in `pieces` ((first row, rows) each) for `query`. Many rows are
-    scanned by the search's threads (threads.py), each piece cut to its own k best; the few
-    survivors are merged here."""
+    """The k best of the rows in `pieces` ((first row, rows) each) for `query`, each piece cut to
+    its own k best and the few survivors merged here. Many rows are scanned by the search's
+    threads (threads.py); fewer than PARALLEL_ROWS by this one."""
     found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def top_of(first: int, stop: int) -> None:
@@ -130,7 +130,7 @@ class _Group:
         allowed = np.asarray(allowed_codes, dtype=np.int8) if allowed_codes is not None else None
         found = self._coarse_top(query, min(k, n), allowed) if n >= COARSE_ROWS and k < n // 4 else None
         rows, scores = found if found is not None else _scan_top(
-            self.rows.pieces(n, SCAN_PIECE_ROWS if n >= PARALLEL_ROWS else n), self.codes, query, min(k, n), allowed)
+            self.rows.pieces(n, SCAN_PIECE_ROWS), self.codes, query, min(k, n), allowed)
         best = np.argsort(-scores, kind="stable")[:k]
         best = best[np.isfinite(scores[best])]
         ids = self.ids  # plain ints and floats: no numpy scalar per hit
