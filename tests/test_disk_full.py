@@ -19,8 +19,10 @@ import cerememory
 from cerememory import CMPError, ErrorCode
 from cerememory.security.audit import AUDIT_FILE, verify
 from cerememory.storage.duckdb.database import Database
+from cerememory.storage.duckdb.tables import DuckTables
 
 from .conftest import ServeProcess
+from .test_write_transaction import record_columns
 
 DISK_MB = 32
 
@@ -147,3 +149,46 @@ def test_a_failed_checkpoint_reopens_the_database_and_keeps_a_durable_commit(sma
     reopened = Database(small_disk / "db.duckdb")
     assert {k for (k,) in reopened.query("SELECT key FROM state")} == set(written)
     reopened.close()
+
+
+@pytest.mark.parametrize("alone", [True, False], ids=["alone", "in-a-transaction"])
+def test_record_inserts_on_a_full_disk_keep_what_they_acknowledge_and_their_counter_rising(small_disk, alone,
+                                                                                          caplog):
+    """A lone record insert commits as it runs (test_write_transaction.py), one after another
+    write inside a transaction: either way, on a disk too full to checkpoint, every insert
+    acknowledged is kept, every one refused is not, and the counter each returns keeps rising."""
+    db = Database(small_disk / "db.duckdb")
+    with db.transaction() as tx:
+        tx.execute("SET checkpoint_threshold = '1KB'")  # every commit checkpoints
+    filler = small_disk / "filler"
+    fill(filler)
+    os.truncate(filler, filler.stat().st_size - 300_000)  # room for the log, not for many checkpoints
+    stored: list[uuid.UUID] = []
+    bumped: list[int | None] = []
+
+    def insert() -> None:
+        ids = [uuid.uuid4()]
+        try:
+            with db.transaction() as tx:
+                tables = DuckTables(db, tx)
+                if not alone:
+                    tables.state.set("before", "x")
+                columns = {**record_columns(ids), "body": [os.urandom(10_000)]}  # small enough to prepare
+                value = tables.records.insert(columns, replace=False, bump="records_seq")
+                assert tx.ended is alone
+            stored.extend(ids)
+            bumped.append(value)
+        except CMPError as exc:
+            assert exc.code is ErrorCode.STORAGE_FULL
+
+    for _ in range(40):
+        insert()
+    assert len(stored) < 40
+    assert any("reopened the database" in r.getMessage() for r in caplog.records), "no checkpoint failed"
+    filler.unlink()
+    for _ in range(3):
+        insert()
+    assert {i for (i,) in db.query("SELECT id FROM records")} == set(stored)
+    assert len(bumped) == len(stored) and bumped == sorted(set(bumped))
+    assert bumped[-1] == int(DuckTables(db).state.get("records_seq") or 0)
+    db.close()

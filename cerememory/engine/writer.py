@@ -170,12 +170,15 @@ class Writer:
             if edges:  # an edge is stored when its source is: a record written here, or one stored before
                 stored = durable_ids if durable_ids is not None else {r.id for r in durable}
                 self._insert_edges(uow, [e for e in edges if e.source in stored or e.source in core.records.heads])
-            written = core.records.insert(uow, durable)
             self._insert_vectors(uow, groups if durable_ids is None else [g.only(durable_ids) for g in groups],
                                  replace=False)
-            seq = self._alongside(uow, alongside)
+            self._alongside(uow, alongside)
             self._flush_in(uow)
             intents()
+            # last, bumping the stamp in the same statement: a lone store commits as that one statement
+            written = core.records.insert(uow, durable, bump=RECORDS_SEQ)
+        seq = written.bumped
+        assert seq is not None
         self._mirror_added(written, records, [*edges, *alongside.edges], groups, seq)
         self._mirror_alongside(alongside)
 
@@ -185,7 +188,8 @@ class Writer:
         gone = set(ids)
         with self._transaction() as uow:
             self._remove_rows(uow, gone, gone)
-            seq = self._alongside(uow, alongside)
+            self._alongside(uow, alongside)
+            seq = uow.state.bump(RECORDS_SEQ)
             self.core.intend_audit("delete", [*ids, *alongside.touched])
         self._mirror_removed(gone, gone, seq)
         self._mirror_added(None, [], alongside.edges, [], seq)
@@ -346,8 +350,8 @@ class Writer:
         uow.edges.delete_to(list(gone))
         uow.ledger.delete(list(gone))
 
-    def _alongside(self, uow: Tables, alongside: Alongside) -> int:
-        """Write `alongside`; returns the new records sequence number."""
+    def _alongside(self, uow: Tables, alongside: Alongside) -> None:
+        """Write `alongside` (the caller bumps the records sequence number)."""
         self._insert_edges(uow, alongside.edges)
         if alongside.ledger:
             ledger = alongside.ledger
@@ -362,7 +366,6 @@ class Writer:
             uow.state.set(key, value)
         if alongside.crashpoint:
             crashpoints.reached(alongside.crashpoint)
-        return uow.state.bump(RECORDS_SEQ)
 
     def _insert_vectors(self, uow: Tables, groups: Sequence[VectorColumns], *, replace: bool = True) -> None:
         """One columnar insert per dimension: an unencrypted directory hands the float32 matrix

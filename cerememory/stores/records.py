@@ -78,6 +78,7 @@ class Written:
     ids: list[uuid.UUID]
     heads: list[Head]
     bodies: list[bytes]
+    bumped: int | None = None  # the new value of the counter the insert bumped, if it did
 
 
 class BodyCache:
@@ -244,10 +245,11 @@ class RecordStore:
             head.fidelity_base, head.fidelity_score = old.fidelity_base, old.fidelity_score
         return head
 
-    def insert(self, uow: Tables, records: Sequence[MemoryRecord],
-               *, replace: bool = False, heads: Sequence[Head] | None = None) -> Written:
+    def insert(self, uow: Tables, records: Sequence[MemoryRecord], *, replace: bool = False,
+               heads: Sequence[Head] | None = None, bump: str | None = None) -> Written:
         """Write records; returns what `commit_heads` makes visible once the transaction commits.
-        `heads` are written as given (an import restores archived decay state exactly)."""
+        `heads` are written as given (an import restores archived decay state exactly). With
+        `bump`, the transaction's last write (`RecordRows.insert`)."""
         if heads is None and not replace:  # new records: no head of theirs to keep anything from
             heads, columns = _new_heads(records)
         else:
@@ -255,8 +257,9 @@ class RecordStore:
             columns = _head_columns(heads)
         ids = [r.id for r in records]
         bodies = record_bodies(records)
-        uow.records.insert({"id": ids, **columns, "body": self.sealer.seal_many(ids, bodies)}, replace=replace)
-        return Written(ids, heads, bodies)
+        bumped = uow.records.insert({"id": ids, **columns, "body": self.sealer.seal_many(ids, bodies)},
+                                    replace=replace, bump=bump)
+        return Written(ids, heads, bodies, bumped)
 
     def commit_heads(self, written: Written) -> None:
         """After the transaction commits: make the records visible to ranking."""

@@ -26,6 +26,7 @@ from .ahead import take_connection
 from .driver import connect, duckdb
 from .errors import translate
 from .prepared import Prepared
+from .transaction import WriteTransaction
 
 if TYPE_CHECKING:
     import numpy as np
@@ -249,30 +250,38 @@ class Database:
     # ------------------------------------------------------------ connections
 
     @contextmanager
-    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The single writer: serialised, all-or-nothing. Storage failures come out as
-        STORAGE_FULL (a full disk) or as DuckDB's own error."""
+    def transaction(self) -> Iterator[WriteTransaction]:
+        """The single writer: serialised, all-or-nothing (begun by its first statement, see
+        transaction.py). Storage failures come out as STORAGE_FULL (a full disk) or as DuckDB's
+        own error."""
         with self._write_lock:
             conn = self._usable()
+            tx = WriteTransaction(conn)
             try:
-                conn.execute("BEGIN TRANSACTION")
-            except duckdb.Error as exc:
-                self._raise(exc)
-            try:
-                yield conn
+                yield tx
             except BaseException as exc:
-                self._rollback(conn)
+                if tx.begun:
+                    self._rollback(conn)
                 if isinstance(exc, duckdb.Error):
                     self._raise(exc)
                 raise
+            if not tx.begun:  # nothing ran, or one statement that committed as it ran
+                return
             try:
                 conn.execute("COMMIT")
             except duckdb.Error as exc:
-                if _DURABLE in str(exc).lower():  # committed; only the checkpoint after it failed
-                    self._invalidate(exc)
+                if self.durable_despite(exc):
                     return
                 self._rollback(conn)
                 self._raise(exc)
+
+    def durable_despite(self, exc: duckdb.Error) -> bool:
+        """Whether `exc` reports a commit durable although the checkpoint after it failed; the
+        database is then reopened, and the commit stands."""
+        if _DURABLE not in str(exc).lower():
+            return False
+        self._invalidate(exc)
+        return True
 
     def _rollback(self, conn: duckdb.DuckDBPyConnection) -> None:
         try:

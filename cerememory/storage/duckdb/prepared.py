@@ -108,7 +108,11 @@ class Prepared:
                      values: Sequence[Any]) -> duckdb.DuckDBPyConnection | None:
         """Run `sql` (its parameters written `$1`, `$2`, ...) with `values` through its prepared
         plan; None, with nothing run, when a value cannot be written as a literal."""
+        statement = self.statement(conn, sql, values)
+        return None if statement is None else conn.execute(statement)
+
+    def statement(self, conn: duckdb.DuckDBPyConnection, sql: str, values: Sequence[Any]) -> str | None:
+        """The EXECUTE that runs `sql` with `values` through its plan on `conn`; None when a
+        value cannot be written as a literal."""
         args = literals(values)
-        if args is None:
-            return None
-        return conn.execute(f"EXECUTE {self.name(conn, sql)}({args})")
+        return None if args is None else f"EXECUTE {self.name(conn, sql)}({args})"

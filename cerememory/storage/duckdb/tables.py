@@ -22,6 +22,7 @@ from ..codec import blobs_of_rows
 from ..sql import Dialect
 from .database import COUNTERS, Database
 from .driver import duckdb
+from .transaction import WriteTransaction
 
 _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "semantic_id", "first_raw_id"}
 
@@ -41,6 +42,12 @@ def _param(name: str, value: Any) -> Any:
 def _as_uuids(values: Sequence[Any] | np.ndarray) -> Sequence[Any]:
     """Ids given as text as UUIDs (as `prepared.literal` writes them for a UUID column)."""
     return [uuid.UUID(v) if isinstance(v, str) else v for v in values]
+
+
+def _row_values(columns: Columns) -> list[Any]:
+    """The values of `columns` row by row, as `_insert_sql`'s parameters take them."""
+    values = [_as_uuids(column) if name in _UUID_COLUMNS else column for name, column in columns.items()]
+    return [value for row in zip(*values, strict=True) for value in row]
 
 
 @functools.cache
@@ -93,7 +100,7 @@ def _batch(columns: Columns) -> dict[str, np.ndarray]:
 class _Rows:
     """Reads and writes of one table: reads on the transaction when there is one."""
 
-    def __init__(self, db: Database, tx: duckdb.DuckDBPyConnection | None) -> None:
+    def __init__(self, db: Database, tx: WriteTransaction | None) -> None:
         self.db = db
         self.tx = tx
 
@@ -108,7 +115,7 @@ class _Rows:
     def _writer(self) -> duckdb.DuckDBPyConnection:
         if self.tx is None:
             raise RuntimeError("a write outside a transaction: use Backend.transaction()")
-        return self.tx
+        return self.tx.connection()
 
     def _write(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return self._writer().execute(sql, list(params)).fetchall()
@@ -138,11 +145,8 @@ class _Rows:
     def _insert_prepared(self, table: str, columns: Columns, rows: int) -> bool:
         """A few new rows through an INSERT prepared once per connection and row count (a lone
         write's row, say); False, with nothing written, when a value has no SQL literal."""
-        names = tuple(columns)
-        sql = _insert_sql(table, names, rows)
-        values = [_as_uuids(column) if name in _UUID_COLUMNS else column for name, column in columns.items()]
-        params = [value for row in zip(*values, strict=True) for value in row]
-        return self.db.prepared.execute_with(self._writer(), sql, params) is not None
+        sql = _insert_sql(table, tuple(columns), rows)
+        return self.db.prepared.execute_with(self._writer(), sql, _row_values(columns)) is not None
 
     def _update_from(self, sql: str, columns: Columns) -> list[Row]:
         """An UPDATE ... FROM `_batch` joined on the batch's `id` column (one row per id)."""
@@ -239,8 +243,32 @@ class DuckRecords(_Rows):
                             "ON v.record_id = r.id WHERE r.store IN (SELECT unnest(?)) ORDER BY r.id",
                             [list(stores)], batch)
 
-    def insert(self, columns: Columns, *, replace: bool) -> None:
+    def insert(self, columns: Columns, *, replace: bool, bump: str | None = None) -> int | None:
+        if bump is not None and not replace:
+            counted = self._insert_last(columns, bump)
+            if counted is not None:
+                return counted
         self._insert("records", columns, replace=replace)
+        return None if bump is None else DuckState(self.db, self.tx).bump(bump)
+
+    def _insert_last(self, columns: Columns, counter: str) -> int | None:
+        """A few new rows and the bump of `counter` in one statement, run on its own when it is
+        all the transaction writes (transaction.py): the counter's new value, or None with
+        nothing run."""
+        rows = len(columns["id"])
+        if self.tx is None or self.tx.begun or not 0 < rows <= _FEW_ROWS:
+            return None
+        sql = f"{_insert_sql('records', tuple(columns), rows)} RETURNING nextval('{COUNTERS[counter]}')"
+        statement = self.db.prepared.statement(self.tx.prepare_on(), sql, _row_values(columns))
+        if statement is None:
+            return None
+        try:
+            drawn = self.tx.run_last(statement)
+        except duckdb.Error as exc:
+            if not self.db.durable_despite(exc):
+                raise
+            return int(DuckState(self.db, None).get(counter) or 0)  # committed; its answer went with the checkpoint
+        return None if drawn is None else self.db.counted_before(counter) + max(int(row[0]) for row in drawn)
 
     def delete(self, ids: Sequence[uuid.UUID]) -> None:
         self._delete("records", "id", ids)
@@ -385,7 +413,7 @@ class DuckFailures(_Rows):
 class DuckTables:
     """`storage.base.Tables` over one database, bound to a transaction or to the reader cursors."""
 
-    def __init__(self, db: Database, tx: duckdb.DuckDBPyConnection | None = None) -> None:
+    def __init__(self, db: Database, tx: WriteTransaction | None = None) -> None:
         self.records = DuckRecords(db, tx)
         self.journal = DuckJournal(db, tx)
         self.edges = DuckEdges(db, tx)

@@ -158,9 +158,10 @@ class PgRecords(_Rows):
         for chunk in self.db.stream(query, [list(stores)], batch):
             yield [(i, bytes(body), model, bytes(vec) if vec is not None else None) for i, body, model, vec in chunk]
 
-    def insert(self, columns: Columns, *, replace: bool) -> None:
+    def insert(self, columns: Columns, *, replace: bool, bump: str | None = None) -> int | None:
         self._insert("records", columns, replace=replace)
         self._changed(RECORD, columns["id"])
+        return None if bump is None else PgState(self.db, self.tx, self.origin).bump(bump)
 
     def delete(self, ids: Sequence[uuid.UUID]) -> None:
         self._changed(RECORD, [row[0] for row in self._delete("records", "id", ids)])
