@@ -75,19 +75,30 @@ def test_numpy_scalars_and_enums_are_their_python_values(conn):
     assert conn.execute("SELECT s, f, i, big, ok, b FROM t").fetchone() == ("x'x", 0.25, 3, 2**40, True, b"z")
 
 
-def test_the_plan_is_reused(conn, tmp_path):
-    """Literals of the parameters' own types (an int is an INTEGER literal when it fits one, so a
-    BIGINT column's values are large here): DuckDB runs the plan it made, without the optimizer."""
+def _planned_again(conn, tmp_path, values) -> bool:
+    """Whether running SQL with `values`, after a first run that made its plan, plans it again."""
     statements = prepared.Prepared()
     statements.execute_with(conn, SQL, [uuid.uuid4(), "a", 1.0, 1, 2**40, False, b"x"])
     conn.execute("PRAGMA enable_profiling='json'")
     conn.execute(f"PRAGMA profiling_output='{tmp_path / 'p.json'}'")
     conn.execute("SET profiling_coverage='ALL'")
     conn.execute("SET profiling_mode='detailed'")
-    statements.execute_with(conn, SQL, [uuid.uuid4(), "b", 2.5, 3, 2**41, True, b"y"])
+    statements.execute_with(conn, SQL, values)
     conn.execute("PRAGMA disable_profiling")
     profile = json.loads((tmp_path / "p.json").read_text())
-    assert not profile.get("optimizer", {}).get("total_time")
+    return bool(profile.get("optimizer", {}).get("total_time"))
+
+
+def test_the_plan_is_reused(conn, tmp_path):
+    """Literals of the parameters' own types (an int is an INTEGER literal when it fits one, so a
+    BIGINT column's values are large here): DuckDB runs the plan it made, without the optimizer."""
+    assert not _planned_again(conn, tmp_path, [uuid.uuid4(), "b", 2.5, 3, 2**41, True, b"y"])
+
+
+def test_typed_nulls_read_back_and_keep_the_plan(conn, tmp_path):
+    nulls = [prepared.TypedNull(t) for t in ("VARCHAR", "DOUBLE", "INTEGER", "BIGINT", "BOOLEAN", "BLOB")]
+    assert not _planned_again(conn, tmp_path, [uuid.uuid4(), *nulls])
+    assert conn.execute("SELECT s, f, i, big, ok, b FROM t WHERE s IS NULL").fetchall() == [(None,) * 6]
 
 
 def test_values_without_a_literal_are_left_to_the_caller(conn):

@@ -1,6 +1,7 @@
-"""The writer's transaction begins at its first statement, and a record insert that bumps a
-counter, with nothing written before it, runs on its own: a lone store is one statement that
-commits as it runs. Whatever ran before it, the rows and the counter come out the same."""
+"""The writer's transaction begins at its first statement, and a record (or journal) insert
+that bumps a counter, with nothing written before it, runs on its own: a lone store is one
+statement that commits as it runs. Whatever ran before it, the rows and the counter come out
+the same."""
 
 from __future__ import annotations
 
@@ -82,19 +83,23 @@ def test_a_batch_or_a_refused_lone_insert_keeps_the_rows_and_the_counter_right(d
 
 
 def test_lone_stores_keep_the_text_index_current_across_a_reopen(tmp_path):
-    """The stamp a lone store draws in its one statement is the one the index keeps: a reopen
-    finds the index current, and a session's turns (written beside their tail) link as before."""
+    """The stamp a lone store (or journal write) draws in its one statement is the one its index
+    keeps: a reopen finds both indexes current, and a session's turns (written beside their
+    tail) link as before."""
     with cerememory.open(tmp_path / "d", semantic="off") as mem:
         alone = [mem.store(f"lone penguin {i}").record_id for i in range(3)]
         turns = [uuid.UUID(mem.dispatch("encode.store", {"content": {"blocks": [{"text": f"turn penguin {i}"}]},
                                                          "context": {"session_id": "s"}})["record_id"])
                  for i in range(2)]
+        raw = [mem.store_raw(f"raw penguin {i}", session_id="s", turn_id=None if i else "t0").record_id
+               for i in range(2)]  # a null and a text in the same column, each in one statement
     with cerememory.open(tmp_path / "d", semantic="off") as mem:
         assert mem.engine.repaired == []
         found = {h.record.id for h in mem.recall("penguin", mode="perfect", reconsolidate=False, limit=10).memories}
         assert found == {*alone, *turns}
         linked = {a.target_id for a in mem.inspect(turns[1]).associations}
         assert turns[0] in linked
+        assert {r.id for r in mem.recall_raw(query="penguin").records} == set(raw)
 
 
 def test_a_lone_insert_reported_durable_despite_its_checkpoint_stands_with_its_counter(db, monkeypatch):

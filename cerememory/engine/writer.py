@@ -259,9 +259,9 @@ class Writer:
     def append_raw(self, records: Sequence[RawJournalRecord]) -> None:
         core = self.core
         with self._transaction() as uow:
-            core.journal.insert(uow, records)
-            seq = uow.state.bump(JOURNAL_SEQ)
             core.intend_audit("raw", [r.id for r in records])
+            seq = core.journal.insert(uow, records, bump=JOURNAL_SEQ)  # as persist writes its records
+        assert seq is not None
         core.raw_text.stage(seq, add=[raw_text_doc(r) for r in records])
         core.raw_text.mark_pending()
 

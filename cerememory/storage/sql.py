@@ -112,6 +112,9 @@ class SqlJournal:
     def _insert(self, table: str, columns: Columns, *, replace: bool = True) -> None:
         raise NotImplementedError
 
+    def _insert_bumped(self, table: str, columns: Columns, *, replace: bool, bump: str | None) -> int | None:
+        raise NotImplementedError  # `_insert`, and with `bump` that counter bumped: its new value
+
     def _delete(self, table: str, column: str, ids: Sequence[uuid.UUID]) -> list[Row]:
         raise NotImplementedError  # returns the deleted rows' `column`
 
@@ -160,9 +163,10 @@ class SqlJournal:
         for chunk in self._stream(f"{JOURNAL} ORDER BY id", [], batch):
             yield [_journal_row(row) for row in chunk]
 
-    def insert(self, columns: Columns, *, replace: bool) -> None:
-        self._insert("raw_journal", columns, replace=replace)
+    def insert(self, columns: Columns, *, replace: bool, bump: str | None = None) -> int | None:
+        bumped = self._insert_bumped("raw_journal", columns, replace=replace, bump=bump)
         self._changed(RAW, columns["id"])
+        return bumped
 
     def delete(self, ids: Sequence[uuid.UUID]) -> None:
         self._changed(RAW, [row[0] for row in self._delete("raw_journal", "id", ids)])

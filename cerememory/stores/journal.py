@@ -34,7 +34,10 @@ class JournalStore:
         self.sealer = sealer
         self.undecodable = undecodable or UndecodableLog()  # records no read can use: skipped, reported
 
-    def insert(self, uow: Tables, records: Sequence[RawJournalRecord], *, replace: bool = False) -> None:
+    def insert(self, uow: Tables, records: Sequence[RawJournalRecord], *, replace: bool = False,
+               bump: str | None = None) -> int | None:
+        """Write journal records; with `bump`, as the transaction's last write, bumping that
+        counter (`JournalRows.insert`): its new value."""
         columns: dict[str, list[Any]] = {c: [] for c in JOURNAL_COLUMNS}
         for r in records:
             processed = (r.metadata.get("_dream") or {}).get("processed_at")
@@ -54,7 +57,7 @@ class JournalStore:
             columns["dream_processed_at"].append(processed.timestamp() if processed else None)
             columns["body"].append(codec.pack_model(r, include=BODY_FIELDS))
         columns["body"] = self.sealer.seal_many(columns["id"], columns["body"])
-        uow.journal.insert(columns, replace=replace)
+        return uow.journal.insert(columns, replace=replace, bump=bump)
 
     @staticmethod
     def set_flags(uow: Tables, record_id: uuid.UUID, *, updated_at: float, suppressed: bool | None = None,

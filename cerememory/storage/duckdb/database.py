@@ -184,6 +184,7 @@ class Database:
         self._write_lock = threading.RLock()
         self._invalid: str | None = None  # why the instance must be reopened before the next use
         self._counted_before: dict[str, int] = {}
+        self._column_types: dict[str, dict[str, str]] = {}
         self.prepared = Prepared()  # the writer connection's prepared statements
         self._conn = self._connect()
         self._migrate()
@@ -240,6 +241,15 @@ class Database:
             rows = self.query("SELECT value FROM state WHERE key = ?", [key])
             self._counted_before[key] = int(rows[0][0]) if rows else 0
         return self._counted_before[key]
+
+    def column_types(self, table: str) -> dict[str, str]:
+        """Each column of `table` and its SQL type, read once (the schema changes only as the
+        database opens)."""
+        types = self._column_types.get(table)
+        if types is None:
+            rows = self.query("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ?", [table])
+            types = self._column_types[table] = dict(rows)
+        return types
 
     def draw(self, tx: duckdb.DuckDBPyConnection, sequence: str) -> int:
         """The next number of `sequence`, drawn in the write transaction `tx` by a prepared

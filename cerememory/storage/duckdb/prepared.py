@@ -4,8 +4,9 @@ DuckDB's Python API plans every `execute` anew; for a one-row INSERT planning co
 twice what running it does, and every lone write runs one. A statement `PREPARE`d once is
 run by `EXECUTE name(values)`, which reuses its plan as long as each value has the type the
 plan was made for. `EXECUTE` takes no `?` parameters, so the values are written into its text
-as SQL literals of exactly those types; a value of any other type (or a `NULL`) makes DuckDB
-plan the statement again, which is slower but still right.
+as SQL literals of exactly those types (a null as `NULL::type`, `TypedNull`); a value of any
+other type (or a bare `NULL`) makes DuckDB plan the statement again, which is slower but still
+right.
 
 Only statements DuckDB keeps its plan for gain: a plain INSERT ... VALUES does; INSERT OR
 REPLACE and an INSERT that casts a parameter are planned again at every EXECUTE.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .driver import duckdb
@@ -37,6 +39,14 @@ def _text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+@dataclass(frozen=True)
+class TypedNull:
+    """A null for a column of SQL type `sql_type`: written `NULL::type`, which keeps the plan
+    a bare NULL would make DuckDB redo."""
+
+    sql_type: str
+
+
 # by exact type: one dict lookup per value. Each writer also takes a subclass's value (an
 # enum, numpy's float64) as its base type's.
 _WRITERS: dict[type, Callable[[Any], str]] = {
@@ -46,6 +56,7 @@ _WRITERS: dict[type, Callable[[Any], str]] = {
     str: _text,
     bytes: lambda value: f"unhex('{bytes(value).hex()}')",
     uuid.UUID: lambda value: f"'{uuid.UUID(int=value.int)}'::UUID",
+    TypedNull: lambda value: f"NULL::{value.sql_type}",
 }
 
 

@@ -22,6 +22,7 @@ from ..codec import blobs_of_rows
 from ..sql import Dialect
 from .database import COUNTERS, Database
 from .driver import duckdb
+from .prepared import TypedNull
 from .transaction import WriteTransaction
 
 _UUID_COLUMNS = {"id", "record_id", "source_id", "target_id", "episodic_id", "semantic_id", "first_raw_id"}
@@ -42,12 +43,6 @@ def _param(name: str, value: Any) -> Any:
 def _as_uuids(values: Sequence[Any] | np.ndarray) -> Sequence[Any]:
     """Ids given as text as UUIDs (as `prepared.literal` writes them for a UUID column)."""
     return [uuid.UUID(v) if isinstance(v, str) else v for v in values]
-
-
-def _row_values(columns: Columns) -> list[Any]:
-    """The values of `columns` row by row, as `_insert_sql`'s parameters take them."""
-    values = [_as_uuids(column) if name in _UUID_COLUMNS else column for name, column in columns.items()]
-    return [value for row in zip(*values, strict=True) for value in row]
 
 
 @functools.cache
@@ -142,11 +137,47 @@ class _Rows:
         sql = f"{verb} INTO {table} ({', '.join(columns)}) SELECT {select} FROM {name}"
         self._with_batch(name, {k: v for k, v in columns.items() if k not in shared}, sql, list(shared.values()))
 
+    def _insert_bumped(self, table: str, columns: Columns, *, replace: bool, bump: str | None) -> int | None:
+        """`_insert`, and with `bump` that counter bumped too: its new value. A few new rows go
+        in one statement with the bump, run on its own when it is all the transaction writes
+        (transaction.py): the caller writes nothing after it."""
+        if bump is not None and not replace:
+            counted = self._insert_last(table, columns, bump)
+            if counted is not None:
+                return counted
+        self._insert(table, columns, replace=replace)
+        return None if bump is None else DuckState(self.db, self.tx).bump(bump)
+
+    def _insert_last(self, table: str, columns: Columns, counter: str) -> int | None:
+        """`_insert_bumped`'s one statement: the counter's new value, or None with nothing run."""
+        rows = len(columns["id"])
+        if self.tx is None or self.tx.begun or not 0 < rows <= _FEW_ROWS:
+            return None
+        sql = f"{_insert_sql(table, tuple(columns), rows)} RETURNING nextval('{COUNTERS[counter]}')"
+        statement = self.db.prepared.statement(self.tx.prepare_on(), sql, self._row_values(table, columns))
+        if statement is None:
+            return None
+        try:
+            drawn = self.tx.run_last(statement)
+        except duckdb.Error as exc:
+            if not self.db.durable_despite(exc):
+                raise
+            return int(DuckState(self.db, None).get(counter) or 0)  # committed; its answer went with the checkpoint
+        return None if drawn is None else self.db.counted_before(counter) + max(int(row[0]) for row in drawn)
+
     def _insert_prepared(self, table: str, columns: Columns, rows: int) -> bool:
         """A few new rows through an INSERT prepared once per connection and row count (a lone
         write's row, say); False, with nothing written, when a value has no SQL literal."""
         sql = _insert_sql(table, tuple(columns), rows)
-        return self.db.prepared.execute_with(self._writer(), sql, _row_values(columns)) is not None
+        return self.db.prepared.execute_with(self._writer(), sql, self._row_values(table, columns)) is not None
+
+    def _row_values(self, table: str, columns: Columns) -> list[Any]:
+        """The values of `columns` row by row, as `_insert_sql`'s parameters take them; a null
+        typed as its column, so that the statement's plan holds for it."""
+        names = list(columns)
+        values = [_as_uuids(column) if name in _UUID_COLUMNS else column for name, column in columns.items()]
+        return [TypedNull(self.db.column_types(table)[names[k]]) if value is None else value
+                for row in zip(*values, strict=True) for k, value in enumerate(row)]
 
     def _update_from(self, sql: str, columns: Columns) -> list[Row]:
         """An UPDATE ... FROM `_batch` joined on the batch's `id` column (one row per id)."""
@@ -244,31 +275,7 @@ class DuckRecords(_Rows):
                             [list(stores)], batch)
 
     def insert(self, columns: Columns, *, replace: bool, bump: str | None = None) -> int | None:
-        if bump is not None and not replace:
-            counted = self._insert_last(columns, bump)
-            if counted is not None:
-                return counted
-        self._insert("records", columns, replace=replace)
-        return None if bump is None else DuckState(self.db, self.tx).bump(bump)
-
-    def _insert_last(self, columns: Columns, counter: str) -> int | None:
-        """A few new rows and the bump of `counter` in one statement, run on its own when it is
-        all the transaction writes (transaction.py): the counter's new value, or None with
-        nothing run."""
-        rows = len(columns["id"])
-        if self.tx is None or self.tx.begun or not 0 < rows <= _FEW_ROWS:
-            return None
-        sql = f"{_insert_sql('records', tuple(columns), rows)} RETURNING nextval('{COUNTERS[counter]}')"
-        statement = self.db.prepared.statement(self.tx.prepare_on(), sql, _row_values(columns))
-        if statement is None:
-            return None
-        try:
-            drawn = self.tx.run_last(statement)
-        except duckdb.Error as exc:
-            if not self.db.durable_despite(exc):
-                raise
-            return int(DuckState(self.db, None).get(counter) or 0)  # committed; its answer went with the checkpoint
-        return None if drawn is None else self.db.counted_before(counter) + max(int(row[0]) for row in drawn)
+        return self._insert_bumped("records", columns, replace=replace, bump=bump)
 
     def delete(self, ids: Sequence[uuid.UUID]) -> None:
         self._delete("records", "id", ids)

@@ -92,6 +92,11 @@ class _Rows:
             statement += f" ON CONFLICT ({', '.join(keys)}) DO {action}"
         self._write(statement, params)
 
+    def _insert_bumped(self, table: str, columns: Columns, *, replace: bool, bump: str | None) -> int | None:
+        """`_insert`, and with `bump` that counter bumped too: its new value."""
+        self._insert(table, columns, replace=replace)
+        return None if bump is None else PgState(self.db, self.tx, self.origin).bump(bump)
+
     def _delete(self, table: str, column: str, ids: Sequence[uuid.UUID]) -> list[Row]:
         if not ids:
             return []
@@ -159,9 +164,9 @@ class PgRecords(_Rows):
             yield [(i, bytes(body), model, bytes(vec) if vec is not None else None) for i, body, model, vec in chunk]
 
     def insert(self, columns: Columns, *, replace: bool, bump: str | None = None) -> int | None:
-        self._insert("records", columns, replace=replace)
+        bumped = self._insert_bumped("records", columns, replace=replace, bump=bump)
         self._changed(RECORD, columns["id"])
-        return None if bump is None else PgState(self.db, self.tx, self.origin).bump(bump)
+        return bumped
 
     def delete(self, ids: Sequence[uuid.UUID]) -> None:
         self._changed(RECORD, [row[0] for row in self._delete("records", "id", ids)])
