@@ -32,6 +32,7 @@ from pydantic import (
     Strict,
     StrictBool,
     StrictInt,
+    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
@@ -386,6 +387,11 @@ Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False, strict=True)
 # ---------------------------------------------------------------- content
 
 
+ANSWER_CONTEXT = {"answer": True}
+"""The validation context of a server's answer read back by a client: its content was checked as
+it was written, so a content block takes its text as it comes, without the request's checks."""
+
+
 class ContentBlock(Model):
     modality: Modality = Modality.TEXT
     format: str | None = None
@@ -395,13 +401,16 @@ class ContentBlock(Model):
 
     @model_validator(mode="before")
     @classmethod
-    def _accept_text(cls, value: Any) -> Any:
+    def _accept_text(cls, value: Any, info: ValidationInfo) -> Any:
         """`{"text": "..."}` is accepted as a convenience for a UTF-8 text block."""
         if isinstance(value, dict) and "text" in value:
             value = dict(value)
             text = value.pop("text")
             if not isinstance(text, str):
                 raise PydanticCustomError("string_type", "text must be a string")
+            if info.context is ANSWER_CONTEXT:  # the server wrote the text from the data
+                value["data"] = text.encode("utf-8", "surrogatepass")
+                return value
             try:
                 data = text.encode("utf-8")
             except UnicodeEncodeError as exc:
@@ -421,9 +430,11 @@ class ContentBlock(Model):
         return data
 
     @model_validator(mode="after")
-    def _check_payload(self) -> ContentBlock:
+    def _check_payload(self, info: ValidationInfo) -> ContentBlock:
         if self.format is None:
             self.format = DEFAULT_FORMATS[self.modality]
+        if info.context is ANSWER_CONTEXT:
+            return self
         limit = MODALITY_LIMITS[self.modality]
         if len(self.data) > limit:
             raise PydanticCustomError(

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from ..api import AsyncMemoryAPI, Call, MemoryAPI
 from ..cmp.dispatch import operation, parse_request
+from ..model import ANSWER_CONTEXT
 from ..types import HealthResponse, ReadinessResponse
 from .guard import refuse_plaintext_key
 from .light import LightClient, error_from, request_parts, unreachable
@@ -69,8 +70,10 @@ class _BaseClient:
     @staticmethod
     def _typed(status: int, content: bytes, model: type[R]) -> R:
         """The answer validated straight from its bytes (pydantic's JSON parser), without the
-        dict that `json` would build first."""
-        return model.model_validate({}) if status == 204 else model.model_validate_json(content)
+        dict that `json` would build first, as an answer (ANSWER_CONTEXT)."""
+        if status == 204:
+            return model.model_validate({})
+        return model.model_validate_json(content, context=ANSWER_CONTEXT)
 
 
 class _Connections:
