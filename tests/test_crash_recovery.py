@@ -35,6 +35,7 @@ class Acknowledged:
 
     records: dict[uuid.UUID, str] = field(default_factory=dict)
     raw: dict[uuid.UUID, str] = field(default_factory=dict)
+    without_vector: set[uuid.UUID] = field(default_factory=set)  # of `records`
     writers_done: int = 0
     changed: threading.Condition = field(default_factory=threading.Condition)
 
@@ -53,15 +54,20 @@ class Acknowledged:
 
 
 def _write_until_refused(url: str, writer: int, acked: Acknowledged) -> None:
-    """Store, batch-store and raw-store in turn, each text carrying a word no other text has."""
+    """Store (with a vector and without), batch-store and raw-store in turn, each text carrying
+    a word no other text has."""
     try:
         with Client(url, timeout=30, retries=0) as client:
             for i in range(10_000):
                 word = f"w{writer}n{i}crash"
-                if i % 3 == 0:
+                if i % 4 == 0:
                     rid = client.store(f"acknowledged note {word}", embedding=[1.0, float(writer), float(i)]).record_id
                     acked.add(acked.records, [(rid, word)])
-                elif i % 3 == 1:
+                elif i % 4 == 3:  # no vector: a write of one statement, or of one shared by a few such
+                    rid = client.store(f"acknowledged bare note {word}").record_id
+                    acked.without_vector.add(rid)
+                    acked.add(acked.records, [(rid, word)])
+                elif i % 4 == 1:
                     words = [f"{word}a", f"{word}b"]
                     blocks = [[{"text": f"batch note {w}", "embedding": [0.5, 1.0]}] for w in words]
                     batch = client.store_batch([{"content": {"blocks": b}} for b in blocks])
@@ -104,7 +110,8 @@ def test_kill_9_during_http_writes_loses_no_acknowledged_write(tmp_path: Path, e
     with cerememory.open(data_dir, semantic="off", encryption__passphrase=env.get("CEREMEMORY_PASSPHRASE")) as mem:
         engine = mem.engine
         assert set(acked.records) <= set(engine.core.records.heads)
-        assert all(rid in engine.core.vectors for rid in acked.records)
+        assert all(rid in engine.core.vectors for rid in acked.records if rid not in acked.without_vector)
+        assert acked.without_vector
         assert engine.core.text.num_docs() == len(engine.core.records.heads)
         assert engine.core.raw_text.num_docs() == engine.core.journal.counts()[0]
         for rid, word in acked.records.items():
