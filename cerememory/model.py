@@ -408,15 +408,13 @@ class ContentBlock(Model):
             text = value.pop("text")
             if not isinstance(text, str):
                 raise PydanticCustomError("string_type", "text must be a string")
-            if info.context is ANSWER_CONTEXT:  # the server wrote the text from the data
-                value["data"] = text.encode("utf-8", "surrogatepass")
-                return value
             try:
                 data = text.encode("utf-8")
             except UnicodeEncodeError as exc:
                 raise PydanticCustomError("string_unicode", "text is not valid Unicode: a lone surrogate "
                                           "at character {pos}", {"pos": exc.start}) from None
-            if "data" in value and not _same_bytes(value["data"], data):
+            answer = info.context is ANSWER_CONTEXT  # an answer's text was written from its data
+            if "data" in value and not answer and not _same_bytes(value["data"], data):
                 raise PydanticCustomError("text_mismatch", "give either text or data, not both")
             value["data"] = data
         return value
