@@ -80,6 +80,12 @@ def test_a_batch_or_a_refused_lone_insert_keeps_the_rows_and_the_counter_right(d
     with db.transaction() as tx:  # and the next lone insert goes on from the counter as it stands
         again = DuckTables(db, tx).records.insert(record_columns([uuid.uuid4()]), replace=False, bump="records_seq")
     assert again == counter(db) > bumped
+    with db.transaction() as tx:  # a body too long to write as a literal: parameters, in a transaction
+        columns = {**record_columns([uuid.uuid4()]), "body": [b"x" * 40_000]}
+        long = DuckTables(db, tx).records.insert(columns, replace=False, bump="records_seq")
+        assert tx.begun
+    assert long == counter(db) > again
+    assert db.query("SELECT count(*) FROM records") == [(22,)]
 
 
 def test_lone_stores_keep_the_text_index_current_across_a_reopen(tmp_path):
