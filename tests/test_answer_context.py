@@ -33,8 +33,10 @@ def test_an_answer_reads_as_the_request_checks_read_it(mem, http_server):
 
     with cerememory.Client(http_server.url, retries=0) as client:  # the client reads answers so
         over_http = client.recall("harbour", mode="perfect", reconsolidate=False, limit=10)
-    # the content, which decay leaves as it is (fidelity moves with the clock between the two recalls)
-    def contents(memories: list[m.RecalledMemory]) -> dict:
-        return {r.record.id: r.record.content for r in memories}
-
     assert contents(over_http) == contents(checked.memories)
+
+
+def contents(memories: list[m.RecalledMemory]) -> dict:
+    """Each memory's content, which decay leaves as it is (a record's fidelity moves with the
+    clock between two recalls)."""
+    return {r.record.id: r.record.content for r in memories}
