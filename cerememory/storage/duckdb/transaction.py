@@ -1,7 +1,7 @@
 """The writer's transaction, begun by its first statement.
 
 DuckDB commits a statement run outside any transaction as it runs it, and BEGIN and COMMIT
-around a one-row INSERT cost about a third of its CPU. So `BEGIN` is sent only before the
+around a one-row INSERT cost about a quarter of its CPU. So `BEGIN` is sent only before the
 first statement, and a statement the caller runs as the transaction's last (`run_last`) runs
 on its own when nothing ran before it: a lone store is one statement.
 """
