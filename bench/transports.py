@@ -246,6 +246,40 @@ def start_stub(kind: str, tree: Path) -> tuple[subprocess.Popen, dict]:
     return proc, {"http": f"http://127.0.0.1:{port}", "grpc": f"127.0.0.1:{port}"}
 
 
+def commit_counts(url: str) -> tuple[float, float] | None:
+    """The server's group commits so far and the stores and batches they committed (its
+    /metrics), or None for a tree that does not count them."""
+    import httpx
+
+    found = {}
+    for line in httpx.get(f"{url}/metrics", timeout=30).text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("cerememory_write_commits_total", "cerememory_writes_committed_total"):
+            found[name] = float(value)
+    if len(found) < 2:
+        return None
+    return found["cerememory_write_commits_total"], found["cerememory_writes_committed_total"]
+
+
+def writes_per_commit(before: tuple[float, float], url: str) -> float | None:
+    """How many writes shared a commit since `before` (`commit_counts` of the server at `url`)."""
+    after = commit_counts(url)
+    if after is None or after[0] == before[0]:
+        return None
+    return (after[1] - before[1]) / (after[0] - before[0])
+
+
+def pair(rows: list[dict], round_: int, op: str, kind: str, *, clients: int | None = None,
+         stub: bool = False) -> tuple[dict, dict]:
+    """The before and the after run of one round, operation and transport (of `clients` clients)."""
+    def run(tree: str) -> dict:
+        return next(r for r in rows if r["round"] == round_ and r["op"] == op and r["transport"] == kind
+                    and r["tree"] == tree and bool(r.get("stub")) == stub
+                    and (clients is None or r["clients"] == clients))
+
+    return run("before"), run("after")
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU time (user + system, every thread) a process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -304,9 +338,12 @@ def compare(args: argparse.Namespace) -> int:
                                     with make_client("http", target) as client:
                                         load(client, args.records)
                                     wait_quiet(server.pid)  # the warm-up after the load is not the calls'
+                                counted = commit_counts(target["http"]) if op == "encode.store" else None
                                 load_before, cpu_before = os.getloadavg()[0], cpu_seconds(server.pid)
                                 stats = concurrent(kind, target, op, clients, per, tree)
                                 used = cpu_seconds(server.pid) - cpu_before
+                                if counted is not None:
+                                    stats["writes_per_commit"] = writes_per_commit(counted, target["http"])
                                 stats["server_cpu_ms"] = used / (clients * (per + 3)) * 1000  # 3 warm-up calls
                             finally:
                                 server.terminate()
@@ -363,10 +400,7 @@ def compare(args: argparse.Namespace) -> int:
             if op not in args.ops:
                 continue
             for kind in ("http", "grpc"):
-                b, a = (next(r for r in rows if r["round"] == round_ and r["op"] == op and r["transport"] == kind
-                             and r["clients"] == (op_clients or args.clients) and r["tree"] == t
-                             and not r.get("stub"))
-                        for t in ("before", "after"))
+                b, a = pair(rows, round_, op, kind, clients=op_clients or args.clients)
                 lines.append(f"| {round_ + 1} | {op} | {a['clients']} | {kind} | {b['throughput']:,.0f} | "
                              f"{a['throughput']:,.0f} | {a['throughput'] / b['throughput']:.2f}× | {b['p50_ms']:.1f} | "
                              f"{a['p50_ms']:.1f} | {b['server_cpu_ms']:.2f} | {a['server_cpu_ms']:.2f} | "
@@ -382,12 +416,22 @@ def compare(args: argparse.Namespace) -> int:
                   "target ≤ 1 ms)", "",
                   "| round | transport | embedded p50 ms | before added ms | after added ms |", "|---|---|---|---|---|",
                   *added]
+    grouped = []
+    for round_ in range(args.rounds):
+        for kind in ("http", "grpc") if "encode.store" in args.ops else ():
+            b, a = pair(rows, round_, "encode.store", kind)
+            grouped.append(f"| {round_ + 1} | {kind} | " + " | ".join(
+                "—" if r.get("writes_per_commit") is None else f"{r['writes_per_commit']:.1f}" for r in (b, a)) + " |")
+    if grouped:
+        lines += ["", f"encode.store from {args.clients} clients: stores per commit (group commit), from the server's "
+                  "`cerememory_writes_committed_total` / `cerememory_write_commits_total` over the run, warm-up "
+                  "included (— where the tree does not count them)", "",
+                  "| round | transport | before | after |", "|---|---|---|---|", *grouped]
     stub_lines = []
     for round_ in range(args.rounds):
         for op in [name for name in STUB_OPS if name in args.ops]:
             for kind in ("http", "grpc"):
-                b, a = (next(r for r in rows if r.get("stub") and r["round"] == round_ and r["op"] == op
-                             and r["transport"] == kind and r["tree"] == t) for t in ("before", "after"))
+                b, a = pair(rows, round_, op, kind, stub=True)
                 stub_lines.append(f"| {round_ + 1} | {op} | {kind} | {b['p50_ms']:.2f} | {a['p50_ms']:.2f} | "
                                   f"{b['server_cpu_ms']:.2f} | {a['server_cpu_ms']:.2f} | "
                                   f"{a['server_cpu_ms'] / b['server_cpu_ms']:.2f}× | "

@@ -407,6 +407,9 @@ def _render_stats(console: Any, result: dict) -> None:
                 "dream_semantic_nodes", "last_dream_tick_at", "background_dream_enabled", "data_dir"):
         if result.get(key) is not None:
             table.add_row(key.replace("_", " "), str(result[key]))
+    if commits := result.get("write_commits"):  # since this process opened the data dir: a server's
+        table.add_row("writes committed", f"{result['writes_committed']} in {commits} commits "
+                                          f"({result['writes_committed'] / commits:.1f} a commit)")
     console.print(table)
 
 

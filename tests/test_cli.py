@@ -192,3 +192,14 @@ def test_a_command_against_a_server_loads_neither_the_engine_nor_the_models(cli,
     assert not _loaded(stored.stderr) & HEAVY and not _loaded(recalled.stderr) & HEAVY
     helped = cli("--help", env=env)
     assert helped.code == 0 and not _loaded(helped.stderr) & HEAVY
+
+
+def test_stats_from_a_server_count_the_commits_its_stores_shared(cli, http_server, mem):
+    """A server counts the commits of stores and batches since it opened the data dir, a batch
+    being one call; a CLI that opens the data dir itself has none to count, and shows no row."""
+    mem.store("one")
+    mem.store_batch([{"content": {"blocks": [{"text": "two"}]}}, {"content": {"blocks": [{"text": "three"}]}}])
+    stats = cli("stats", "--server-url", http_server.url, "--json").json()
+    assert (stats["write_commits"], stats["writes_committed"]) == (2, 2)
+    assert "2 in 2 commits (1.0 a commit)" in cli("stats", "--server-url", http_server.url).stdout
+    assert "writes committed" not in cli("stats").stdout

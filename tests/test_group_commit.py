@@ -104,6 +104,7 @@ def test_a_group_that_fails_is_committed_one_write_at_a_time() -> None:
     assert sorted(committed) == ["a", "b"]
     assert errors["a"] is None and errors["b"] is None
     assert str(errors["bad"]) == "cannot commit ['bad']"
+    assert (group_commit.commits, group_commit.committed) == (2, 2)  # "a" and "b", each alone
 
 
 @pytest.mark.parametrize("writes", [1, 3])
@@ -193,6 +194,7 @@ def test_writes_handed_in_together_by_one_thread_commit_as_one_group_each_refuse
 
     assert groups == [["a", "b"]]
     assert errors[0] is None and errors[2] is None and isinstance(errors[1], LookupError)
+    assert (group_commit.commits, group_commit.committed) == (1, 2)  # the refused write is not counted
     assert group_commit.pending() == 0
 
 
@@ -213,6 +215,7 @@ def test_more_writes_handed_in_than_a_group_holds_behind_another_leader_all_comm
 
     assert groups == [["first"], ["w0", "w1"], ["w2", "w3"], ["w4"]]
     assert outcome == [[None] * 5]
+    assert (group_commit.commits, group_commit.committed) == (4, 6)
     assert group_commit.pending() == 0
 
 
@@ -232,9 +235,10 @@ def test_calls_handed_in_together_are_each_validated_audited_and_answered_as_the
              (in_context("r-3"), dangling),
              (in_context("r-4"), {"content": {"blocks": [{"text": "lunch is at noon"}]}})]
     with cerememory.open(tmp_path / "d", semantic="off") as mem:
-        groups_before = mem.engine.writer.group.groups
+        before = mem.stats()
         outcomes = mem.dispatcher.call_each("encode.store", calls)
-        assert mem.engine.writer.group.groups - groups_before == 1
+        after = mem.stats()
+        assert (after.write_commits - before.write_commits, after.writes_committed - before.writes_committed) == (1, 2)
         assert isinstance(outcomes[1], CMPError) and outcomes[1].code is ErrorCode.VALIDATION_ERROR
         assert isinstance(outcomes[2], CMPError) and outcomes[2].code is ErrorCode.RECORD_NOT_FOUND
         stored = {outcomes[0].record_id: "r-1", outcomes[3].record_id: "r-4"}

@@ -42,6 +42,8 @@ def test_json_logs_and_metrics_from_a_real_server(data_dir, tmp_path, cli):
     assert 'cerememory_cmp_request_duration_seconds_count{op="encode.store",transport="http"} 1.0' in metrics
     assert "cerememory_raw_journal_pending_dream 1.0" in metrics
     assert 'cerememory_records{store="episodic"} 1.0' in metrics
+    assert "cerememory_write_commits_total 1.0" in metrics  # the one store; the journal write has its own path
+    assert "cerememory_writes_committed_total 1.0" in metrics
 
     lines = [line for line in (tmp_path / "server.log").read_text().splitlines() if line.startswith("{")]
     records = [json.loads(line) for line in lines]  # every line is one JSON object

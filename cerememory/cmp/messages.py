@@ -719,6 +719,12 @@ class StatsResponse(Model):
     undecodable_records: int = Field(
         default=0, description="stored records found undecodable since the data directory was opened "
                                "(reads skip them; the server log names each once)")
+    write_commits: int = Field(
+        default=0, description="transactions that committed encode.store and encode.batch calls since the data "
+                               "directory was opened: calls arriving together share one (group commit)")
+    writes_committed: int = Field(
+        default=0, description="encode.store and encode.batch calls those transactions committed; "
+                               "writes_committed / write_commits is how many shared a commit on average")
 
 
 class IntrospectRecordRequest(Request):

@@ -319,8 +319,10 @@ class Engine:
     # ================================================================ introspect
 
     def introspect_stats(self, req: m.StatsRequest | None = None) -> m.StatsResponse:
+        group = self.writer.group
         return self.introspection.stats({**self.dreaming.stats(), "background_decay_enabled": self.background_decay,
-                                         "background_dream_enabled": self.background_dream})
+                                         "background_dream_enabled": self.background_dream,
+                                         "write_commits": group.commits, "writes_committed": group.committed})
 
     def introspect_record(self, req: m.IntrospectRecordRequest) -> MemoryRecord:
         return self.introspection.record(req)

@@ -65,8 +65,10 @@ class GroupCommit(Generic[T]):
         self._leading = False
         self._last_size = 1
         self._last_seconds = 0.0
-        self.groups = 0  # groups committed, for tests and metrics
+        self.groups = 0  # groups led, for tests and benchmarks
         self.largest = 0
+        self.commits = 0  # transactions that committed at least one write (introspect.stats, metrics)
+        self.committed = 0  # the writes they committed: committed / commits is how well writes group
 
     def submit(self, write: T) -> None:
         """Queue `write` and return once it is committed (raising what refused it)."""
@@ -144,6 +146,7 @@ class GroupCommit(Generic[T]):
 
         try:
             self._commit(take)
+            self._count(taken)
         except BaseException as exc:
             self._one_by_one(take(), exc)
         finally:
@@ -164,5 +167,13 @@ class GroupCommit(Generic[T]):
             if pending.error is None:
                 try:
                     self._commit(functools.partial(list, [pending]))
+                    self._count([pending])
                 except BaseException as alone:  # noqa: BLE001 - handed to its caller
                     pending.error = alone
+
+    def _count(self, committed: list[Pending[T]]) -> None:
+        """Count a transaction that committed `committed`, less the writes it refused."""
+        writes = sum(pending.error is None for pending in committed)
+        if writes:
+            self.commits += 1
+            self.committed += writes

@@ -42,6 +42,11 @@ class _StoreCollector:
         yield CounterMetricFamily("cerememory_undecodable_records",
                                   "Stored records found undecodable since the data directory was opened "
                                   "(reads skip them)", value=stats.undecodable_records)
+        yield CounterMetricFamily("cerememory_write_commits", "Transactions that committed encode.store and "
+                                  "encode.batch calls since the data directory was opened", value=stats.write_commits)
+        yield CounterMetricFamily("cerememory_writes_committed", "encode.store and encode.batch calls those "
+                                  "transactions committed (several share one under load: group commit)",
+                                  value=stats.writes_committed)
 
 
 class _Series:

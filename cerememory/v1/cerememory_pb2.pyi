@@ -1373,7 +1373,7 @@ class StatsRequest(_message.Message):
     def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("total_records", "records_by_store", "total_associations", "avg_fidelity", "avg_fidelity_by_store", "oldest_record", "newest_record", "total_recall_count", "raw_journal_records", "raw_journal_pending_dream", "vector_index_records", "vector_search_backend", "embedder", "semantic_search", "semantic_off_reason", "working_capacity", "recall_mode", "dream_episodic_summaries", "dream_semantic_nodes", "last_dream_tick_at", "evolution_metrics", "background_decay_enabled", "background_dream_enabled", "data_dir", "undecodable_records")
+    __slots__ = ("total_records", "records_by_store", "total_associations", "avg_fidelity", "avg_fidelity_by_store", "oldest_record", "newest_record", "total_recall_count", "raw_journal_records", "raw_journal_pending_dream", "vector_index_records", "vector_search_backend", "embedder", "semantic_search", "semantic_off_reason", "working_capacity", "recall_mode", "dream_episodic_summaries", "dream_semantic_nodes", "last_dream_tick_at", "evolution_metrics", "background_decay_enabled", "background_dream_enabled", "data_dir", "undecodable_records", "write_commits", "writes_committed")
     class RecordsByStoreEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -1413,6 +1413,8 @@ class StatsResponse(_message.Message):
     BACKGROUND_DREAM_ENABLED_FIELD_NUMBER: _ClassVar[int]
     DATA_DIR_FIELD_NUMBER: _ClassVar[int]
     UNDECODABLE_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_COMMITS_FIELD_NUMBER: _ClassVar[int]
+    WRITES_COMMITTED_FIELD_NUMBER: _ClassVar[int]
     total_records: int
     records_by_store: _containers.ScalarMap[str, int]
     total_associations: int
@@ -1438,7 +1440,9 @@ class StatsResponse(_message.Message):
     background_dream_enabled: bool
     data_dir: str
     undecodable_records: int
-    def __init__(self, total_records: _Optional[int] = ..., records_by_store: _Optional[_Mapping[str, int]] = ..., total_associations: _Optional[int] = ..., avg_fidelity: _Optional[float] = ..., avg_fidelity_by_store: _Optional[_Mapping[str, float]] = ..., oldest_record: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., newest_record: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., total_recall_count: _Optional[int] = ..., raw_journal_records: _Optional[int] = ..., raw_journal_pending_dream: _Optional[int] = ..., vector_index_records: _Optional[int] = ..., vector_search_backend: _Optional[str] = ..., embedder: _Optional[str] = ..., semantic_search: _Optional[bool] = ..., semantic_off_reason: _Optional[str] = ..., working_capacity: _Optional[int] = ..., recall_mode: _Optional[_Union[RecallMode, str]] = ..., dream_episodic_summaries: _Optional[int] = ..., dream_semantic_nodes: _Optional[int] = ..., last_dream_tick_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evolution_metrics: _Optional[_Union[EvolutionMetrics, _Mapping]] = ..., background_decay_enabled: _Optional[bool] = ..., background_dream_enabled: _Optional[bool] = ..., data_dir: _Optional[str] = ..., undecodable_records: _Optional[int] = ...) -> None: ...
+    write_commits: int
+    writes_committed: int
+    def __init__(self, total_records: _Optional[int] = ..., records_by_store: _Optional[_Mapping[str, int]] = ..., total_associations: _Optional[int] = ..., avg_fidelity: _Optional[float] = ..., avg_fidelity_by_store: _Optional[_Mapping[str, float]] = ..., oldest_record: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., newest_record: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., total_recall_count: _Optional[int] = ..., raw_journal_records: _Optional[int] = ..., raw_journal_pending_dream: _Optional[int] = ..., vector_index_records: _Optional[int] = ..., vector_search_backend: _Optional[str] = ..., embedder: _Optional[str] = ..., semantic_search: _Optional[bool] = ..., semantic_off_reason: _Optional[str] = ..., working_capacity: _Optional[int] = ..., recall_mode: _Optional[_Union[RecallMode, str]] = ..., dream_episodic_summaries: _Optional[int] = ..., dream_semantic_nodes: _Optional[int] = ..., last_dream_tick_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., evolution_metrics: _Optional[_Union[EvolutionMetrics, _Mapping]] = ..., background_decay_enabled: _Optional[bool] = ..., background_dream_enabled: _Optional[bool] = ..., data_dir: _Optional[str] = ..., undecodable_records: _Optional[int] = ..., write_commits: _Optional[int] = ..., writes_committed: _Optional[int] = ...) -> None: ...
 
 class StoreHistogram(_message.Message):
     __slots__ = ("store", "counts")
