@@ -146,10 +146,10 @@ class LoadMonitor:
         return max(other, 0.0) / wall if wall > 0 else 0.0
 
 
-def ab_parser(doc: str | None, rounds: int, n: int = 100_000) -> argparse.ArgumentParser:
+def ab_parser(doc: str | None, rounds: int, n: int = 100_000, before_required: bool = True) -> argparse.ArgumentParser:
     """The arguments of a before/after comparison: an earlier source tree, N and rounds."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--before", type=Path, required=True, help="source tree of the earlier version")
+    parser.add_argument("--before", type=Path, required=before_required, help="source tree of the earlier version")
     parser.add_argument("--n", type=int, default=n)
     parser.add_argument("--rounds", type=int, default=rounds)
     return parser
