@@ -66,7 +66,6 @@ class GroupCommit(Generic[T]):
         self._last_size = 1
         self._last_seconds = 0.0
         self.groups = 0  # groups led, for tests and benchmarks
-        self.largest = 0
         self.commits = 0  # transactions that committed at least one write (introspect.stats, metrics)
         self.committed = 0  # the writes they committed: committed / commits is how well writes group
 
@@ -156,7 +155,6 @@ class GroupCommit(Generic[T]):
             self._last_size = max(1, len(taken))
             self._last_seconds = self._clock() - started
             self.groups += 1
-            self.largest = max(self.largest, len(taken))
 
     def _one_by_one(self, group: list[Pending[T]], exc: BaseException) -> None:
         """The group failed as a whole: commit each write alone, so only its own fault fails it."""
