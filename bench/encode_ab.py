@@ -11,11 +11,11 @@ threads), which other work on a shared machine disturbs far less; the load avera
 for each run.
 
 Kinds: `text` (no vector), `vec` (the vector as a list of floats, `embedding`) and `vec_f32`
-(the vector as a numpy float32 row in `embedding_f32`, the compact form; the before tree, which
-may not know that form, sends the list instead, so the row compares what a caller gains by
-switching). `--over http` sends the same batches with `cerememory.Client` to a real server of the
-same tree on loopback (`cerememory serve`), and the CPU figures are the server's, with the
-client's beside them.
+(the vectors in the most compact form the tree knows: the batch's as one numpy matrix,
+`store_batch(records, embeddings=matrix)`; else each as a numpy float32 row in `embedding_f32`;
+else the list, so the row compares what a caller gains by switching). `--over http` sends the
+same batches with `cerememory.Client` to a real server of the same tree on loopback
+(`cerememory serve`), and the CPU figures are the server's, with the client's beside them.
 Writes bench/results/encode_ab.md and encode_ab.json (encode_ab_http.* with `--over http`,
 else encode_ab_f32.* when the kinds include `vec_f32`).
 """
@@ -42,30 +42,33 @@ from scale import CHUNK, make_corpus, unit_rows
 n, kind, over = int(sys.argv[2]), sys.argv[3], sys.argv[4]
 texts = make_corpus(n)
 rows = unit_rows(n, 20260901 + n) if kind != "text" else None
-try:
-    from cerememory.model import ContentBlock
-    compact = kind == "vec_f32" and "embedding_f32" in ContentBlock.model_fields
-except ImportError:
-    compact = False
+form = "floats" if kind != "text" else "-"
+if kind == "vec_f32":
+    try:
+        from cerememory.cmp.messages import EncodeBatchRequest
+        from cerememory.model import ContentBlock
+        form = ("matrix" if "embeddings_f32" in EncodeBatchRequest.model_fields
+                else "f32" if "embedding_f32" in ContentBlock.model_fields else form)
+    except ImportError:
+        pass
 
 def batches(lo, hi):
     for start in range(lo, hi, CHUNK):
-        records = []
-        for j in range(start, min(start + CHUNK, hi)):
+        records, end = [], min(start + CHUNK, hi)
+        for j in range(start, end):
             block = {"modality": "text", "text": texts[j]}
-            if rows is not None:
-                if compact:
-                    block["embedding_f32"] = rows[j]
-                else:
-                    block["embedding"] = rows[j].tolist()
+            if form == "f32":
+                block["embedding_f32"] = rows[j]
+            elif form == "floats":
+                block["embedding"] = rows[j].tolist()
             records.append({"content": {"blocks": [block]}, "metadata": {"seq": j}})
-        yield records
+        yield records, ({"embeddings": rows[start:end]} if form == "matrix" else {})
 
 def ingest(mem, lo, hi):
     wall = 0.0
-    for records in batches(lo, hi):  # each chunk built before its clock starts, as scale.ingest does
+    for records, matrix in batches(lo, hi):  # each chunk built before its clock starts, as scale.ingest does
         t0 = time.perf_counter()
-        mem.store_batch(records)
+        mem.store_batch(records, **matrix)
         wall += time.perf_counter() - t0
     return wall
 
@@ -85,7 +88,7 @@ try:
             server.terminate()
             server.wait()
         m = max(1, n - 1000)
-        print(json.dumps({"compact": compact, "records_per_s": m / wall, "records_per_cpu_s": m / server_cpu,
+        print(json.dumps({"form": form, "records_per_s": m / wall, "records_per_cpu_s": m / server_cpu,
                           "client_us_per_record": cpu / m * 1e6}))
     else:
         with cerememory.open(work / "warm", semantic="off") as mem:
@@ -94,7 +97,7 @@ try:
             cpu = time.process_time()
             wall = ingest(mem, 0, n)
             cpu = time.process_time() - cpu
-        print(json.dumps({"compact": compact, "records_per_s": n / wall, "records_per_cpu_s": n / cpu}))
+        print(json.dumps({"form": form, "records_per_s": n / wall, "records_per_cpu_s": n / cpu}))
 finally:
     shutil.rmtree(work, ignore_errors=True)
 """
@@ -128,8 +131,9 @@ def main() -> None:
     lines = [title, "",
              f"`bench/encode_ab.py --n {args.n} --rounds {args.rounds} --kinds {args.kinds} --over {args.over}`; "
              f"N = {args.n:,} records, chunks of 1000, semantic off; each figure a fresh process, before and after "
-             "alternating. `vec_f32` sends the vector as `embedding_f32` (numpy float32 rows) where the tree knows "
-             "that form, else as floats (form column). 1-minute load average of the 2-core machine at the start "
+             "alternating. `vec_f32` sends the vectors in the most compact form the tree knows (form column): "
+             "matrix (each batch's as one numpy array, `embeddings_f32`), f32 (a numpy float32 row in each "
+             "record's `embedding_f32`) or floats. 1-minute load average of the 2-core machine at the start "
              "of each run in the last column."
              + (" Over HTTP the first 1,000 records warm the server and are not counted; client CPU µs per record "
                 "(building the request, encoding, the socket) in its own columns." if http else ""), "",
@@ -139,7 +143,7 @@ def main() -> None:
     for kind in args.kinds.split(","):
         for r in range(args.rounds):
             b, a = (pick(rows, kind=kind, round=r, tree=t) for t in ("before", "after"))
-            forms = " / ".join("f32" if x["compact"] else ("floats" if kind != "text" else "-") for x in (b, a))
+            forms = " / ".join(x["form"] for x in (b, a))
             client = (f" {b['client_us_per_record']:,.0f} / {a['client_us_per_record']:,.0f} |" if http else "")
             lines.append(f"| {NAMES[kind]} | {r + 1} | {forms} | {b['records_per_s']:,.0f} | "
                          f"{a['records_per_s']:,.0f} | "

@@ -83,11 +83,16 @@ class Calls:
         }), m.EncodeStoreResponse)
 
     @staticmethod
-    def store_batch(records: Sequence[Mapping[str, Any]], *,
-                    infer_associations: bool = False) -> Call[m.EncodeBatchResponse]:
-        """Store up to 1000 `encode.store` requests in one transaction."""
-        return Call("encode.batch", {"records": list(records), "infer_associations": infer_associations},
-                    m.EncodeBatchResponse)
+    def store_batch(records: Sequence[Mapping[str, Any]], *, infer_associations: bool = False,
+                    embeddings: ndarray | None = None) -> Call[m.EncodeBatchResponse]:
+        """Store up to 1000 `encode.store` requests in one transaction. `embeddings`: their
+        vectors as one 2-D array, row i for record i, instead of one in each record: checked
+        and sent as one matrix (`embeddings_f32`)."""
+        return Call("encode.batch", build.drop_none({
+            "records": list(records), "infer_associations": infer_associations,
+            "embedding_dim": int(embeddings.shape[1]) if embeddings is not None and embeddings.ndim == 2 else None,
+            "embeddings_f32": embeddings,
+        }), m.EncodeBatchResponse)
 
     @staticmethod
     def update(record_id: uuid.UUID | str, *, text: str | None = None, content: Any = None,

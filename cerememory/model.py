@@ -167,6 +167,11 @@ Instant = Annotated[UtcDatetime, AfterValidator(_in_range)]  # an instant a requ
 # ---------------------------------------------------------------- bytes on the wire
 
 
+def _base64(value: bytes) -> str:
+    """Bytes as JSON carries them (b64encode's core, without its extra steps)."""
+    return b2a_base64(value, newline=False).decode("ascii")
+
+
 def _parse_bytes(value: Any) -> Any:
     """Bytes arrive as base64 strings (our form) or integer arrays (the reference's form)."""
     if isinstance(value, bytes | bytearray | memoryview):
@@ -194,7 +199,7 @@ def _same_bytes(given: Any, data: bytes) -> bool:
 Bytes = Annotated[
     bytes,
     BeforeValidator(_parse_bytes),
-    PlainSerializer(lambda v: b2a_base64(v, newline=False).decode("ascii"), when_used="json"),  # b64encode's core
+    PlainSerializer(_base64, when_used="json"),
 ]
 
 
@@ -208,37 +213,52 @@ def _parse_f32(value: Any) -> bytes:
     a 1-D numpy array of any real dtype (cast to float32 here, so a float64 row is no mistake),
     held to the rules of `Embedding`: at least one component, every one finite. One validator
     for both steps: a batch of a thousand vectors calls it a thousand times."""
+    return _f32_bytes(value, "embedding_f32", 1)
+
+
+def _parse_f32_rows(value: Any) -> bytes:
+    """`EmbeddingRowsF32`: the rows of a matrix as one run of float32 bytes, from base64 text,
+    bytes or, in process, a 2-D numpy array, every value finite; checked in one pass, whatever
+    the number of rows. How many rows it holds is the request's to check (`EncodeBatchRequest`)."""
+    return _f32_bytes(value, "embeddings_f32", 2)
+
+
+def _f32_bytes(value: Any, field: str, ndim: int) -> bytes:
+    """`value` as little-endian float32 bytes, all finite; `ndim`: the shape an array must have."""
     np = sys.modules.get("numpy")  # a caller holding an array has numpy loaded: short commands never load it
     if np is not None and isinstance(value, np.ndarray):
-        if value.ndim == 1 and value.dtype.str == "<f4":  # the usual row: no cast, no error state to set up
-            return _finite_f32(value.tobytes(), value)
-        if value.ndim != 1 or value.dtype.kind not in "fiu":
-            raise PydanticCustomError("vector_encoding", "embedding_f32 as an array must be 1-D and real, "
-                                      "not {shape} {dtype}", {"shape": value.shape, "dtype": str(value.dtype)})
+        if value.ndim == ndim and value.dtype.str == "<f4":  # the usual array: no cast, no error state to set up
+            return _finite_f32(value.tobytes(), field, value)
+        if value.ndim != ndim or value.dtype.kind not in "fiu":
+            raise PydanticCustomError("vector_encoding", "{field} as an array must be {ndim}-D and real, "
+                                      "not {shape} {dtype}",
+                                      {"field": field, "ndim": ndim, "shape": value.shape, "dtype": str(value.dtype)})
         with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf, refused below
-            row = value.astype("<f4")
-        return _finite_f32(row.tobytes(), row)
+            cast = value.astype("<f4")
+        return _finite_f32(cast.tobytes(), field, cast)
     if isinstance(value, bytes | bytearray | memoryview):
-        return _finite_f32(bytes(value))
+        return _finite_f32(bytes(value), field)
     if isinstance(value, str):
         try:
             data = a2b_base64(value, strict_mode=True)
         except ValueError:
-            raise PydanticCustomError("vector_encoding", "embedding_f32 is not valid base64") from None
-        return _finite_f32(data)
-    raise PydanticCustomError("vector_encoding", "embedding_f32 must be base64 text of little-endian float32 values")
+            raise PydanticCustomError("vector_encoding", "{field} is not valid base64", {"field": field}) from None
+        return _finite_f32(data, field)
+    raise PydanticCustomError("vector_encoding", "{field} must be base64 text of little-endian float32 values",
+                              {"field": field})
 
 
-def _finite_f32(data: bytes, row: Any = None) -> bytes:
-    """`data` when it holds at least one float32 and every one is finite (`row`: the same values
-    as an array, when the caller has one)."""
+def _finite_f32(data: bytes, field: str, values: Any = None) -> bytes:
+    """`data` when it holds at least one float32 and every one is finite (`values`: the same
+    numbers as an array, when the caller has one)."""
     if not data or len(data) % 4:
-        raise PydanticCustomError("vector_encoding", "embedding_f32 is {size} bytes, not a whole number of float32 "
-                                  "values (4 bytes each)", {"size": len(data)})
+        raise PydanticCustomError("vector_encoding", "{field} is {size} bytes, not a whole number of float32 "
+                                  "values (4 bytes each)", {"field": field, "size": len(data)})
     import numpy as np
 
-    if not np.isfinite(np.frombuffer(data, "<f4") if row is None else row).all():
-        raise PydanticCustomError("vector_encoding", "embedding_f32 must hold finite numbers (no NaN or Infinity)")
+    if not np.isfinite(np.frombuffer(data, "<f4") if values is None else values).all():
+        raise PydanticCustomError("vector_encoding", "{field} must hold finite numbers (no NaN or Infinity)",
+                                  {"field": field})
     return data
 
 
@@ -246,8 +266,12 @@ def _finite_f32(data: bytes, row: Any = None) -> bytes:
 # base64 in JSON like every bytes field, raw bytes in gRPC and in process. Four bytes a component
 # instead of about twenty characters of JSON, and no Python float per component anywhere: the engine
 # reads a batch's vectors into one matrix straight from these bytes.
-EmbeddingF32 = Annotated[bytes, BeforeValidator(_parse_f32),
-                         PlainSerializer(lambda v: b2a_base64(v, newline=False).decode("ascii"), when_used="json")]
+EmbeddingF32 = Annotated[bytes, BeforeValidator(_parse_f32), PlainSerializer(_base64, when_used="json")]
+
+# Many vectors of one dimension in that form, row after row (`encode.batch`'s `embeddings_f32`):
+# a 2-D array in process, one base64 string in JSON, one bytes field in gRPC. A batch's vectors
+# are then checked, sent and read as one matrix, with nothing done per row.
+EmbeddingRowsF32 = Annotated[bytes, BeforeValidator(_parse_f32_rows), PlainSerializer(_base64, when_used="json")]
 
 
 # ---------------------------------------------------------------- enums

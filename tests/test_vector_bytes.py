@@ -211,6 +211,115 @@ def test_grpc_hostile_vectors_are_refused_and_nothing_is_stored(name: str, value
     assert mem.stats().total_records == 0
 
 
+# ---------------------------------------------------------------- a batch's vectors as one matrix
+
+
+def texts() -> list[dict[str, Any]]:
+    """The same forty records, without vectors (they travel as `embeddings_f32`)."""
+    return [{"content": {"blocks": [{"text": f"note {i}"}]}} for i in range(len(ROWS))]
+
+
+MATRIX_FORMS = {"array": ROWS, "float64 array": ROWS.astype(np.float64), "bytes": ROWS.astype("<f4").tobytes(),
+                "base64": b64(ROWS)}
+
+
+def batch(rows: Any, n: int = len(ROWS), dim: int | None = DIM) -> dict[str, Any]:
+    """An encode.batch request of the first `n` records of `texts()` with `rows` as their matrix."""
+    return {"records": texts()[:n], "embeddings_f32": rows, **({"embedding_dim": dim} if dim else {})}
+
+
+def hostile_matrices() -> list[tuple[str, Any, str]]:
+    """Matrices `embeddings_f32` refuses for `texts()[:3]`, and what the refusal says."""
+    nan = ROWS[:3].copy()
+    nan[1, 5] = math.nan
+    return [("a row short", b64(ROWS[:2]), "not 3 rows (one per record) of 24 float32 values"),
+            ("a NaN", b64(nan), "finite numbers"),
+            ("not base64", "not base64!", "not valid base64"),
+            ("no bytes", "", "not a whole number of float32"),
+            ("a 1-D array", ROWS[0], "2-D and real")]
+
+
+@pytest.mark.parametrize("form", MATRIX_FORMS)
+def test_embedded_a_matrix_stores_the_vectors_floats_store(form: str, mem: cerememory.Memory,
+                                                           reference: list[list[tuple[str, float]]]) -> None:
+    mem.dispatch("encode.batch", batch(MATRIX_FORMS[form], dim=None if "array" in form else DIM))
+    assert hits(mem) == reference
+
+
+@pytest.mark.parametrize("name,value,says", hostile_matrices(), ids=[h[0] for h in hostile_matrices()])
+def test_embedded_hostile_matrices_are_refused_and_nothing_is_stored(name: str, value: Any, says: str,
+                                                                     mem: cerememory.Memory) -> None:
+    with pytest.raises(CMPError) as err:
+        mem.dispatch("encode.batch", batch(value, 3))
+    refused(err.value.envelope(), "embeddings_f32", says)
+    assert mem.stats().total_records == 0
+
+
+@pytest.mark.parametrize("rows", [ROWS[0], ROWS[:2]], ids=["1-D", "a row short"])
+def test_store_batch_refuses_an_array_that_is_not_the_records_rows(rows: np.ndarray, mem: cerememory.Memory) -> None:
+    with pytest.raises(CMPError) as err:
+        mem.store_batch(texts()[:3], embeddings=rows)
+    assert err.value.envelope()["details"]["field"] == "embeddings_f32"
+    assert mem.stats().total_records == 0
+
+
+def test_bytes_without_their_row_length_are_refused(mem: cerememory.Memory) -> None:
+    with pytest.raises(CMPError) as err:
+        mem.dispatch("encode.batch", batch(b64(ROWS[:3]), 3, dim=None))
+    refused(err.value.envelope(), "embeddings_f32", "needs embedding_dim")
+    assert mem.stats().total_records == 0
+
+
+def test_a_record_with_a_vector_of_its_own_beside_a_matrix_is_refused(mem: cerememory.Memory) -> None:
+    mixed = [*texts()[:2], records("array")[2]]
+    with pytest.raises(CMPError) as err:
+        mem.store_batch(mixed, embeddings=ROWS[:3])
+    refused(err.value.envelope(), "embeddings_f32", "records[2] carries a vector of its own")
+    assert mem.stats().total_records == 0
+
+
+def test_http_a_base64_matrix_stores_the_vectors_floats_store(http_server: ServerThread, mem: cerememory.Memory,
+                                                              reference: list[list[tuple[str, float]]]) -> None:
+    answer = post(http_server, "/v1/encode/batch", json.dumps(batch(b64(ROWS))).encode())
+    assert answer.status_code == 200, answer.text
+    assert hits(mem) == reference
+
+
+def test_the_python_client_sends_a_matrix_as_base64(client: cerememory.Client, mem: cerememory.Memory,
+                                                    reference: list[list[tuple[str, float]]]) -> None:
+    client.store_batch(texts(), embeddings=ROWS)
+    assert hits(client) == reference
+
+
+@pytest.mark.parametrize("name,value,says", hostile_matrices()[:4], ids=[h[0] for h in hostile_matrices()[:4]])
+def test_http_hostile_matrices_are_refused_and_nothing_is_stored(name: str, value: str, says: str,
+                                                                 http_server: ServerThread,
+                                                                 mem: cerememory.Memory) -> None:
+    answer = post(http_server, "/v1/encode/batch", json.dumps(batch(value, 3)).encode())
+    assert answer.status_code == 400, answer.text
+    refused(answer.json(), "embeddings_f32", says)
+    assert mem.stats().total_records == 0
+
+
+def test_grpc_a_matrix_stores_the_vectors_floats_store(grpc_target: str, mem: cerememory.Memory,
+                                                       reference: list[list[tuple[str, float]]]) -> None:
+    with GrpcClient(grpc_target, timeout=30) as client:
+        client.store_batch(texts(), embeddings=ROWS)
+        assert hits(client) == reference
+
+
+@pytest.mark.parametrize("name,value,says", hostile_matrices()[:2], ids=[h[0] for h in hostile_matrices()[:2]])
+def test_grpc_hostile_matrices_are_refused_and_nothing_is_stored(name: str, value: str, says: str, grpc_target: str,
+                                                                 mem: cerememory.Memory) -> None:
+    plain = [pb.EncodeStoreRequest(content=pb.MemoryContent(blocks=[pb.ContentBlock(text=f"note {i}")]))
+             for i in range(3)]
+    request = pb.EncodeBatchRequest(records=plain, embeddings_f32=base64.b64decode(value), embedding_dim=DIM)
+    with grpc.insecure_channel(grpc_target) as channel, pytest.raises(grpc.RpcError) as err:
+        pb_grpc.CerememoryServiceStub(channel).EncodeBatch(request, timeout=30)
+    assert err.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    refused(json.loads(dict(err.value.trailing_metadata())["cmp-error"]), "embeddings_f32", says)
+    assert mem.stats().total_records == 0
+
 
 # ---------------------------------------------------------------- the docs
 

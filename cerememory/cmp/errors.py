@@ -311,7 +311,8 @@ def not_found(record_id: object, what: str = "record") -> CMPError:
 _SPECIFIC_CODES = {"content_too_large": ErrorCode.CONTENT_TOO_LARGE}
 _STORE_FIELDS = {"store", "stores", "scope"}
 # pydantic error types whose fix is the same whatever the field
-_HINTS = {"vector_encoding": "embedding_f32 is a vector as little-endian float32 values, base64 in JSON "
+_HINTS = {"vector_encoding": "embedding_f32 is a vector (embeddings_f32 a batch's, row after row) as little-endian "
+                             "float32 values, base64 in JSON "
                              "(numpy: base64.b64encode(v.astype('<f4').tobytes())); or give the numbers in embedding"}
 
 

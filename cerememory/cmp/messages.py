@@ -13,15 +13,18 @@ from pydantic import (
     Field,
     StrictBool,
     StrictInt,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from ..limits import MAX_ID_CHARS, RequestJson, RequestJsonValue, StoredJson
 from ..model import (
     AssociationType,
     Bytes,
     Embedding,
+    EmbeddingRowsF32,
     EmotionVector,
     Instant,
     MemoryContent,
@@ -125,6 +128,41 @@ class EncodeStoreResponse(Model):
 class EncodeBatchRequest(Request):
     records: list[EncodeStoreRequest] = Field(min_length=1, max_length=MAX_BATCH)
     infer_associations: StrictBool = False
+    embedding_dim: StrictInt | None = Field(
+        default=None, ge=1,
+        description="the length of each row of embeddings_f32 (in process, a 2-D array gives its own)")
+    embeddings_f32: EmbeddingRowsF32 | None = Field(
+        default=None, description="the records' vectors as one matrix, row i for record i: little-endian float32, "
+                                  "base64 in JSON (instead of a vector in each record's block)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _array_shape(cls, value: Any) -> Any:
+        """A 2-D array of vectors says its own row length."""
+        shape = getattr(value.get("embeddings_f32"), "shape", None) if isinstance(value, dict) else None
+        if shape is not None and len(shape) == 2 and value.get("embedding_dim") is None:
+            value = {**value, "embedding_dim": int(shape[1])}
+        return value
+
+    @field_validator("embeddings_f32")
+    @classmethod
+    def _rows_for_records(cls, value: bytes | None, info: ValidationInfo) -> bytes | None:
+        """One row of `embedding_dim` values per record, and no record with a vector of its own."""
+        records, dim = info.data.get("records"), info.data.get("embedding_dim")
+        if value is None or not records:  # records refused already: their error is the one to give
+            return value
+        if dim is None:
+            raise PydanticCustomError("vector_encoding", "embeddings_f32 needs embedding_dim, the length of each row")
+        if len(value) != 4 * dim * len(records):
+            raise PydanticCustomError(
+                "vector_encoding", "embeddings_f32 is {size} bytes, not {rows} rows (one per record) of {dim} float32 "
+                "values", {"size": len(value), "rows": len(records), "dim": dim})
+        given = next((i for i, r in enumerate(records) if r.content.first_embedding() is not None), None)
+        if given is not None:
+            raise PydanticCustomError(
+                "vector_encoding", "records[{index}] carries a vector of its own: give every record's vector in "
+                "embeddings_f32, or each in its record", {"index": given})
+        return value
 
 
 class EncodeBatchResponse(Model):

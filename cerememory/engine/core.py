@@ -446,13 +446,19 @@ class EngineCore:
         for rows in given.values():  # one matrix per dimension, normalised at once
             out.append(VectorColumns([i for i, _ in rows], [CALLER_MODEL] * len(rows),
                                      normalise_rows([vector for _, vector in rows])))
-        for size, (ids, blobs) in packed.items():  # the bytes of a dimension's rows read as one matrix
-            joined = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), size // 4)
-            out.append(VectorColumns(ids, [CALLER_MODEL] * len(ids), normalise_rows(joined)))
+        for ids, blobs in packed.values():  # the bytes of a dimension's rows read as one matrix
+            out.append(self.rows_columns(ids, b"".join(blobs)))
         if to_embed and self.embedder is not None:
             matrix = self.embed([text for _, text in to_embed]).astype(np.float32, copy=False)
             out.append(VectorColumns([i for i, _ in to_embed], [self.embedder.name] * len(to_embed), matrix))
         return merge_columns(out)
+
+    @staticmethod
+    def rows_columns(ids: Sequence[uuid.UUID], rows: bytes) -> VectorColumns:
+        """The caller's vectors of `ids` given as one run of float32 rows of one dimension (a
+        batch's `embeddings_f32`), read as one matrix and scaled to unit length."""
+        matrix = np.frombuffer(rows, dtype="<f4").reshape(len(ids), -1)
+        return VectorColumns(list(ids), [CALLER_MODEL] * len(ids), normalise_rows(matrix))
 
     # ------------------------------------------------------------ audit
 

@@ -98,7 +98,8 @@ class Encoding:
         return self._encode([req], infer=False, op="encode.store")[0][0]
 
     def batch(self, req: m.EncodeBatchRequest) -> m.EncodeBatchResponse:
-        results, inferred = self._encode(req.records, infer=req.infer_associations, op="encode.batch")
+        results, inferred = self._encode(req.records, infer=req.infer_associations, op="encode.batch",
+                                         rows=req.embeddings_f32)
         return m.EncodeBatchResponse(results=results, associations_inferred=inferred)
 
     def store_each(self, calls: Sequence[tuple[m.EncodeStoreRequest, contextvars.Context]]
@@ -146,11 +147,13 @@ class Encoding:
                 out.append(exc)
         return out
 
-    def _encode(self, reqs: Sequence[m.EncodeStoreRequest], *, infer: bool,
-                op: str) -> tuple[list[m.EncodeStoreResponse], int]:
+    def _encode(self, reqs: Sequence[m.EncodeStoreRequest], *, infer: bool, op: str,
+                rows: bytes | None = None) -> tuple[list[m.EncodeStoreResponse], int]:
+        """`rows`: the records' vectors as one matrix (`embeddings_f32`), else each in its record."""
         now = self.core.now()
         records = self._records(reqs, op, now)
-        vectors = self.core.vector_columns([(r.id, r.content) for r in records])
+        vectors = (self.core.vector_columns([(r.id, r.content) for r in records]) if rows is None
+                   else [self.core.rows_columns([r.id for r in records], rows)])
         prepared = self._write(reqs, records, vectors, infer=infer, now=now)
         self.writer.add(prepared.write)
         return prepared.answer()

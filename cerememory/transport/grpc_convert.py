@@ -37,7 +37,7 @@ from pydantic_core import to_jsonable_python
 from ..cmp import messages as m
 from ..cmp.dispatch import OPERATIONS, Operation, operation
 from ..cmp.errors import CMPError, ErrorCode
-from ..model import INSTANTS_KEPT, Bytes, EmbeddingF32, Modality, UtcDatetime, instance_of
+from ..model import INSTANTS_KEPT, Bytes, EmbeddingF32, EmbeddingRowsF32, Modality, UtcDatetime, instance_of
 from ..v1 import cerememory_pb2 as pb
 
 SERVICE: ServiceDescriptor = pb.DESCRIPTOR.services_by_name["CerememoryService"]
@@ -57,8 +57,10 @@ _INT64 = {FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64}
 _FLOATS = {FieldDescriptor.CPPTYPE_DOUBLE, FieldDescriptor.CPPTYPE_FLOAT}
 _DATETIME: TypeAdapter[datetime] = TypeAdapter(UtcDatetime)
 _BYTES: TypeAdapter[bytes] = TypeAdapter(Bytes)
-# a bytes field with a form of its own: a vector also given in process as a numpy row
-_BYTES_OF: dict[str, TypeAdapter[bytes]] = {"cerememory.v1.ContentBlock.embedding_f32": TypeAdapter(EmbeddingF32)}
+# bytes fields with a form of their own: vectors, also given in process as numpy arrays
+_BYTES_OF: dict[str, TypeAdapter[bytes]] = {"cerememory.v1.ContentBlock.embedding_f32": TypeAdapter(EmbeddingF32),
+                                            "cerememory.v1.EncodeBatchRequest.embeddings_f32":
+                                                TypeAdapter(EmbeddingRowsF32)}
 M = TypeVar("M", bound=BaseModel)
 
 

@@ -537,14 +537,18 @@ class EncodeStoreResponse(_message.Message):
     def __init__(self, record_id: _Optional[str] = ..., store: _Optional[_Union[StoreType, str]] = ..., initial_fidelity: _Optional[float] = ..., associations_created: _Optional[int] = ...) -> None: ...
 
 class EncodeBatchRequest(_message.Message):
-    __slots__ = ("header", "records", "infer_associations")
+    __slots__ = ("header", "records", "infer_associations", "embeddings_f32", "embedding_dim")
     HEADER_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     INFER_ASSOCIATIONS_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDINGS_F32_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDING_DIM_FIELD_NUMBER: _ClassVar[int]
     header: CMPHeader
     records: _containers.RepeatedCompositeFieldContainer[EncodeStoreRequest]
     infer_associations: bool
-    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., records: _Optional[_Iterable[_Union[EncodeStoreRequest, _Mapping]]] = ..., infer_associations: _Optional[bool] = ...) -> None: ...
+    embeddings_f32: bytes
+    embedding_dim: int
+    def __init__(self, header: _Optional[_Union[CMPHeader, _Mapping]] = ..., records: _Optional[_Iterable[_Union[EncodeStoreRequest, _Mapping]]] = ..., infer_associations: _Optional[bool] = ..., embeddings_f32: _Optional[bytes] = ..., embedding_dim: _Optional[int] = ...) -> None: ...
 
 class EncodeBatchResponse(_message.Message):
     __slots__ = ("results", "associations_inferred")
