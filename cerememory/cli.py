@@ -155,6 +155,40 @@ def _refuse_working_in_process(mem: Any, requests: list[dict]) -> None:
                         "choose another --store")
 
 
+def _embedding_rows(path: str, records: int) -> Any:
+    """`--embeddings`: a .npy file of one row per record, as float32."""
+    import numpy as np
+
+    try:
+        rows = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise _bad(f"--embeddings: {path} could not be read as a .npy array ({exc}); nothing was stored",
+                   hint="save the vectors with numpy.save(path, matrix), one row per record") from None
+    if rows.ndim != 2 or len(rows) != records or rows.dtype.kind not in "fiu":
+        raise _bad(f"--embeddings: {path} holds a {rows.dtype} array of shape {rows.shape}, not {records} rows "
+                   "(one per record) of numbers; nothing was stored",
+                   hint="save the vectors with numpy.save(path, matrix), one row per record")
+    with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf, which CMP refuses
+        return rows.astype("<f4")
+
+
+def _batch_requests(records: list[dict], rows: Any, infer: bool) -> list[dict]:
+    """The encode.batch requests that store `records` (with `rows`, their vectors, when given)."""
+    from base64 import b64encode
+
+    from .cmp.messages import MAX_BATCH
+
+    requests = []
+    for start in range(0, len(records), MAX_BATCH):
+        request: dict[str, Any] = {"records": records[start:start + MAX_BATCH], "infer_associations": infer}
+        if rows is not None:  # base64, as JSON carries it: the same request embedded or through a server
+            matrix = rows[start:start + MAX_BATCH]
+            request["embeddings_f32"] = b64encode(matrix.tobytes()).decode("ascii")
+            request["embedding_dim"] = int(matrix.shape[1])
+        requests.append(request)
+    return requests
+
+
 def run_batch(mem: Any, args: argparse.Namespace, out: Output) -> dict:
     from .cmp.dispatch import parse_request
     from .cmp.messages import MAX_BATCH
@@ -163,22 +197,22 @@ def run_batch(mem: Any, args: argparse.Namespace, out: Output) -> dict:
     if not records:
         raise _bad("no records in the input")
     _refuse_working_in_process(mem, records)
-    chunks = [records[i:i + MAX_BATCH] for i in range(0, len(records), MAX_BATCH)]
-    for n, chunk in enumerate(chunks):  # validate everything before storing anything
+    rows = _embedding_rows(args.embeddings, len(records)) if args.embeddings else None
+    requests = _batch_requests(records, rows, args.infer_associations)
+    for n, request in enumerate(requests):  # validate everything before storing anything
         try:
-            parse_request("encode.batch", {"records": chunk})
+            parse_request("encode.batch", request)
         except CMPError as exc:
             exc.message = f"chunk starting at record {n * MAX_BATCH + 1}: {exc.message}"
             raise
     results: list[dict] = []
     inferred = 0
     with out.progress("storing", len(records)) as advance:
-        for chunk in chunks:
-            response = mem.dispatch("encode.batch", {"records": chunk,
-                                                     "infer_associations": args.infer_associations})
+        for request in requests:
+            response = mem.dispatch("encode.batch", request)
             results.extend(response["results"])
             inferred += response["associations_inferred"]
-            advance(len(chunk))
+            advance(len(request["records"]))
     return {"results": results, "associations_inferred": inferred}
 
 
@@ -586,6 +620,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p = add("batch", "Store many memories from JSON Lines (a file or - for stdin).", None)
     p.add_argument("source", help="JSONL file, one encode.store request (or {\"text\": ...}) per line; - for stdin")
     p.add_argument("--infer-associations", action="store_true", help="link consecutive records")
+    p.add_argument("--embeddings", metavar="FILE.npy",
+                   help="the records' vectors: a numpy .npy matrix, row i for the i-th record (sent as one "
+                        "matrix per batch)")
 
     p = add("recall", "Recall memories by a text cue (no cue: the most recent).", cmd_recall)
     p.add_argument("query", nargs="?", help="what to recall")

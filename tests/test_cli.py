@@ -107,6 +107,67 @@ def test_malformed_batch_stores_nothing(cli):
     assert cli("stats", "--json").json()["total_records"] == 0
 
 
+def _texts_and_vectors(tmp_path, n: int, dim: int = 8):
+    """A JSONL file of `n` texts and a .npy file of their `n` vectors."""
+    import numpy as np
+
+    lines = tmp_path / "texts.jsonl"
+    lines.write_text("\n".join(json.dumps({"text": f"line {i}"}) for i in range(n)))
+    vectors = np.random.default_rng(n).standard_normal((n, dim)).astype(np.float32)
+    np.save(tmp_path / "vectors.npy", vectors)
+    return lines, tmp_path / "vectors.npy", vectors
+
+
+def _nearest(cli, vector, *server: str) -> str:
+    found = cli("recall", "--embedding", ",".join(map(str, vector.tolist())), "--limit", "1", *server, "--json")
+    assert found.code == 0, found.stderr
+    return found.json()["memories"][0]["record"]["content"]["blocks"][0]["text"]
+
+
+def test_batch_with_embeddings_gives_each_record_its_row(cli, tmp_path):
+    lines, npy, vectors = _texts_and_vectors(tmp_path, 1200)
+    result = cli("batch", str(lines), "--embeddings", str(npy), "--json")
+    assert result.code == 0, result.stderr
+    assert len(result.json()["results"]) == 1200
+    assert _nearest(cli, vectors[1100]) == "line 1100"  # a row of the second batch of 1000
+
+
+def test_batch_with_embeddings_through_a_server(cli, tmp_path, http_server):
+    lines, npy, vectors = _texts_and_vectors(tmp_path, 3)
+    server = ("--server-url", http_server.url)
+    assert cli("batch", str(lines), "--embeddings", str(npy), *server, "--json").code == 0
+    assert _nearest(cli, vectors[2], *server) == "line 2"
+
+
+@pytest.mark.parametrize("case,says", [
+    ("a row short", "not 3 rows"), ("one vector", "not 3 rows"), ("not numpy", "could not be read"),
+    ("pickled", "could not be read"), ("a NaN", "finite numbers"), ("a vector in a line", "of its own"),
+])
+def test_batch_embeddings_that_do_not_fit_store_nothing(cli, tmp_path, case, says):
+    import numpy as np
+
+    lines, npy, vectors = _texts_and_vectors(tmp_path, 3)
+    if case == "a row short":
+        np.save(npy, vectors[:2])
+    elif case == "one vector":
+        np.save(npy, vectors[0])
+    elif case == "not numpy":
+        npy.write_text("0.1, 0.2")
+    elif case == "pickled":
+        np.save(npy, np.array([{"a": 1}] * 3, dtype=object), allow_pickle=True)
+    elif case == "a NaN":
+        vectors[1, 4] = np.nan
+        np.save(npy, vectors)
+    else:  # the second line brings a vector of its own
+        lines.write_text("\n".join(json.dumps({"text": f"line {i}", **({"embedding": [1.0] * 8} if i == 1 else {})})
+                                   for i in range(3)))
+    result = cli("batch", str(lines), "--embeddings", str(npy), "--json")
+    assert result.code == 2, result.stdout + result.stderr
+    error = result.json()["error"]
+    assert error["code"] == "VALIDATION_ERROR" and says in error["message"], error
+    assert cli("stats", "--json").json()["total_records"] == 0
+
+
 def test_raw_journal_commands(cli):
     assert cli("raw-store", "user: rotate the key", "--session-id", "s1", "--json").code == 0
     assert cli("raw-store", "secret token abc", "--session-id", "s1", "--secrecy-level", "secret").code == 0
