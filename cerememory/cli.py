@@ -159,15 +159,15 @@ def _embedding_rows(path: str, records: int) -> Any:
     """`--embeddings`: a .npy file of one row per record, as float32."""
     import numpy as np
 
+    hint = "save the vectors with numpy.save(path, matrix), one row per record"
     try:
         rows = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise _bad(f"--embeddings: {path} could not be read as a .npy array ({exc}); nothing was stored",
-                   hint="save the vectors with numpy.save(path, matrix), one row per record") from None
+                   hint=hint) from None
     if rows.ndim != 2 or len(rows) != records or rows.dtype.kind not in "fiu":
         raise _bad(f"--embeddings: {path} holds a {rows.dtype} array of shape {rows.shape}, not {records} rows "
-                   "(one per record) of numbers; nothing was stored",
-                   hint="save the vectors with numpy.save(path, matrix), one row per record")
+                   "(one per record) of numbers; nothing was stored", hint=hint)
     with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf, which CMP refuses
         return rows.astype("<f4")
 
