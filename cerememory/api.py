@@ -90,7 +90,7 @@ class Calls:
         and sent as one matrix (`embeddings_f32`)."""
         return Call("encode.batch", build.drop_none({
             "records": list(records), "infer_associations": infer_associations,
-            "embedding_dim": int(embeddings.shape[1]) if embeddings is not None and embeddings.ndim == 2 else None,
+            "embedding_dim": m.row_length(embeddings),
             "embeddings_f32": embeddings,
         }), m.EncodeBatchResponse)
 

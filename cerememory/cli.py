@@ -176,7 +176,7 @@ def _batch_requests(records: list[dict], rows: Any, infer: bool) -> list[dict]:
     """The encode.batch requests that store `records` (with `rows`, their vectors, when given)."""
     from base64 import b64encode
 
-    from .cmp.messages import MAX_BATCH
+    from .cmp.messages import MAX_BATCH, row_length
 
     requests = []
     for start in range(0, len(records), MAX_BATCH):
@@ -184,7 +184,7 @@ def _batch_requests(records: list[dict], rows: Any, infer: bool) -> list[dict]:
         if rows is not None:  # base64, as JSON carries it: the same request embedded or through a server
             matrix = rows[start:start + MAX_BATCH]
             request["embeddings_f32"] = b64encode(matrix.tobytes()).decode("ascii")
-            request["embedding_dim"] = int(matrix.shape[1])
+            request["embedding_dim"] = row_length(matrix)
         requests.append(request)
     return requests
 

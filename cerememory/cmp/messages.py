@@ -125,6 +125,12 @@ class EncodeStoreResponse(Model):
     associations_created: int = 0
 
 
+def row_length(rows: Any) -> int | None:
+    """The length of each row of a 2-D array of vectors (its `embedding_dim`); None for anything else."""
+    shape = getattr(rows, "shape", None)
+    return int(shape[1]) if shape is not None and len(shape) == 2 else None
+
+
 class EncodeBatchRequest(Request):
     records: list[EncodeStoreRequest] = Field(min_length=1, max_length=MAX_BATCH)
     infer_associations: StrictBool = False
@@ -139,9 +145,9 @@ class EncodeBatchRequest(Request):
     @classmethod
     def _array_shape(cls, value: Any) -> Any:
         """A 2-D array of vectors says its own row length."""
-        shape = getattr(value.get("embeddings_f32"), "shape", None) if isinstance(value, dict) else None
-        if shape is not None and len(shape) == 2 and value.get("embedding_dim") is None:
-            value = {**value, "embedding_dim": int(shape[1])}
+        dim = row_length(value.get("embeddings_f32")) if isinstance(value, dict) else None
+        if dim is not None and value.get("embedding_dim") is None:
+            value = {**value, "embedding_dim": dim}
         return value
 
     @field_validator("embeddings_f32")
