@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import os
+import struct
 import sys
 import threading
 import time
@@ -53,6 +55,8 @@ def new_id() -> uuid.UUID:
 
 
 _RANDOM_BITS = (1 << 62) - 1
+_MS_BITS = (1 << 48) - 1
+_V7 = 0x7 << 76 | 0b10 << 62  # the version and variant bits
 
 
 def new_ids(count: int) -> list[uuid.UUID]:
@@ -70,12 +74,9 @@ def new_ids(count: int) -> list[uuid.UUID]:
             start = ms << 12 | int.from_bytes(os.urandom(2), "big") & 0x3FF
         end = start + count - 1
         _uuid7_last = (end >> 12, end & 0xFFF)
-    rand = os.urandom(8 * count)
-    return [
-        _uuid_of_int((counter >> 12 & (1 << 48) - 1) << 80 | 0x7 << 76 | (counter & 0xFFF) << 64 | 0b10 << 62
-                     | int.from_bytes(rand[8 * i:8 * i + 8], "big") & _RANDOM_BITS)
-        for i, counter in enumerate(range(start, end + 1))
-    ]
+    rand = struct.unpack(f">{count}Q", os.urandom(8 * count))
+    return uuids_of_ints([(counter >> 12 & _MS_BITS) << 80 | (counter & 0xFFF) << 64 | _V7 | r & _RANDOM_BITS
+                          for counter, r in zip(range(start, end + 1), rand, strict=True)])
 
 
 def _uuid_of_int(number: int) -> uuid.UUID:
@@ -102,6 +103,29 @@ def uuids_of_ints(numbers: Sequence[int]) -> list[uuid.UUID]:
     deque(map(object.__setattr__, ids, repeat("int", n), numbers), maxlen=0)
     deque(map(object.__setattr__, ids, repeat("is_safe", n), repeat(uuid.SafeUUID.unknown, n)), maxlen=0)
     return ids
+
+
+_FEW_IDS = 32  # below it, `str` per id is quicker than setting up the bulk conversion
+_HYPHEN = 45  # b"-"
+_INT_OF = operator.attrgetter("int")
+_BYTES_OF = operator.methodcaller("to_bytes", 16, "big")
+_DIGIT_AT = [*range(0, 8), *range(9, 13), *range(14, 18), *range(19, 23), *range(24, 36)]  # 8-4-4-4-12
+
+
+def uuid_texts(ids: Sequence[uuid.UUID]) -> list[str]:
+    """`[str(i) for i in ids]`, about twice as fast for a batch's thousand ids (its documents and
+    audit entries name every one): all hex digits made at once, the hyphens put in by numpy."""
+    n = len(ids)
+    if n < _FEW_IDS:
+        return [str(i) for i in ids]
+    import numpy as np  # loaded already wherever batches are written; a short command never gets here
+
+    raw = b"".join(map(_BYTES_OF, map(_INT_OF, ids)))
+    digits = np.frombuffer(raw.hex().encode("ascii"), dtype=np.uint8).reshape(n, 32)
+    text = np.full((n, 36), _HYPHEN, dtype=np.uint8)
+    text[:, _DIGIT_AT] = digits
+    joined = text.tobytes().decode("ascii")
+    return list(map(joined.__getitem__, map(slice, range(0, 36 * n, 36), range(36, 36 * n + 1, 36))))
 
 
 def uuid_from_text(text: str) -> uuid.UUID:
@@ -174,6 +198,8 @@ def _base64(value: bytes) -> str:
 
 def _parse_bytes(value: Any) -> Any:
     """Bytes arrive as base64 strings (our form) or integer arrays (the reference's form)."""
+    if type(value) is bytes:  # a text block's data, made from its text: the usual case, first
+        return value
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value)
     if isinstance(value, str):
@@ -426,9 +452,20 @@ class ContentBlock(Model):
     @model_validator(mode="before")
     @classmethod
     def _accept_text(cls, value: Any, info: ValidationInfo) -> Any:
-        """`{"text": "..."}` is accepted as a convenience for a UTF-8 text block."""
-        if isinstance(value, dict) and "text" in value:
-            value = dict(value)
+        """`{"text": "..."}` is accepted as a convenience for a UTF-8 text block. A block without
+        a format gets its modality's here, where it costs a dict lookup (an assignment after
+        validation costs pydantic several times that)."""
+        if not isinstance(value, dict):
+            return value
+        modality = value.get("modality", Modality.TEXT)
+        default_format = (DEFAULT_FORMATS.get(modality)  # type: ignore[call-overload]  # a StrEnum key
+                          if value.get("format") is None and isinstance(modality, str) else None)
+        if default_format is None and "text" not in value:
+            return value
+        value = dict(value)
+        if default_format is not None:
+            value["format"] = default_format
+        if "text" in value:
             text = value.pop("text")
             if not isinstance(text, str):
                 raise PydanticCustomError("string_type", "text must be a string")

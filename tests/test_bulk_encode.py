@@ -10,13 +10,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import cerememory
 from cerememory import collector
 from cerememory.cmp import messages as m
 from cerememory.cmp.errors import CMPError
 from cerememory.embed.base import normalise_rows
-from cerememory.model import StoreType, built, new_id, new_ids
+from cerememory.model import StoreType, built, new_id, new_ids, uuid_texts
 
 
 @pytest.fixture
@@ -79,6 +81,14 @@ def test_ids_made_together_are_unique_and_in_order() -> None:
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
     assert all(i.version == 7 and i.variant == uuid.RFC_4122 and uuid.UUID(str(i)) == i for i in ids)
+
+
+@given(st.lists(st.uuids(), max_size=80))
+def test_ids_as_text_in_bulk_are_each_ids_canonical_text(ids: list[uuid.UUID]) -> None:
+    """Either side of the count where the bulk conversion takes over, and for made ids too."""
+    assert uuid_texts(ids) == [str(i) for i in ids]
+    made = new_ids(len(ids))
+    assert uuid_texts(made) == [str(i) for i in made]
 
 
 @pytest.mark.parametrize("rows", [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pytest
@@ -163,6 +164,20 @@ def test_stored_json_up_to_the_answer_depth_fits_every_transport():
     assert grpc_convert.to_proto_response("recall.timeline", answer) == message
     with pytest.raises(ValidationError, match="nested more than"):
         MemoryRecord.model_validate({**record.model_dump(), "metadata": deep(ANSWER_MAX_DEPTH + 1)})
+
+
+def test_a_value_that_cannot_be_packed_leaves_nothing_behind_for_the_next():
+    """Each thread packs with its own packer, kept between calls: one that raised starts empty."""
+    with pytest.raises(TypeError, match="cannot encode"):
+        codec.pack({"fine": [1, 2], "then": object()})
+    assert codec.unpack(codec.pack({"next": 1})) == {"next": 1}
+
+
+def test_threads_packing_at_once_each_get_their_own_bytes():
+    values = [{"n": n, "text": "x" * n} for n in range(400)]
+    with ThreadPoolExecutor(4) as pool:
+        packed = list(pool.map(codec.pack, values))
+    assert [codec.unpack(blob) for blob in packed] == values
 
 
 def test_bytes_that_are_not_a_stored_body_raise_one_codec_error():

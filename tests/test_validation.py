@@ -71,6 +71,10 @@ BAD_STORES = [
      ErrorCode.STORE_INVALID, "store"),
     ("unknown modality", lambda: {"content": {"blocks": [{"modality": "smell", "text": "x"}]}},
      ErrorCode.VALIDATION_ERROR, "content.blocks[0].modality"),
+    ("modality a list", lambda: {"content": {"blocks": [{"modality": ["text"], "text": "x"}]}},
+     ErrorCode.VALIDATION_ERROR, "content.blocks[0].modality"),
+    ("modality an object", lambda: {"content": {"blocks": [{"modality": {"text": 1}, "data": "eA=="}]}},
+     ErrorCode.VALIDATION_ERROR, "content.blocks[0].modality"),
     ("unknown field", lambda: {"content": {"blocks": [text_block("x")]}, "colour": "red"},
      ErrorCode.VALIDATION_ERROR, "colour"),
     ("emotion out of range", lambda: {"content": {"blocks": [text_block("x")]}, "emotion": {"joy": 1.5}},
@@ -116,6 +120,19 @@ def test_text_with_the_same_data_is_one_block(mem, data):
     when both say the same bytes, in either form data takes."""
     record = mem.inspect(store(mem, text_block("hello", data=data))["record_id"])
     assert record.content.blocks[0].data == b"hello"
+
+
+@pytest.mark.parametrize("block,expected", [
+    ({"text": "plain"}, "text/plain"),
+    ({"modality": "text", "format": None, "text": "plain"}, "text/plain"),
+    ({"modality": "text", "format": "text/markdown", "text": "# kept"}, "text/markdown"),
+    ({"modality": "structured", "text": '{"a": 1}'}, "application/json"),
+    ({"modality": "image", "data": "aGVsbG8="}, "application/octet-stream"),
+    ({"modality": "audio", "data": list(b"raw")}, "application/octet-stream"),
+])
+def test_a_block_without_a_format_is_stored_with_its_modalitys(mem, block, expected):
+    record = mem.inspect(store(mem, block)["record_id"])
+    assert record.content.blocks[0].format == expected
 
 
 def test_batch_of_1001_is_refused_whole(seeded):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..index.fulltext import TextDoc
-from ..model import JSON_MODALITIES, MemoryContent, MemoryRecord, Modality, RawJournalRecord
+from ..model import JSON_MODALITIES, MemoryContent, MemoryRecord, Modality, RawJournalRecord, uuid_texts
 
 FLATTEN_DEPTH = 10
 
@@ -33,13 +33,12 @@ def record_text_docs(records: Sequence[MemoryRecord]) -> list[TextDoc]:
     is made text once."""
     whys: dict[int, str] = {}  # by id(): the records hold every meta alive meanwhile
     docs = []
-    for record in records:
+    for record, text_id in zip(records, uuid_texts([r.id for r in records]), strict=True):
         content, meta = record.content, record.meta
         why = whys.get(id(meta))
         if why is None:
             why = whys[id(meta)] = meta.searchable_text()
-        docs.append(TextDoc(id=str(record.id), group=record.store.value, body=_body(content),
-                            summary=content.summary or "", why=why))
+        docs.append(TextDoc(text_id, record.store.value, _body(content), content.summary or "", why))
     return docs
 
 

@@ -55,6 +55,7 @@ from pydantic import BaseModel
 
 from ..cmp import context
 from ..cmp.errors import CMPError, ErrorCode
+from ..model import uuid_texts
 from ..storage.full import is_disk_full, storage_full
 
 log = logging.getLogger("cerememory.audit")
@@ -303,7 +304,7 @@ def record_ids(request: BaseModel, response: BaseModel | None, touched: Iterable
     (and of `results[]`), plus what the engine reported through `context.note_records`."""
     ids = _ids_in(response, _ids_in(request, []))
     ids.extend(touched)
-    return [str(i) for i in dict.fromkeys(ids)]
+    return uuid_texts(list(dict.fromkeys(ids)))
 
 
 @dataclass
@@ -518,7 +519,7 @@ def _intent(record_ids: Iterable[uuid.UUID], summary: dict[str, Any] | None) -> 
     """The intent entry of a change asked for in the running context, and its running operation."""
     current = _running.get()
     caller = context.current()
-    return _entry(current.op if current else UNATTRIBUTED, INTENT, [str(i) for i in record_ids], summary,
+    return _entry(current.op if current else UNATTRIBUTED, INTENT, uuid_texts(list(record_ids)), summary,
                   caller.key_id, caller.request_id, caller.transport), current
 
 
