@@ -2,9 +2,10 @@
 
 Free-form JSON (record and journal metadata, `context.spatial`/`temporal`, recall cue fields) is
 checked in one iterative walk: nesting depth, how many members and items it holds, how many
-bytes of text, integers that fit in 64 bits, and strings that are valid Unicode. The walk
-never re-serialises and never recurses, so a value nested 100,000 deep costs one pass and no
-stack. Typed strings are checked for Unicode by pydantic itself (see `model.Model`).
+bytes of text, integers that fit in 64 bits, numbers that are finite (JSON has no NaN or
+infinity) and strings that are valid Unicode. The walk never re-serialises and never recurses,
+so a value nested 100,000 deep costs one pass and no stack. Typed strings are checked for
+Unicode by pydantic itself (see `model.Model`).
 
 Stored records are held only to `ANSWER_MAX_DEPTH` when read back: a record nested deeper (one
 stored before these limits existed) cannot be carried by every transport's answer, so reads skip
@@ -13,6 +14,8 @@ and report it instead of failing the whole answer.
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Iterable
 from typing import Annotated, Any
 
@@ -34,6 +37,7 @@ MAX_META_ITEMS = 1000  # entries of each meta-memory list (goals, evidence, tags
 MAX_META_BYTES = 1 * MIB  # UTF-8 bytes of all meta-memory text together
 
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what msgpack stores
+_FLOAT_MAX = sys.float_info.max  # a float outside ±this (an infinity) or unordered (NaN) is no JSON number
 _CONTAINERS = (dict, list, tuple)
 _SCALAR_BYTES = 8
 
@@ -110,7 +114,8 @@ def _walk(value: Any, max_depth: int, max_items: int, max_bytes: int) -> None:
                     size += len(child) if child.isascii() else _text_size(child, value)
                 elif kind is dict or kind is list:
                     deeper.append(child)
-                elif kind is int and _INT_MIN <= child <= _INT_MAX or kind is float or kind is bool or child is None:
+                elif (kind is int and _INT_MIN <= child <= _INT_MAX or kind is bool or child is None
+                      or kind is float and -_FLOAT_MAX <= child <= _FLOAT_MAX):
                     size += _SCALAR_BYTES
                 elif isinstance(child, _CONTAINERS):
                     deeper.append(child)
@@ -140,7 +145,12 @@ def _text_size(text: str, root: Any) -> int:
 def _scalar_size(value: Any, root: Any) -> int:
     if isinstance(value, str):
         return _text_size(value, root)
-    if value is None or isinstance(value, bool | float):
+    if value is None or isinstance(value, bool):
+        return _SCALAR_BYTES
+    if isinstance(value, float):
+        if not math.isfinite(value):  # JSON has none: an answer could carry it only as null, or not at all
+            raise _error("json_not_finite", "{value} is not a JSON number (at {path})", None,
+                         _path_to(root, lambda _, v: v is value), value=str(value))
         return _SCALAR_BYTES
     if isinstance(value, int):
         if not _INT_MIN <= value <= _INT_MAX:

@@ -9,17 +9,24 @@ server, the CLI and the embedded API."""
 from __future__ import annotations
 
 import base64
+import json
 import uuid
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
+from google.protobuf import struct_pb2
 
 import cerememory
 from cerememory.storage import codec
 from cerememory.storage.crypto import Vault
 from cerememory.storage.kdf import KdfParams
+from cerememory.transport.grpc_client import GrpcClient
+from cerememory.transport.grpc_server import build_grpc_server
+from cerememory.v1 import cerememory_pb2 as pb
+from cerememory.v1 import cerememory_pb2_grpc as pb_grpc
 from tests.conftest import ServerThread
 
 WIDE = {"start": "2000-01-01T00:00:00Z", "end": "2100-01-01T00:00:00Z"}
@@ -197,8 +204,6 @@ def test_the_deepest_accepted_metadata_is_answered_everywhere(tmp_path: Path):
     """What the request limits let in (metadata and context each at the depth limit, the context
     kept two levels deeper) is answered over HTTP and gRPC alike."""
     from cerememory.limits import MAX_JSON_DEPTH
-    from cerememory.transport.grpc_client import GrpcClient
-    from cerememory.transport.grpc_server import build_grpc_server
 
     with cerememory.open(tmp_path / "d", semantic="off") as mem:
         rid = store(mem, "the deepest accepted", metadata=deep(MAX_JSON_DEPTH),
@@ -219,3 +224,67 @@ def test_the_deepest_accepted_metadata_is_answered_everywhere(tmp_path: Path):
         finally:
             grpc_server.stop(None).wait(10)
             server.stop()
+
+
+NOT_FINITE = {"nan": float("nan"), "inf": float("inf"), "list": [1, float("-inf")], "fine": 1.5}
+
+
+def test_numbers_json_cannot_carry_stored_before_the_limit_are_answered_as_null(tmp_path: Path):
+    """A record whose metadata holds a NaN or an infinity (which encode.store accepted in process
+    before requests were held to finite numbers) is answered with null in their place, as strict
+    JSON over HTTP and as a null Value over gRPC, whose readers would refuse a NaN number."""
+    def strict(text: str) -> Any:
+        return json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in an answer"))
+
+    expected = {"nan": None, "inf": None, "list": [1, None], "fine": 1.5}
+    with cerememory.open(tmp_path / "d", semantic="off") as mem:
+        rid = store(mem, "lighthouse keeper, numbers beyond json")
+        values = codec.unpack(mem.engine.core.backend.database.query(
+            "SELECT body FROM records WHERE id = ?", [rid])[0][0])
+        plant_record_body(mem.engine, rid, codec.pack({**values, "metadata": NOT_FINITE}))
+        server = ServerThread(mem.engine)
+        grpc_server, port = build_grpc_server(mem.engine)
+        grpc_server.start()
+        try:
+            query = {"cue": {"text": "lighthouse"}}
+            over_http = strict(httpx.post(f"{server.url}/v1/recall/query", json=query, timeout=30).text)
+            record = strict(httpx.get(f"{server.url}/v1/introspect/record/{rid}", timeout=30).text)
+            with GrpcClient(f"127.0.0.1:{port}", timeout=30) as client:
+                over_grpc = client.dispatch("recall.query", query)
+                inspected = client.dispatch("introspect.record", {"record_id": rid})
+            for answer in (over_http, over_grpc):
+                assert answer["memories"][0]["record"]["metadata"] == expected
+            assert record["metadata"] == inspected["metadata"] == expected
+        finally:
+            grpc_server.stop(None).wait(10)
+            server.stop()
+
+
+def test_numbers_json_cannot_carry_are_refused_from_every_caller(mem, tmp_path: Path):
+    """In process, and over gRPC, where a Struct's number may be a NaN, the request is refused
+    naming where the number is; nothing is stored."""
+    for metadata, where in (({"v": float("nan")}, "at v"), ({"a": [1, {"b": float("-inf")}]}, "at a[1].b")):
+        with pytest.raises(cerememory.CMPError) as err:
+            mem.store("a number json cannot carry", metadata=metadata)
+        assert err.value.code is cerememory.ErrorCode.VALIDATION_ERROR
+        assert "not a JSON number" in err.value.message and where in err.value.message
+        with pytest.raises(cerememory.CMPError) as err:
+            mem.dispatch("recall.query", {"cue": {"text": "x", "semantic": {"weights": [float("inf")]}}})
+        assert "not a JSON number" in err.value.message
+
+    grpc_server, port = build_grpc_server(mem.engine)
+    grpc_server.start()
+    try:
+        metadata = struct_pb2.Struct()
+        metadata.update({"ok": 1, "nested": {"v": float("nan")}})
+        request = pb.EncodeStoreRequest(content=pb.MemoryContent(blocks=[pb.ContentBlock(text="over grpc")]),
+                                        metadata=metadata)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel, pytest.raises(grpc.RpcError) as raised:
+            pb_grpc.CerememoryServiceStub(channel).EncodeStore(request, timeout=30)
+        assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        envelope = json.loads(dict(raised.value.trailing_metadata())["cmp-error"])
+        assert envelope["code"] == "VALIDATION_ERROR" and envelope["details"]["field"] == "metadata"
+        assert "nan is not a JSON number (at nested.v)" in envelope["message"]
+    finally:
+        grpc_server.stop(None).wait(10)
+    assert mem.stats().total_records == 0

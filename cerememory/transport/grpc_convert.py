@@ -50,7 +50,6 @@ CHUNK_BYTES = 64 * 1024  # archive chunk size of Export and Import
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024  # one unary message: a 50 MiB video block and then some
 
 _TIMESTAMP = "google.protobuf.Timestamp"
-_JSON_TYPES = {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
 _CONTENT_BLOCK = "cerememory.v1.ContentBlock"
 _TEXT_ALIAS = "cerememory.v1.ContentBlock.text"  # request convenience, not a model field
 _INT64 = {FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64}
@@ -288,7 +287,9 @@ def _json_value(fd: FieldDescriptor) -> Writer:
     cls = GetMessageClass(fd.message_type)
 
     def write(value: Any) -> Any:
-        value = to_jsonable_python(value)
+        # a NaN or an infinity (stored before requests were held to finite numbers) as null, as
+        # HTTP answers it: a Value holding one is refused by every JSON reader of the answer
+        value = to_jsonable_python(value, inf_nan_mode="null")
         if isinstance(value, dict) and cls is struct_pb2.Struct:
             return value
         message = cls()
@@ -443,15 +444,38 @@ def model_to_message(model: BaseModel, cls: type[Message]) -> Message:
 # ---------------------------------------------------------------- proto -> CMP JSON
 
 
-def _json_numbers(value: Any) -> Any:
-    """Struct numbers are doubles: integral ones go back to ints, as JSON parsers read them."""
-    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _json_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_numbers(v) for v in value]
-    return value
+def _value_json(value: struct_pb2.Value) -> Any:
+    """A protobuf `Value` as JSON. Its numbers are doubles: integral ones go back to ints, as JSON
+    parsers read them. A NaN or an infinity is kept (json_format would raise on it), so that the
+    request's validation refuses it by name, as it refuses the same value from any caller. The
+    nesting is bounded: a protobuf parser stops at 100 nested messages."""
+    kind = value.WhichOneof("kind")
+    if kind == "number_value":
+        number = value.number_value
+        return int(number) if number.is_integer() and abs(number) <= 2**53 else number
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "struct_value":
+        return _struct_json(value.struct_value)
+    if kind == "list_value":
+        return _list_json(value.list_value)
+    return None  # null_value, or no kind at all (which json_format reads as null too)
+
+
+def _struct_json(struct: struct_pb2.Struct) -> dict[str, Any]:
+    return {key: _value_json(item) for key, item in struct.fields.items()}
+
+
+def _list_json(values: struct_pb2.ListValue) -> list[Any]:
+    return [_value_json(item) for item in values.values]
+
+
+_JSON_READERS: dict[str, Callable[[Any], Any]] = {
+    "google.protobuf.Struct": _struct_json, "google.protobuf.Value": _value_json,
+    "google.protobuf.ListValue": _list_json}
+_JSON_TYPES = frozenset(_JSON_READERS)  # the messages that carry free-form JSON
 
 
 def _enum_from_wire(number: int, enum: EnumDescriptor) -> Any:
@@ -475,10 +499,9 @@ def _reader(fd: FieldDescriptor) -> Reader | None:
         name = fd.message_type.full_name
         if name == _TIMESTAMP:
             return lambda value, full: _DATETIME.dump_python(_datetime(value), mode="json")
-        if name == "google.protobuf.Struct":  # most metadata is empty: no json_format for it
-            return lambda value, full: _json_numbers(json_format.MessageToDict(value)) if value.fields else {}
-        if name in _JSON_TYPES:
-            return lambda value, full: _json_numbers(json_format.MessageToDict(value))
+        if name in _JSON_READERS:
+            read = _JSON_READERS[name]
+            return lambda value, full: read(value)
         return _from_wire
     if fd.type == FieldDescriptor.TYPE_BYTES:
         return lambda value, full: base64.b64encode(value).decode("ascii")
