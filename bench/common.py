@@ -61,11 +61,12 @@ def rss_mb() -> float:
         return float("nan")
 
 
-def git_rev() -> str:
+def git_rev(tree: Path = REPO_DIR) -> str:
+    """The commit a source tree is at (+dirty when its cerememory/ has changes since)."""
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_DIR,
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree,
                              capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "cerememory"], cwd=REPO_DIR,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "cerememory"], cwd=tree,
                                capture_output=True, text=True).stdout.strip()
         return rev + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):

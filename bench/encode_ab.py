@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ab_parser, median_ratio, pick, run_tree  # noqa: E402
+from common import ab_parser, env_line, environment, git_rev, median_ratio, pick, run_tree  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -129,7 +129,8 @@ def main() -> None:
     cpu = "server rec/CPU-s" if http else "rec/CPU-s"
     title = "# encode.batch, before and after, side by side" + (" (HTTP, real server on loopback)" if http else "")
     lines = [title, "",
-             f"`bench/encode_ab.py --n {args.n} --rounds {args.rounds} --kinds {args.kinds} --over {args.over}`; "
+             f"`bench/encode_ab.py --n {args.n} --rounds {args.rounds} --kinds {args.kinds} --over {args.over}` — "
+             f"{env_line({**environment(), 'before': git_rev(args.before), 'commit': git_rev()})}; "
              f"N = {args.n:,} records, chunks of 1000, semantic off; each figure a fresh process, before and after "
              "alternating. `vec_f32` sends the vectors in the most compact form the tree knows (form column): "
              "matrix (each batch's as one numpy array, `embeddings_f32`), f32 (a numpy float32 row in each "
