@@ -55,6 +55,7 @@ def new_id() -> uuid.UUID:
 
 
 _RANDOM_BITS = (1 << 62) - 1
+_FEW_IDS = 32  # below it, one id at a time is quicker than setting up a conversion in bulk
 _MS_BITS = (1 << 48) - 1
 _V7 = 0x7 << 76 | 0b10 << 62  # the version and variant bits
 
@@ -75,8 +76,9 @@ def new_ids(count: int) -> list[uuid.UUID]:
         end = start + count - 1
         _uuid7_last = (end >> 12, end & 0xFFF)
     rand = struct.unpack(f">{count}Q", os.urandom(8 * count))
-    return uuids_of_ints([(counter >> 12 & _MS_BITS) << 80 | (counter & 0xFFF) << 64 | _V7 | r & _RANDOM_BITS
-                          for counter, r in zip(range(start, end + 1), rand, strict=True)])
+    numbers = [(counter >> 12 & _MS_BITS) << 80 | (counter & 0xFFF) << 64 | _V7 | r & _RANDOM_BITS
+               for counter, r in zip(range(start, end + 1), rand, strict=True)]
+    return uuids_of_ints(numbers) if count >= _FEW_IDS else [_uuid_of_int(n) for n in numbers]
 
 
 def _uuid_of_int(number: int) -> uuid.UUID:
@@ -105,7 +107,6 @@ def uuids_of_ints(numbers: Sequence[int]) -> list[uuid.UUID]:
     return ids
 
 
-_FEW_IDS = 32  # below it, `str` per id is quicker than setting up the bulk conversion
 _HYPHEN = 45  # b"-"
 _INT_OF = operator.attrgetter("int")
 _BYTES_OF = operator.methodcaller("to_bytes", 16, "big")
