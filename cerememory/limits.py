@@ -149,7 +149,8 @@ def _scalar_size(value: Any, root: Any) -> int:
         return _SCALAR_BYTES
     if isinstance(value, float):
         if not math.isfinite(value):  # JSON has none: an answer could carry it only as null, or not at all
-            raise _error("json_not_finite", "{value} is not a JSON number (at {path})", None,
+            raise _error("json_not_finite", "{value} is not a finite number (at {path}): NaN, infinities and "
+                         "numbers beyond ±1.8e308 cannot be stored", None,
                          _path_to(root, lambda _, v: v is value), value=str(value))
         return _SCALAR_BYTES
     if isinstance(value, int):

@@ -261,16 +261,17 @@ def test_numbers_json_cannot_carry_stored_before_the_limit_are_answered_as_null(
 
 
 def test_numbers_json_cannot_carry_are_refused_from_every_caller(mem, tmp_path: Path):
-    """In process, and over gRPC, where a Struct's number may be a NaN, the request is refused
-    naming where the number is; nothing is stored."""
+    """In process, over gRPC, where a Struct's number may be a NaN, and over HTTP, where JSON's
+    1e400 parses as an infinity, the request is refused naming where the number is; nothing is
+    stored."""
     for metadata, where in (({"v": float("nan")}, "at v"), ({"a": [1, {"b": float("-inf")}]}, "at a[1].b")):
         with pytest.raises(cerememory.CMPError) as err:
             mem.store("a number json cannot carry", metadata=metadata)
         assert err.value.code is cerememory.ErrorCode.VALIDATION_ERROR
-        assert "not a JSON number" in err.value.message and where in err.value.message
+        assert "not a finite number" in err.value.message and where in err.value.message
         with pytest.raises(cerememory.CMPError) as err:
             mem.dispatch("recall.query", {"cue": {"text": "x", "semantic": {"weights": [float("inf")]}}})
-        assert "not a JSON number" in err.value.message
+        assert "not a finite number" in err.value.message
 
     grpc_server, port = build_grpc_server(mem.engine)
     grpc_server.start()
@@ -284,7 +285,15 @@ def test_numbers_json_cannot_carry_are_refused_from_every_caller(mem, tmp_path: 
         assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
         envelope = json.loads(dict(raised.value.trailing_metadata())["cmp-error"])
         assert envelope["code"] == "VALIDATION_ERROR" and envelope["details"]["field"] == "metadata"
-        assert "nan is not a JSON number (at nested.v)" in envelope["message"]
+        assert "nan is not a finite number (at nested.v)" in envelope["message"]
     finally:
         grpc_server.stop(None).wait(10)
+    server = ServerThread(mem.engine)  # JSON's own numbers: 1e400 parses as an infinity
+    try:
+        answer = httpx.post(f"{server.url}/v1/encode", content=b'{"content": {"blocks": [{"text": "x"}]}, '
+                            b'"metadata": {"big": 1e400}}', headers={"content-type": "application/json"}, timeout=30)
+    finally:
+        server.stop()
+    assert answer.status_code == 400
+    assert "inf is not a finite number (at big)" in answer.json()["message"]
     assert mem.stats().total_records == 0
