@@ -100,7 +100,7 @@ class Encoding:
     def batch(self, req: m.EncodeBatchRequest) -> m.EncodeBatchResponse:
         results, inferred = self._encode(req.records, infer=req.infer_associations, op="encode.batch",
                                          rows=req.embeddings_f32)
-        return m.EncodeBatchResponse(results=results, associations_inferred=inferred)
+        return built(m.EncodeBatchResponse, {"results": results, "associations_inferred": inferred})
 
     def store_each(self, calls: Sequence[tuple[m.EncodeStoreRequest, contextvars.Context]]
                    ) -> list[m.EncodeStoreResponse | BaseException]:
