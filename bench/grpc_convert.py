@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO_DIR, RESULTS_DIR, ab_parser, median_ratio, pick, run_tree  # noqa: E402
+from common import REPO_DIR, RESULTS_DIR, ab_parser, git_rev, median_ratio, pick, run_tree  # noqa: E402
 
 CHILD = r"""
 import json, sys, tempfile, time
@@ -71,7 +71,8 @@ def main() -> None:
             rows.append({"round": r, "tree": label, "load1": os.getloadavg()[0], **run_tree(tree, CHILD)})
             print(json.dumps(rows[-1]), flush=True)
     lines = ["# gRPC conversion of a recall, before and after", "",
-             f"`bench/grpc_convert.py --before <tree> --rounds {args.rounds}`: one recall.query response (10 of 1,000 "
+             f"`bench/grpc_convert.py --before <tree> --rounds {args.rounds}` — before {git_rev(args.before)}, "
+             f"after {git_rev()}: one recall.query response (10 of 1,000 "
              "records) converted many times in a fresh process per tree and round, the trees alternating; CPU ms "
              "per conversion, the quickest of five blocks of calls. 1-minute load average of the "
              f"{os.cpu_count()}-core machine at the start of each run in the last column.", "",
