@@ -174,16 +174,15 @@ def _embedding_rows(path: str, records: int) -> Any:
 
 def _batch_requests(records: list[dict], rows: Any, infer: bool) -> list[dict]:
     """The encode.batch requests that store `records` (with `rows`, their vectors, when given)."""
-    from base64 import b64encode
-
     from .cmp.messages import MAX_BATCH, row_length
+    from .model import base64_text
 
     requests = []
     for start in range(0, len(records), MAX_BATCH):
         request: dict[str, Any] = {"records": records[start:start + MAX_BATCH], "infer_associations": infer}
         if rows is not None:  # base64, as JSON carries it: the same request embedded or through a server
             matrix = rows[start:start + MAX_BATCH]
-            request["embeddings_f32"] = b64encode(matrix.tobytes()).decode("ascii")
+            request["embeddings_f32"] = base64_text(matrix.tobytes())
             request["embedding_dim"] = row_length(matrix)
         requests.append(request)
     return requests

@@ -14,7 +14,6 @@ and report it instead of failing the whole answer.
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Iterable
 from typing import Annotated, Any
@@ -148,7 +147,7 @@ def _scalar_size(value: Any, root: Any) -> int:
     if value is None or isinstance(value, bool):
         return _SCALAR_BYTES
     if isinstance(value, float):
-        if not math.isfinite(value):  # JSON has none: an answer could carry it only as null, or not at all
+        if not -_FLOAT_MAX <= value <= _FLOAT_MAX:  # JSON has none: an answer could carry it only as null
             raise _error("json_not_finite", "{value} is not a finite number (at {path}): NaN, infinities and "
                          "numbers beyond ±1.8e308 cannot be stored", None,
                          _path_to(root, lambda _, v: v is value), value=str(value))

@@ -192,7 +192,7 @@ Instant = Annotated[UtcDatetime, AfterValidator(_in_range)]  # an instant a requ
 # ---------------------------------------------------------------- bytes on the wire
 
 
-def _base64(value: bytes) -> str:
+def base64_text(value: bytes) -> str:
     """Bytes as JSON carries them (b64encode's core, without its extra steps)."""
     return b2a_base64(value, newline=False).decode("ascii")
 
@@ -226,7 +226,7 @@ def _same_bytes(given: Any, data: bytes) -> bool:
 Bytes = Annotated[
     bytes,
     BeforeValidator(_parse_bytes),
-    PlainSerializer(_base64, when_used="json"),
+    PlainSerializer(base64_text, when_used="json"),
 ]
 
 
@@ -293,12 +293,12 @@ def _finite_f32(data: bytes, field: str, values: Any = None) -> bytes:
 # base64 in JSON like every bytes field, raw bytes in gRPC and in process. Four bytes a component
 # instead of about twenty characters of JSON, and no Python float per component anywhere: the engine
 # reads a batch's vectors into one matrix straight from these bytes.
-EmbeddingF32 = Annotated[bytes, BeforeValidator(_parse_f32), PlainSerializer(_base64, when_used="json")]
+EmbeddingF32 = Annotated[bytes, BeforeValidator(_parse_f32), PlainSerializer(base64_text, when_used="json")]
 
 # Many vectors of one dimension in that form, row after row (`encode.batch`'s `embeddings_f32`):
 # a 2-D array in process, one base64 string in JSON, one bytes field in gRPC. A batch's vectors
 # are then checked, sent and read as one matrix, with nothing done per row.
-EmbeddingRowsF32 = Annotated[bytes, BeforeValidator(_parse_f32_rows), PlainSerializer(_base64, when_used="json")]
+EmbeddingRowsF32 = Annotated[bytes, BeforeValidator(_parse_f32_rows), PlainSerializer(base64_text, when_used="json")]
 
 
 # ---------------------------------------------------------------- enums

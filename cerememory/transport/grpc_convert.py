@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import types
 import uuid
-from binascii import b2a_base64
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -37,7 +36,17 @@ from pydantic_core import to_jsonable_python
 from ..cmp import messages as m
 from ..cmp.dispatch import OPERATIONS, Operation, operation
 from ..cmp.errors import CMPError, ErrorCode
-from ..model import INSTANTS_KEPT, Bytes, EmbeddingF32, EmbeddingRowsF32, Modality, UtcDatetime, instance_of, iso_utc
+from ..model import (
+    INSTANTS_KEPT,
+    Bytes,
+    EmbeddingF32,
+    EmbeddingRowsF32,
+    Modality,
+    UtcDatetime,
+    base64_text,
+    instance_of,
+    iso_utc,
+)
 from ..v1 import cerememory_pb2 as pb
 
 SERVICE: ServiceDescriptor = pb.DESCRIPTOR.services_by_name["CerememoryService"]
@@ -504,7 +513,7 @@ def _reader(fd: FieldDescriptor) -> Reader | None:
             return lambda value, full: read(value)
         return _from_wire
     if fd.type == FieldDescriptor.TYPE_BYTES:
-        return lambda value, full: b2a_base64(value, newline=False).decode("ascii")  # b64encode, one call less
+        return lambda value, full: base64_text(value)
     return None
 
 
@@ -577,7 +586,7 @@ def _block_text(message: Message, out: dict[str, Any], full: bool) -> None:
         out["text"] = message.text
         if not message.data:  # the text travelled alone: its bytes are the text's
             if full:
-                out["data"] = b2a_base64(message.text.encode("utf-8"), newline=False).decode("ascii")
+                out["data"] = base64_text(message.text.encode("utf-8"))
             else:
                 out.pop("data", None)
     elif full and out.get("modality") == "text":
