@@ -42,11 +42,15 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# made once: `json.loads` given an argument makes a decoder per call
+_BODY_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def parse_body(raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        body = _BODY_DECODER.decode(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise CMPError(ErrorCode.VALIDATION_ERROR, f"request body is not valid UTF-8 (byte {exc.start})") from None
     except ValueError as exc:
