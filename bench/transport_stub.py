@@ -4,9 +4,15 @@ directory; a stored record's id), so the server's CPU per call is the transport'
 (parsing, validation, metrics, middleware, serialisation) and none of it the engine's.
 
     python bench/transport_stub.py http 8080     # or: grpc 50051
+    python bench/transport_stub.py bare-http 8080     # or: bare-grpc 50051
 
 Run with a source tree first on PYTHONPATH to measure that tree's transport (bench/transports.py
 --before does).
+
+The bare servers are the stacks alone, for the floor under a transport: uvicorn with an ASGI
+app of a few lines, or grpcio's threaded server with the options and workers Cerememory's has,
+each sending the answer's bytes the real server sends (made once) with no parsing, validation or
+conversion. `BareClient` is the client side of the same: the request's bytes sent as they are.
 """
 
 from __future__ import annotations
@@ -55,8 +61,119 @@ class Stub:
         pass
 
 
+def answer_bytes(kind: str) -> dict[str, bytes]:
+    """The bytes the real `kind` server sends for each canned response, keyed by what a bare
+    server is asked for: the operation's HTTP path, or its gRPC method."""
+    from cerememory.cmp.operations import operation
+    from cerememory.transport import grpc_convert as convert
+
+    recalled, stored = canned()
+    out = {}
+    for op, response in (("recall.query", recalled), ("encode.store", stored)):
+        if kind == "http":
+            out[operation(op).http.path] = response.__pydantic_serializer__.to_json(response)
+        else:
+            out[grpc_method(op)] = convert.to_proto_response(op, response).SerializeToString()
+    return out
+
+
+def grpc_method(op: str) -> str:
+    from cerememory.cmp.operations import operation
+    from cerememory.transport import grpc_convert as convert
+
+    return f"/{convert.SERVICE_NAME}/{convert.rpc_method(operation(op)).name}"
+
+
+def serve_bare_http(port: int) -> None:
+    import uvicorn
+
+    answers = answer_bytes("http")
+
+    async def app(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        body = answers.get(scope["path"], b"{}")
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]})
+        await send({"type": "http.response.body", "body": body})
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="error", lifespan="off")
+
+
+def serve_bare_grpc(port: int) -> None:
+    from concurrent import futures
+
+    import grpc
+
+    from cerememory.transport.grpc_convert import MAX_MESSAGE_BYTES, SERVICE_NAME
+    from cerememory.transport.grpc_server import WORKERS
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS),
+                         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)])
+    handlers = {method.rsplit("/", 1)[1]: grpc.unary_unary_rpc_method_handler(lambda _data, _ctx, body=body: body)
+                for method, body in answer_bytes("grpc").items()}  # bytes in, bytes out: no (de)serializer
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    server.wait_for_termination()
+
+
+class BareClient:
+    """The client side of the stack alone: each operation's request bytes, made once, sent over
+    one keep-alive connection (http.client) or channel (grpcio); the answer's bytes are read and
+    left unparsed. `store` and `recall` stand for the typed client's methods."""
+
+    def __init__(self, kind: str, target: str) -> None:
+        from cerememory.transport import grpc_convert as convert
+
+        self.kind = kind
+        requests = {"recall.query": RECALL, "encode.store": STORE}
+        if kind == "http":
+            import http.client
+            import json
+            from urllib.parse import urlsplit
+
+            from cerememory.cmp.operations import operation
+
+            self.connection = http.client.HTTPConnection(urlsplit(target).netloc)
+            self.bodies = {op: (operation(op).http.path, json.dumps(request).encode())
+                           for op, request in requests.items()}
+        else:
+            import grpc
+
+            self.channel = grpc.insecure_channel(target)
+            self.calls = {op: (self.channel.unary_unary(grpc_method(op), _registered_method=True),
+                               convert.to_proto(op, request).SerializeToString())
+                          for op, request in requests.items()}
+
+    def _call(self, op: str) -> bytes:
+        if self.kind == "http":
+            path, body = self.bodies[op]
+            self.connection.request("POST", path, body, {"content-type": "application/json"})
+            answer: bytes = self.connection.getresponse().read()
+            return answer
+        call, request = self.calls[op]
+        reply: bytes = call(request, timeout=30)
+        return reply
+
+    def store(self, *_: Any, **__: Any) -> bytes:
+        return self._call("encode.store")
+
+    def recall(self, *_: Any, **__: Any) -> bytes:
+        return self._call("recall.query")
+
+    def close(self) -> None:
+        (self.connection if self.kind == "http" else self.channel).close()
+
+
 def main() -> None:
     kind, port = sys.argv[1], int(sys.argv[2])
+    if kind.startswith("bare-"):
+        (serve_bare_http if kind == "bare-http" else serve_bare_grpc)(port)
+        return
     stub = Stub()
     if kind == "http":
         import uvicorn

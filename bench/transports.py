@@ -11,7 +11,7 @@ processes, so client-side Python does not share one GIL.
 
 Writes bench/results/transports.md, transports.json and transports_latency.png; with --before,
 transports_ab.md and .json, which also measure each tree's transport alone over a stub engine
-(bench/transport_stub.py).
+and, beneath it, the bare HTTP and gRPC stacks answering the same bytes (bench/transport_stub.py).
 """
 
 from __future__ import annotations
@@ -58,6 +58,10 @@ def free_port() -> int:
 
 
 def make_client(kind: str, target: dict):
+    if kind.startswith("bare-"):  # the stack alone (bench/transport_stub.py)
+        from bench.transport_stub import BareClient
+
+        return BareClient(kind.removeprefix("bare-"), target[kind.removeprefix("bare-")])
     if kind == "http":
         from cerememory.transport.client import Client
 
@@ -269,15 +273,18 @@ def writes_per_commit(before: tuple[float, float], url: str) -> float | None:
     return (after[1] - before[1]) / (after[0] - before[0])
 
 
+def row_of(rows: list[dict], round_: int, op: str, kind: str, tree: str, *, clients: int | None = None,
+           stub: bool = False) -> dict:
+    """The run of one round, operation, transport and tree (before, after or bare) of `clients` clients."""
+    return next(r for r in rows if r["round"] == round_ and r["op"] == op and r["transport"] == kind
+                and r["tree"] == tree and bool(r.get("stub")) == stub and (clients is None or r["clients"] == clients))
+
+
 def pair(rows: list[dict], round_: int, op: str, kind: str, *, clients: int | None = None,
          stub: bool = False) -> tuple[dict, dict]:
     """The before and the after run of one round, operation and transport (of `clients` clients)."""
-    def run(tree: str) -> dict:
-        return next(r for r in rows if r["round"] == round_ and r["op"] == op and r["transport"] == kind
-                    and r["tree"] == tree and bool(r.get("stub")) == stub
-                    and (clients is None or r["clients"] == clients))
-
-    return run("before"), run("after")
+    return (row_of(rows, round_, op, kind, "before", clients=clients, stub=stub),
+            row_of(rows, round_, op, kind, "after", clients=clients, stub=stub))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -308,6 +315,20 @@ def embedded_recall(records: int) -> float:
     with tempfile.TemporaryDirectory() as tmp, cerememory.open(Path(tmp) / "embedded", semantic="off") as mem:
         load(mem, records)
         return float(embedded(mem, "recall.query", 400)["p50_ms"])
+
+
+def one_client_of(kind: str, tree: Path, op: str) -> dict:
+    """`op` from one client process against bench/transport_stub.py serving `kind` (a transport
+    over the stub engine, or a bare stack) from `tree`: its latency and both sides' CPU per call."""
+    server, target = start_stub(kind, tree)
+    try:
+        load_before, cpu_before = os.getloadavg()[0], cpu_seconds(server.pid)
+        stats = concurrent(kind, target, op, 1, STUB_CALLS, tree)
+        stats["server_cpu_ms"] = (cpu_seconds(server.pid) - cpu_before) / (STUB_CALLS + 3) * 1000  # 3 warm-up
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    return {"load1": load_before, **stats}
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -356,19 +377,14 @@ def compare(args: argparse.Namespace) -> int:
                               file=sys.stderr)
             for op in [name for name in STUB_OPS if name in args.ops]:
                 for kind in ("http", "grpc"):
-                    for label, tree in (("before", args.before.resolve()), ("after", after)):
-                        server, target = start_stub(kind, tree)
-                        try:
-                            load_before, cpu_before = os.getloadavg()[0], cpu_seconds(server.pid)
-                            stats = concurrent(kind, target, op, 1, STUB_CALLS, tree)
-                            stats["server_cpu_ms"] = (cpu_seconds(server.pid) - cpu_before) / (STUB_CALLS + 3) * 1000
-                        finally:
-                            server.terminate()
-                            server.wait(timeout=60)
+                    for label, tree, served in (("before", args.before.resolve(), kind), ("after", after, kind),
+                                                ("bare", after, f"bare-{kind}")):
+                        stats = one_client_of(served, tree, op)
                         rows.append({"round": round_, "op": op, "clients": 1, "transport": kind, "tree": label,
-                                     "stub": True, "load1": load_before, **stats})
+                                     "stub": True, **stats})
                         print(f"round {round_ + 1} stub {op} {kind:5} {label:6} p50 {stats['p50_ms']:.2f} ms  "
-                              f"server CPU {stats['server_cpu_ms']:.2f} ms/call  load {load_before:.1f}",
+                              f"server CPU {stats['server_cpu_ms']:.2f} ms/call  "
+                              f"client CPU {stats['client_cpu_ms']:.2f} ms/call  load {stats['load1']:.1f}",
                               file=sys.stderr)
     RESULTS_DIR.mkdir(exist_ok=True)
     rows += [{"round": round_, "op": "recall.query", "clients": 1, "transport": "embedded", "tree": "after",
@@ -443,6 +459,26 @@ def compare(args: argparse.Namespace) -> int:
               "| round | operation | transport | before p50 ms | after p50 ms | before server CPU ms/call "
               "| after server CPU ms/call | after / before | load |", "|---|---|---|---|---|---|---|---|---|",
               *stub_lines]
+    bare_lines = []
+    for round_ in range(args.rounds):
+        for op in [name for name in STUB_OPS if name in args.ops]:
+            for kind in ("http", "grpc"):
+                a, bare = (row_of(rows, round_, op, kind, tree, stub=True) for tree in ("after", "bare"))
+                bare_lines.append(
+                    f"| {round_ + 1} | {op} | {kind} | {bare['p50_ms']:.2f} | {a['p50_ms']:.2f} | "
+                    f"{bare['server_cpu_ms']:.2f} | {a['server_cpu_ms']:.2f} | "
+                    f"{a['server_cpu_ms'] - bare['server_cpu_ms']:.2f} | {bare['client_cpu_ms']:.2f} | "
+                    f"{a['client_cpu_ms']:.2f} | {a['client_cpu_ms'] - bare['client_cpu_ms']:.2f} | "
+                    f"{bare['load1']:.1f} |")
+    lines += ["", "The stacks alone, beneath the after tree's transport: a bare server (bench/transport_stub.py "
+              "bare-http: uvicorn with an ASGI app of a few lines; bare-grpc: grpcio's threaded server with "
+              "Cerememory's workers and options) sends the same answer's bytes, made once, to a bare client "
+              "(http.client over one keep-alive connection; a grpcio channel) that sends fixed request bytes and "
+              "leaves the answer unparsed. What the transport adds on each side is the difference (the typed "
+              "client's column includes reading the answer into its models).", "",
+              "| round | operation | transport | bare p50 ms | transport p50 ms | bare server CPU ms/call "
+              "| transport server CPU ms/call | added | bare client CPU ms/call | typed client CPU ms/call | added "
+              "| load |", "|---|---|---|---|---|---|---|---|---|---|---|---|", *bare_lines]
     (RESULTS_DIR / "transports_ab.md").write_text("\n".join(lines) + "\n")
     return 0
 
