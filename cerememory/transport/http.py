@@ -124,7 +124,7 @@ def _answerer(op: Operation, dispatcher: Dispatcher, body_limit: int, placement:
                 body.setdefault(key, _query_value(value))
         body.update(request.path_params)
         if dispatcher.gathers(op.name):
-            result = await placement.gathered(gathering, body)
+            result = await gathering.call(body)
         else:
             result = await placement.run(op.name, reads, dispatcher.call, op.name, body)
         if op.no_content:
