@@ -140,18 +140,20 @@ QUICK = 0.003  # a read whose recent calls took less CPU than this (seconds) run
 
 class Placement:
     """Where one server's CMP calls run. A read (`inline=True`) runs on the event loop's own
-    thread when it is quick: its recent calls took under QUICK seconds of CPU each, on the thread
-    that ran them (what a call waits for, the interpreter lock, a worker or I/O, is not counted,
-    so a busy server does not make a read look slow). Anything else goes to a worker. The work of all
-    requests runs under one interpreter lock, so a worker adds only the hand-offs to a quick
-    read, busy server or not: with 8 clients recalling over HTTP, reads on the loop answered
-    1.5 times the calls of reads on workers, at two thirds of the p50 (docs/operations.md gives
-    a mixed load). Mixing the two is worse than either (reads on the loop only when they found
-    the server idle: 0.79 times).
-    Before a read runs on the loop, the loop takes one turn to read what else has arrived, so
-    that every connection's requests are answered in turn: without it, two of 8 clients were
-    answered half as often as the others. A write never runs here: it may wait for others to
-    commit with it (engine/group.py), and they could not arrive."""
+    thread when it is quick: its recent calls took under QUICK seconds of CPU each, on the
+    thread that ran them (what a call waits for, the interpreter lock, a worker or I/O, is not
+    counted, so a busy server does not make a read look slow). Anything else goes to a worker.
+
+    The work of all requests runs under one interpreter lock, so a worker adds only hand-offs
+    to a quick read, busy server or not: with 8 clients recalling over HTTP, reads on the loop
+    answered 1.5 times the calls of reads on workers, at two thirds of the p50
+    (docs/operations.md gives a mixed load). Mixing the two is worse than either (reads on the
+    loop only when they found the server idle: 0.79 times). Before a read runs on the loop, the
+    loop takes one turn to read what else has arrived, so that every connection's requests are
+    answered in turn: without it, two of 8 clients were answered half as often as the others.
+
+    A write never runs here: it may wait for others to commit with it (engine/group.py), and
+    they could not arrive."""
 
     def __init__(self, *, quick: float = QUICK, cpu_clock: Callable[[], float] = time.thread_time) -> None:
         self.quick, self.cpu_clock = quick, cpu_clock
