@@ -25,11 +25,9 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -37,7 +35,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import RESULTS_DIR, clean_env, env_line, environment, md_table, pyplot  # noqa: E402
-from bench.transports import concurrent, cpu_seconds, free_port, load, make_client, wait_quiet  # noqa: E402
+from bench.transports import (  # noqa: E402
+    concurrent,
+    cpu_seconds,
+    free_port,
+    load,
+    make_client,
+    wait_for_port,
+    wait_quiet,
+)
 
 MODELS = ("threaded", "aio-worker", "aio-inline")
 WORKLOADS = (("recall.query", 1, 800), ("recall.query", 8, 150), ("encode.store", 32, 100))  # op, clients, calls each
@@ -113,12 +119,7 @@ def serve(model: str, data_dir: Path, port: int) -> None:
 def start(model: str, data_dir: Path) -> tuple[subprocess.Popen, dict[str, str]]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, __file__, "serve", model, str(data_dir), str(port)])
-    for _ in range(600):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.1)
+    wait_for_port(port)
     return proc, {"grpc": f"127.0.0.1:{port}"}
 
 

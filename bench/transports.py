@@ -234,20 +234,26 @@ def wait_quiet(pid: int, limit: float = 30.0) -> float:
 
 def start_stub(kind: str, tree: Path) -> tuple[subprocess.Popen, dict]:
     """bench/transport_stub.py serving `kind` with the transports of the source tree `tree`."""
-    import socket
-
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CEREMEMORY_")}
     env["PYTHONPATH"] = str(tree)
     proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "transport_stub.py"), kind,
                              str(port)], env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(1200):
+    wait_for_port(port)
+    return proc, {"http": f"http://127.0.0.1:{port}", "grpc": f"127.0.0.1:{port}"}
+
+
+def wait_for_port(port: int, seconds: float = 120.0) -> None:
+    """Until something listens on the loopback `port` (a server starting), at most `seconds`."""
+    import socket
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
+            return
         except OSError:
             time.sleep(0.1)
-    return proc, {"http": f"http://127.0.0.1:{port}", "grpc": f"127.0.0.1:{port}"}
 
 
 def commit_counts(url: str) -> tuple[float, float] | None:
