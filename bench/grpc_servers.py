@@ -4,11 +4,11 @@ Each server runs the same small handler over a real `cerememory.open` data direc
 bytes parsed, the dispatcher called, the answer converted (no key gate, metrics or access log, so
 that the server model is all that differs). The models:
 
-- `threaded`: grpcio's threaded server (40 workers), as Cerememory serves today; every call runs
-  on a worker thread, which wakes to answer it.
+- `threaded`: grpcio's threaded server (40 workers), as Cerememory served before it moved to
+  grpc.aio; every call runs on a worker thread, which wakes to answer it.
 - `aio-worker`: grpc.aio on uvloop; reads run on a worker thread (`offload.run_in_worker`), and
   the stores that arrive together go to one worker as one set (`offload.Gathering`, as HTTP does).
-- `aio-inline`: the same, with reads run on the event loop's own thread.
+- `aio-inline`: the same, with reads run on the event loop's own thread, as Cerememory serves now.
 
 Workloads, each from client processes on the same 2 cores: recall.query from 1 client and from 8
 over 10,000 records, and encode.store from 32 (each server over a fresh directory). The models
@@ -50,6 +50,7 @@ WORKLOADS = (("recall.query", 1, 800), ("recall.query", 8, 150), ("encode.store"
 RECORDS = 10_000
 OPS = ("encode.store", "encode.batch", "recall.query")
 READS = frozenset({"recall.query"})  # the rest write
+THREADED_WORKERS = 40  # as its threaded server had, so that 32 writers are all in flight at once
 
 
 def serve(model: str, data_dir: Path, port: int) -> None:
@@ -74,12 +75,10 @@ def serve(model: str, data_dir: Path, port: int) -> None:
     if model == "threaded":
         from concurrent import futures
 
-        from cerememory.transport.grpc_server import WORKERS
-
         def threaded_rpc(op: str) -> Any:
             return lambda data, _context: convert.to_proto_response(op, dispatcher.call(op, parsed(op, data)))
 
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS), options=options)
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=THREADED_WORKERS), options=options)
         server.add_generic_rpc_handlers(handlers(threaded_rpc))
         server.add_insecure_port(f"127.0.0.1:{port}")
         server.start()

@@ -10,7 +10,7 @@ Run with a source tree first on PYTHONPATH to measure that tree's transport (ben
 --before does).
 
 The bare servers are the stacks alone, for the floor under a transport: uvicorn with an ASGI
-app of a few lines, or grpcio's threaded server with the options and workers Cerememory's has,
+app of a few lines, or grpc.aio on uvloop with the options Cerememory's server has,
 each sending the answer's bytes the real server sends (made once) with no parsing, validation or
 conversion. `BareClient` is the client side of the same: the request's bytes sent as they are.
 """
@@ -103,22 +103,30 @@ def serve_bare_http(port: int) -> None:
 
 
 def serve_bare_grpc(port: int) -> None:
-    from concurrent import futures
+    import asyncio
 
     import grpc
+    import uvloop
 
     from cerememory.transport.grpc_convert import MAX_MESSAGE_BYTES, SERVICE_NAME
-    from cerememory.transport.grpc_server import WORKERS
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS),
-                         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)])
-    handlers = {method.rsplit("/", 1)[1]: grpc.unary_unary_rpc_method_handler(lambda _data, _ctx, body=body: body)
-                for method, body in answer_bytes("grpc").items()}  # bytes in, bytes out: no (de)serializer
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    server.start()
-    server.wait_for_termination()
+    def answering(body: bytes) -> Any:
+        async def rpc(_data: bytes, _context: Any) -> bytes:
+            return body
+        return rpc
+
+    async def run() -> None:
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                                          ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)])
+        handlers = {method.rsplit("/", 1)[1]: grpc.unary_unary_rpc_method_handler(answering(body))
+                    for method, body in answer_bytes("grpc").items()}  # bytes in, bytes out: no (de)serializer
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+        server.add_insecure_port(f"127.0.0.1:{port}")
+        await server.start()
+        await server.wait_for_termination()
+
+    uvloop.install()
+    asyncio.run(run())
 
 
 class BareClient:

@@ -477,8 +477,8 @@ def compare(args: argparse.Namespace) -> int:
                     f"{a['client_cpu_ms']:.2f} | {a['client_cpu_ms'] - bare['client_cpu_ms']:.2f} | "
                     f"{bare['load1']:.1f} |")
     lines += ["", "The stacks alone, beneath the after tree's transport: a bare server (bench/transport_stub.py "
-              "bare-http: uvicorn with an ASGI app of a few lines; bare-grpc: grpcio's threaded server with "
-              "Cerememory's workers and options) sends the same answer's bytes, made once, to a bare client "
+              "bare-http: uvicorn with an ASGI app of a few lines; bare-grpc: grpc.aio on uvloop with "
+              "Cerememory's options) sends the same answer's bytes, made once, to a bare client "
               "(http.client over one keep-alive connection; a grpcio channel) that sends fixed request bytes and "
               "leaves the answer unparsed. What the transport adds on each side is the difference (the typed "
               "client's column includes reading the answer into its models).", "",

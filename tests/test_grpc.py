@@ -7,8 +7,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -675,3 +677,83 @@ def test_tls(tmp_path: Path):
             plaintext.stats()
     finally:
         served.close()
+
+
+class Noted:
+    """An engine answering recall.query and encode.store with fixed answers, noting the thread
+    that ran each call and how many stores each set held. Its first set of stores waits for
+    `release`, so that the stores sent meanwhile queue up behind it."""
+
+    audit = None
+    background_decay = background_dream = False
+    leads = True
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.threads: dict[str, list[str]] = {"recall": [], "store": []}
+        self.sets: list[int] = []
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def gathers(self, op: str) -> bool:
+        return op == "encode.store"
+
+    def recall_query(self, request: m.RecallQueryRequest) -> m.RecallQueryResponse:
+        self.threads["recall"].append(threading.current_thread().name)
+        return m.RecallQueryResponse(memories=[], total_candidates=0)
+
+    def encode_store_each(self, calls: list[Any]) -> list[m.EncodeStoreResponse]:
+        self.threads["store"].append(threading.current_thread().name)
+        self.sets.append(len(calls))
+        self.entered.set()
+        self.release.wait(60)
+        return [m.EncodeStoreResponse(record_id=uuid.uuid4(), store="episodic") for _ in calls]
+
+    def close(self) -> None:
+        pass
+
+
+def test_quick_reads_run_on_the_servers_loop_and_writes_on_a_worker(tmp_path: Path):
+    noted = Noted(tmp_path)
+    noted.release.set()
+    server, port = build_grpc_server(noted)
+    server.start()
+    try:
+        with GrpcClient(f"127.0.0.1:{port}") as client:
+            for _ in range(50):
+                client.recall("anything")
+            client.store("a note")
+    finally:
+        server.stop(None).wait(10)
+    # the first read goes to a worker (how quick it is, the server learns from it; a first call
+    # takes longest), and once the read is known to be quick it runs on the server's loop
+    recalls = noted.threads["recall"]
+    assert recalls[0].startswith("cerememory-call") and "cerememory-grpc" in recalls
+    assert [name.startswith("cerememory-call") for name in noted.threads["store"]] == [True]
+
+
+def test_stores_that_arrive_together_are_taken_as_one_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    arrived = threading.Semaphore(0)
+    parse = convert.from_proto_request
+
+    def counted(op: str, message: Any) -> dict[str, Any]:
+        if op == "encode.store":
+            arrived.release()
+        return parse(op, message)
+
+    monkeypatch.setattr(convert, "from_proto_request", counted)
+    noted = Noted(tmp_path)
+    server, port = build_grpc_server(noted)
+    server.start()
+    try:
+        with GrpcClient(f"127.0.0.1:{port}") as client, ThreadPoolExecutor(8) as pool:
+            first = pool.submit(client.store, "the first")
+            assert noted.entered.wait(30)
+            rest = [pool.submit(client.store, f"store {n}") for n in range(7)]
+            for _ in range(8):  # all eight have reached the server: the first set still runs
+                assert arrived.acquire(timeout=30)
+            noted.release.set()
+            ids = {first.result(30).record_id} | {future.result(30).record_id for future in rest}
+    finally:
+        server.stop(None).wait(10)
+    assert noted.sets == [1, 7]
+    assert len(ids) == 8

@@ -10,17 +10,24 @@ metadata `cmp-error`.
 The methods take their requests as bytes and parse them in the handler: grpcio answers a
 request its deserializer rejects with a bare INTERNAL, so a malformed or too deeply nested
 message would get neither INVALID_ARGUMENT nor the envelope.
+
+The server is grpc.aio's, on an event loop thread of its own, and runs each call where HTTP's
+would run it (offload.Calls): a quick read on the loop's thread, the stores that arrive together
+on one worker as one set. grpcio's threaded server wakes a worker thread for every call, which
+then hands the call, its message and its status across threads: under load, 8 recalling clients
+were answered 1.3 times as often on the loop (bench/results/grpc_servers.md).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent import futures
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -28,7 +35,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[i
 from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]
 
 from ..cmp.context import CallContext, bound, client_request_id
-from ..cmp.dispatch import OPERATIONS, Dispatcher, internal_error
+from ..cmp.dispatch import OPERATIONS, Dispatcher, Operation, internal_error
 from ..cmp.errors import CMPError, ErrorCode
 from ..cmp.handler import CMPHandler
 from ..security.auth import KeyRing
@@ -39,21 +46,19 @@ from . import grpc_convert as convert
 from .grpc_convert import CHUNK_BYTES, ERROR_KEY, MAX_MESSAGE_BYTES, REQUEST_ID_KEY
 from .metrics import metered
 from .middleware import access_log
+from .offload import Calls
 
 log = logging.getLogger(__name__)
 
 MAX_IMPORT_BYTES = 256 * 1024 * 1024  # the largest archive Import reassembles
 MAX_ENVELOPE_CHARS = 7000  # gRPC clients refuse metadata over 8 KiB by default
 MAX_PROTO_DEPTH = 100  # protobuf's own parse limit on message nesting
-# worker threads: as many as HTTP's, so that concurrent writes are all in flight at once and
-# run as one set (cerememory/sets.py); with 16, 32 writing clients committed in smaller groups
-WORKERS = 40
 
 
 # ---------------------------------------------------------------- errors and metadata
 
 
-def _request_id(context: grpc.ServicerContext, request: dict[str, Any] | None = None) -> str | None:
+def _request_id(context: grpc.aio.ServicerContext, request: dict[str, Any] | None = None) -> str | None:
     """`x-request-id` from the call's metadata, else the request's header.request_id, when it is
     fit to be logged (`client_request_id`)."""
     for key, value in context.invocation_metadata() or ():
@@ -72,16 +77,16 @@ def _envelope_json(error: CMPError) -> str:
     return text
 
 
-def _abort(context: grpc.ServicerContext, error: CMPError, request_id: str | None,
-           status: grpc.StatusCode | None = None) -> None:
+async def _abort(context: grpc.aio.ServicerContext, error: CMPError, request_id: str | None,
+                 status: grpc.StatusCode | None = None) -> NoReturn:
     """End the call with the error's gRPC status and its envelope in trailing metadata."""
     if error.request_id is None:
         error.request_id = request_id
     trailing = [(ERROR_KEY, _envelope_json(error))]
     if request_id:
         trailing.append((REQUEST_ID_KEY, request_id))
-    context.set_trailing_metadata(tuple(trailing))
-    context.abort(status or grpc.StatusCode[error.grpc_status], error.message)
+    await context.abort(status or grpc.StatusCode[error.grpc_status], error.message, tuple(trailing))
+    raise AssertionError("unreachable: abort raises")
 
 
 def _as_cmp_error(exc: Exception, op: str) -> CMPError:
@@ -106,7 +111,7 @@ class _Gate:
         return self.auth_failures.refuse(self.auth_failures.address(peer, forwarded_for))
 
 
-def _metadata(context: grpc.ServicerContext, name: str) -> str | None:
+def _metadata(context: grpc.aio.ServicerContext, name: str) -> str | None:
     return next((str(v) for k, v in context.invocation_metadata() or () if k == name), None)
 
 
@@ -126,36 +131,39 @@ class _Guard:
     """Per call: the request id, the bearer key check, the rate limit, the call context for the
     dispatcher, the error translation and the access log line."""
 
-    def __init__(self, context: grpc.ServicerContext, op: str, gate: _Gate) -> None:
+    def __init__(self, context: grpc.aio.ServicerContext, op: str, gate: _Gate) -> None:
         self.context, self.op, self.request_id = context, op, _request_id(context)
         self.started = time.perf_counter()
-        self.gate, self.key_id = gate, None
+        self.gate = gate
+        self.key_id: str | None = None
         self.address = _peer_address(context.peer())
+
+    async def admit(self) -> None:
+        """Echo the request id, then check the bearer key and the rate limit: a refusal raises
+        its CMPError, counted as denied."""
         if self.request_id:
-            context.send_initial_metadata(((REQUEST_ID_KEY, self.request_id),))
-        if gate.keys is not None:
-            self.key_id = gate.keys.identify_authorization(_metadata(context, "authorization"))
-            if self.key_id is None:
-                self.refuse(gate.auth_failure(self.address, _metadata(context, "x-forwarded-for")))
-        if gate.rate_limit is not None:
-            self.address = gate.rate_limit.address(self.address, _metadata(context, "x-forwarded-for"))
-            try:
+            await self.context.send_initial_metadata(((REQUEST_ID_KEY, self.request_id),))
+        gate = self.gate
+        try:
+            if gate.keys is not None:
+                self.key_id = gate.keys.identify_authorization(_metadata(self.context, "authorization"))
+                if self.key_id is None:
+                    raise gate.auth_failure(self.address, _metadata(self.context, "x-forwarded-for"))
+            if gate.rate_limit is not None:
+                self.address = gate.rate_limit.address(self.address, _metadata(self.context, "x-forwarded-for"))
                 gate.rate_limit.check(self.key_id, self.address)
-            except CMPError as exc:
-                self.refuse(exc)
+        except CMPError as exc:
+            if gate.denied is not None:
+                gate.denied("grpc", exc.code.value)
+            raise
 
     def bound(self) -> AbstractContextManager[CallContext]:
         return bound(transport="grpc", request_id=self.request_id, key_id=self.key_id, client=self.address)
 
-    def refuse(self, error: CMPError) -> None:
-        if self.gate.denied is not None:
-            self.gate.denied("grpc", error.code.value)
-        self.fail(error)
-
-    def fail(self, exc: Exception, status: grpc.StatusCode | None = None) -> None:
+    async def fail(self, exc: Exception, status: grpc.StatusCode | None = None) -> NoReturn:
         error = _as_cmp_error(exc, self.op)
         self.log(error.code.value)
-        _abort(self.context, error, self.request_id, status)
+        await _abort(self.context, error, self.request_id, status)
 
     def log(self, status: str = "OK") -> None:
         if access_log.isEnabledFor(logging.INFO):
@@ -184,40 +192,41 @@ def _parse_request(message: type[Message], data: bytes, op: str) -> Message:
                        hint=hint, details={"message_type": name}) from None
 
 
-def _unary(dispatcher: Dispatcher, op: str, gate: _Gate) -> Callable[[bytes, grpc.ServicerContext], Message]:
-    message = convert.request_class(op)
+Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
 
-    def rpc(data: bytes, context: grpc.ServicerContext) -> Message:
-        guard = _Guard(context, op, gate)
+
+def _unary(calls: Calls, op: Operation, gate: _Gate) -> Handler:
+    message = convert.request_class(op.name)
+
+    async def rpc(data: bytes, context: grpc.aio.ServicerContext) -> Message:
+        guard = _Guard(context, op.name, gate)
         try:
-            request = convert.from_proto_request(op, _parse_request(message, data, op))
+            await guard.admit()
+            request = convert.from_proto_request(op.name, _parse_request(message, data, op.name))
             if guard.request_id is None:
                 guard.request_id = _request_id(context, request)
             with guard.bound():
-                response = convert.to_proto_response(op, dispatcher.call(op, request))
+                response = convert.to_proto_response(op.name, await calls.run(op, request))
             guard.log()
             return response
         except Exception as exc:  # every failure leaves as a CMP envelope
-            guard.fail(exc)
-            raise  # unreachable: abort raises
+            await guard.fail(exc)
 
     return rpc
 
 
-def _export(dispatcher: Dispatcher, op: str,
-            gate: _Gate) -> Callable[[bytes, grpc.ServicerContext], Iterator[pb.ExportChunk]]:
+def _export(calls: Calls, op: Operation, gate: _Gate) -> Handler:
 
-    def rpc(data: bytes, context: grpc.ServicerContext) -> Iterator[pb.ExportChunk]:
-        guard = _Guard(context, op, gate)
+    async def rpc(data: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ExportChunk]:
+        guard = _Guard(context, op.name, gate)
         try:
-            request = convert.from_proto_request(op, _parse_request(convert.request_class(op), data, op))
+            await guard.admit()
+            request = convert.from_proto_request(op.name, _parse_request(convert.request_class(op.name), data, op.name))
             with guard.bound():
-                response = dispatcher.call(op, request)
-            archive = convert.to_proto_response(op, response)
+                archive = convert.to_proto_response(op.name, await calls.run(op, request))
             guard.log()
         except Exception as exc:
-            guard.fail(exc)
-            raise
+            await guard.fail(exc)
         data = archive.archive_data if archive.HasField("archive_data") else b""
         archive.ClearField("archive_data")
         pieces = [data[i:i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
@@ -227,26 +236,24 @@ def _export(dispatcher: Dispatcher, op: str,
     return rpc
 
 
-def _import(dispatcher: Dispatcher, op: str,
-            gate: _Gate) -> Callable[[Iterator[bytes], grpc.ServicerContext], Message]:
+def _import(calls: Calls, op: Operation, gate: _Gate) -> Handler:
 
-    def rpc(chunks: Iterator[bytes], context: grpc.ServicerContext) -> Message:
-        guard = _Guard(context, op, gate)
+    async def rpc(chunks: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> Message:
+        guard = _Guard(context, op.name, gate)
         try:
-            request, archive = _reassemble(chunks)
-            data = convert.from_proto_request(op, request)
+            await guard.admit()
+            request, archive = await _reassemble(chunks)
+            data = convert.from_proto_request(op.name, request)
             if archive:
                 data["archive_data"] = archive  # raw bytes: the models accept them as they are
             with guard.bound():
-                response = convert.to_proto_response(op, dispatcher.call(op, data))
+                response = convert.to_proto_response(op.name, await calls.run(op, data))
             guard.log()
             return response
         except _TooLarge as exc:
-            guard.fail(exc.error, grpc.StatusCode.RESOURCE_EXHAUSTED)
-            raise
+            await guard.fail(exc.error, grpc.StatusCode.RESOURCE_EXHAUSTED)
         except Exception as exc:
-            guard.fail(exc)
-            raise
+            await guard.fail(exc)
 
     return rpc
 
@@ -257,11 +264,11 @@ class _TooLarge(Exception):
         self.error = error
 
 
-def _reassemble(chunks: Iterator[bytes]) -> tuple[pb.ImportRequest, bytes]:
+async def _reassemble(chunks: AsyncIterator[bytes]) -> tuple[pb.ImportRequest, bytes]:
     """The ImportRequest of the first chunk and the archive of all chunks, within the cap."""
     request: pb.ImportRequest | None = None
     archive = bytearray()
-    for data in chunks:
+    async for data in chunks:
         chunk = _parse_request(pb.ImportChunk, data, "lifecycle.import")
         if chunk.HasField("request"):
             if request is not None:
@@ -281,23 +288,23 @@ def _reassemble(chunks: Iterator[bytes]) -> tuple[pb.ImportRequest, bytes]:
     return request, bytes(archive)
 
 
-def _method_handlers(dispatcher: Dispatcher, gate: _Gate) -> dict[str, grpc.RpcMethodHandler]:
+def _method_handlers(calls: Calls, gate: _Gate) -> dict[str, grpc.RpcMethodHandler]:
     """CerememoryService's methods, each running its CMP operation (the `rpc` the operation
-    table declares) through `dispatcher`. The proto says which stream: the archive of Export
+    table declares) where `calls` puts it. The proto says which stream: the archive of Export
     leaves in chunks, the archive of Import arrives in chunks."""
     methods: dict[str, grpc.RpcMethodHandler] = {}
     for op in OPERATIONS.values():
         rpc = convert.rpc_method(op)
         if rpc.server_streaming:
             methods[rpc.name] = grpc.unary_stream_rpc_method_handler(
-                _export(dispatcher, op.name, gate), response_serializer=pb.ExportChunk.SerializeToString)
+                _export(calls, op, gate), response_serializer=pb.ExportChunk.SerializeToString)
         elif rpc.client_streaming:
             methods[rpc.name] = grpc.stream_unary_rpc_method_handler(
-                _import(dispatcher, op.name, gate),
+                _import(calls, op, gate),
                 response_serializer=convert.response_class(op.name).SerializeToString)
         else:
             methods[rpc.name] = grpc.unary_unary_rpc_method_handler(
-                _unary(dispatcher, op.name, gate),
+                _unary(calls, op, gate),
                 response_serializer=convert.response_class(op.name).SerializeToString)
     declared = {method.name for method in convert.SERVICE.methods}
     if set(methods) != declared:
@@ -312,40 +319,66 @@ def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
-def build_grpc_server(target: Dispatcher | CMPHandler, *, host: str = "127.0.0.1", port: int = 0,
-                      max_workers: int = WORKERS,
-                      tls: tuple[bytes, bytes] | None = None,
-                      keys: KeyRing | ServerKeys | None = None,
-                      rate_limit: RateLimit | None = None,
-                      auth_failures: FailedAuthLimit | None = None) -> tuple[grpc.Server, int]:
-    """A ready (not yet started) server running CMP through `target` (the serving process's
-    Dispatcher; an engine gets a Dispatcher of its own), and the port it bound.
+class GrpcServer:
+    """A grpc.aio server on an event loop thread of its own, started and stopped from any thread
+    as grpcio's threaded server is: the serving process runs HTTP's loop on its main thread."""
 
-    `tls` is (certificate chain PEM, private key PEM); without it the port is plaintext.
-    With `keys`, CerememoryService calls need `authorization: Bearer <key>` (health and
-    reflection stay open for probes).
-    """
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="cerememory-grpc"),
-        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                 ("grpc.so_reuseport", 0)],  # a second server on the same port must fail
-    )
-    dispatcher, metrics = metered(target)
-    gate = _Gate(keys, rate_limit, metrics.denied, auth_failures)
-    methods = _method_handlers(dispatcher, gate)
+    def __init__(self, server: grpc.aio.Server, loop: asyncio.AbstractEventLoop, closed: threading.Event) -> None:
+        self._server, self._loop, self._closed = server, loop, closed
+        self._stopping = False
+
+    def start(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._server.start(), self._loop).result()
+
+    def stop(self, grace: float | None) -> threading.Event:
+        """Refuse new calls, give those under way `grace` seconds (None: cancel them now), then
+        end the loop: the event is set once it has."""
+        if not self._stopping:
+            self._stopping = True
+            asyncio.run_coroutine_threadsafe(self._stop(grace), self._loop)
+        return self._closed
+
+    async def _stop(self, grace: float | None) -> None:
+        try:
+            await self._server.stop(grace)
+        finally:
+            asyncio.get_running_loop().stop()
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop  # as uvicorn picks it: a faster loop where it is installed
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop, closed: threading.Event) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
+        closed.set()
+
+
+async def _bind(methods: dict[str, grpc.RpcMethodHandler], address: str,
+                tls: tuple[bytes, bytes] | None) -> tuple[grpc.aio.Server, int]:
+    """On the server's loop: the server with CerememoryService, health and reflection, bound."""
+    server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                                      ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                                      ("grpc.so_reuseport", 0)])  # a second server on the same port must fail
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(convert.SERVICE_NAME, methods),))
     server.add_registered_method_handlers(convert.SERVICE_NAME, methods)
 
-    health_servicer = health.HealthServicer()
+    health_servicer = health.aio.HealthServicer()
     for service in ("", convert.SERVICE_NAME):
-        health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+        await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (convert.SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
          reflection.SERVICE_NAME), server)
 
-    address = _address(host, port)
     if tls is None:
         bound_port = server.add_insecure_port(address)
     else:
@@ -354,3 +387,28 @@ def build_grpc_server(target: Dispatcher | CMPHandler, *, host: str = "127.0.0.1
     if not bound_port:
         raise OSError(f"cannot bind the gRPC server to {address}")
     return server, bound_port
+
+
+def build_grpc_server(target: Dispatcher | CMPHandler, *, host: str = "127.0.0.1", port: int = 0,
+                      tls: tuple[bytes, bytes] | None = None,
+                      keys: KeyRing | ServerKeys | None = None,
+                      rate_limit: RateLimit | None = None,
+                      auth_failures: FailedAuthLimit | None = None) -> tuple[GrpcServer, int]:
+    """A ready (not yet started) server running CMP through `target` (the serving process's
+    Dispatcher; an engine gets a Dispatcher of its own), and the port it bound.
+
+    `tls` is (certificate chain PEM, private key PEM); without it the port is plaintext.
+    With `keys`, CerememoryService calls need `authorization: Bearer <key>` (health and
+    reflection stay open for probes).
+    """
+    dispatcher, metrics = metered(target)
+    methods = _method_handlers(Calls(dispatcher), _Gate(keys, rate_limit, metrics.denied, auth_failures))
+    loop, closed = _new_loop(), threading.Event()
+    threading.Thread(target=_run_loop, args=(loop, closed), name="cerememory-grpc", daemon=True).start()
+    try:
+        server, bound_port = asyncio.run_coroutine_threadsafe(_bind(methods, _address(host, port), tls), loop).result()
+    except BaseException:
+        loop.call_soon_threadsafe(loop.stop)
+        closed.wait()
+        raise
+    return GrpcServer(server, loop, closed), bound_port

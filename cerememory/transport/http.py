@@ -32,7 +32,7 @@ from .bodies import read_within
 from .guard import LOOPBACK, HostPolicy
 from .metrics import HttpMetrics, metered
 from .middleware import REQUEST_ID, Receive, RequestMiddleware, Scope, Send
-from .offload import Gathering, Placement
+from .offload import Calls
 
 DEFAULT_BODY_LIMIT = 64 * 1024 * 1024
 ROUTING_CODES = {404: ErrorCode.ROUTE_NOT_FOUND, 405: ErrorCode.METHOD_NOT_ALLOWED}
@@ -104,12 +104,10 @@ def error_response(exc: CMPError, request_id: str | None) -> JSONResponse:
 Answer = Callable[[Request], Awaitable[bytes | None]]  # an operation's JSON answer (None: 204)
 
 
-def _answerer(op: Operation, dispatcher: Dispatcher, body_limit: int, placement: Placement) -> Answer:
+def _answerer(op: Operation, calls: Calls, body_limit: int) -> Answer:
     """What one operation's route does: the request's JSON body, query and path parameters in,
-    the response's JSON out (None: 204), every failure a CMPError; the call runs where
-    `placement` puts it (a read that changes nothing may run on the event loop's thread)."""
-    reads = not op.audited
-    gathering = Gathering(dispatcher, op.name)
+    the response's JSON out (None: 204), every failure a CMPError; the call runs where `calls`
+    puts it."""
 
     async def answer(request: Request) -> bytes | None:
         declared = request.headers.get("content-length")
@@ -123,10 +121,7 @@ def _answerer(op: Operation, dispatcher: Dispatcher, body_limit: int, placement:
             for key, value in request.query_params.items():
                 body.setdefault(key, _query_value(value))
         body.update(request.path_params)
-        if dispatcher.gathers(op.name):
-            result = await gathering.call(body)
-        else:
-            result = await placement.run(op.name, reads, dispatcher.call, op.name, body)
+        result = await calls.run(op, body)
         if op.no_content:
             return None
         # pydantic's own serializer: several times faster than model_dump + json.dumps
@@ -257,9 +252,9 @@ def create_app(target: Dispatcher | CMPHandler, *, body_limit: int = DEFAULT_BOD
     refs, components = openapi.request_schemas([op.request for op in OPERATIONS.values()])
     errors = openapi.error_responses()
     direct = DirectRoutes()
-    placement = Placement()
+    calls = Calls(dispatcher)
     for op in OPERATIONS.values():
-        answer = _answerer(op, dispatcher, body_limit, placement)
+        answer = _answerer(op, calls, body_limit)
         app.add_api_route(
             _served_path(op), _endpoint(op, answer), methods=[op.http.method],
             summary=op.summary, tags=[op.group], operation_id=op.method,

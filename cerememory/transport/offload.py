@@ -1,4 +1,7 @@
-"""The worker threads an HTTP request's CMP call runs on, off the event loop.
+"""Where a server's CMP calls run: on its event loop's thread or on a worker thread.
+
+Both servers answer on an event loop (uvicorn for HTTP, grpc.aio for gRPC) and run each call
+where `Calls` puts it.
 
 A plain `ThreadPoolExecutor` rather than Starlette's `run_in_threadpool` (anyio's worker
 threads): anyio hands each call over through a `queue.Queue`, whose condition variable, capacity
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from ..cmp.dispatch import Dispatcher
+    from ..cmp.dispatch import Dispatcher, Operation
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -47,7 +50,7 @@ def _pool() -> ThreadPoolExecutor:
     if _executor is None:
         with _lock:
             if _executor is None:
-                _executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="cerememory-http")
+                _executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="cerememory-call")
     return _executor
 
 
@@ -180,3 +183,22 @@ class Placement:
             if spent is not None:
                 took = self._took.get(name)
                 self._took[name] = spent if took is None else 0.8 * took + 0.2 * spent
+
+
+class Calls:
+    """Where one server runs each CMP call: the writes that the engine takes together go to a
+    worker as one set (`Gathering`), and the rest where `Placement` puts them (a read that
+    changes nothing may run on the event loop's thread)."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher, self.placement = dispatcher, Placement()
+        self._gatherings: dict[str, Gathering] = {}
+
+    async def run(self, op: Operation, body: dict[str, Any]) -> BaseModel:
+        """The answer to one call of `op` with its request `body`, in this context."""
+        if self.dispatcher.gathers(op.name):
+            gathering = self._gatherings.get(op.name)
+            if gathering is None:
+                gathering = self._gatherings[op.name] = Gathering(self.dispatcher, op.name)
+            return await gathering.call(body)
+        return await self.placement.run(op.name, not op.audited, self.dispatcher.call, op.name, body)
