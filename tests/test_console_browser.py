@@ -128,7 +128,9 @@ def test_sign_in_and_sign_out(server, seeded, browser):
     _shoot(browser, "sign-in")
     browser.find_element(By.ID, "key").send_keys("not-the-key")
     browser.find_element(By.ID, "sign-in").click()
-    assert "not one this server accepts" in browser.find_element(By.ID, "error").text
+    # the answer is a new page: wait for it, as the click returns once the form is sent
+    refused = _wait(browser).until(ec.presence_of_element_located((By.ID, "error")))
+    assert "not one this server accepts" in refused.text
     _sign_in(browser, server.url)
     assert browser.find_element(By.ID, "total-records").text == "5"
     browser.find_element(By.ID, "sign-out").click()
@@ -249,7 +251,7 @@ def test_the_pages_work_without_javascript(server, seeded, browser):
         assert browser.find_element(By.ID, "fidelity-curve").is_displayed()
         browser.get(f"{server.url}/ui/")
         browser.find_element(By.LINK_TEXT, "Show the most recent memories").click()  # htmx would load it
-        assert "The deploy key rotates every Monday" in browser.find_element(By.ID, "recent").text
+        _wait(browser).until(ec.text_to_be_present_in_element((By.ID, "recent"), "The deploy key rotates every Monday"))
     finally:
         browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
 
