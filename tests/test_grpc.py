@@ -585,6 +585,35 @@ def test_export_and_import_stream_in_chunks():
         server.stop(None).wait(10)
 
 
+def test_an_import_whose_client_goes_away_imports_nothing(tmp_path: Path):
+    with _open(tmp_path / "source") as source:
+        for n in range(50):
+            source.store(f"note {n} for the archive")
+        archive = source.dispatcher.call("lifecycle.export", {}).archive_data
+    served = Served(tmp_path / "target")
+    try:
+        with grpc.insecure_channel(served.target) as channel:
+            stub = pb_grpc.CerememoryServiceStub(channel)
+            sent, hold = threading.Event(), threading.Event()
+
+            def chunks() -> Iterator[pb.ImportChunk]:
+                yield pb.ImportChunk(request=pb.ImportRequest(archive_id="a1"), data=archive[:len(archive) // 2])
+                sent.set()
+                hold.wait(30)  # the rest of the archive never comes
+
+            call = stub.Import.future(chunks(), timeout=30)
+            assert sent.wait(30)
+            call.cancel()
+            hold.set()
+            with pytest.raises(grpc.FutureCancelledError):
+                call.result()
+        # the stream may have ended as if it were whole: the half archive is then refused
+        with GrpcClient(served.target) as client:
+            assert client.stats().total_records == 0
+    finally:
+        served.close()
+
+
 def test_export_errors_keep_their_envelope(stub):
     with pytest.raises(grpc.RpcError) as err:
         list(stub.Export(pb.ExportRequest(encrypt=True), timeout=30))

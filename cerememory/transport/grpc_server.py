@@ -265,7 +265,11 @@ class _TooLarge(Exception):
 
 
 async def _reassemble(chunks: AsyncIterator[bytes]) -> tuple[pb.ImportRequest, bytes]:
-    """The ImportRequest of the first chunk and the archive of all chunks, within the cap."""
+    """The ImportRequest of the first chunk and the archive of all chunks, within the cap.
+
+    A client that goes away mid-stream may end it as if it were whole (grpc.aio reads the end
+    of a cancelled stream as its end): the archive is then cut short, and the import refuses
+    it, as it lacks its footer."""
     request: pb.ImportRequest | None = None
     archive = bytearray()
     async for data in chunks:
