@@ -16,7 +16,6 @@ Writes bench/results/embedder_ab.md and embedder_ab.json.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS_DIR, ab_parser, env_line, environment, md_table, median_ratio, pick, pyplot  # noqa: E402
-from transports import concurrent, cpu_seconds, start_server, wait_quiet  # noqa: E402
+from transports import concurrent, served_calls, start_server, wait_quiet  # noqa: E402
 
 CLIENTS, PER_CLIENT, LONE = 32, 10, 40
 READERS, PER_READER = 8, 25
@@ -34,10 +33,9 @@ def at_once(server: subprocess.Popen, target: dict, tree: Path, op: str, clients
     """`clients` processes calling `op` `per` times each at once: calls/s, p50, the server's CPU
     per call and the load average before they start."""
     wait_quiet(server.pid)
-    load, cpu = os.getloadavg()[0], cpu_seconds(server.pid)
-    stats = concurrent("http", target, op, clients, per, tree)
-    server_cpu = (cpu_seconds(server.pid) - cpu) / (clients * (per + 3)) * 1000  # 3 warm-up calls each
-    return {"per_s": stats["throughput"], "p50_ms": stats["p50_ms"], "server_cpu_ms": server_cpu, "load1": load}
+    stats = served_calls(server.pid, "http", target, op, clients, per, tree)
+    return {"per_s": stats["throughput"], "p50_ms": stats["p50_ms"], "server_cpu_ms": stats["server_cpu_ms"],
+            "load1": stats["load1"]}
 
 
 def measure(tree: Path) -> dict:

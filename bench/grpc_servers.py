@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -36,11 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import RESULTS_DIR, clean_env, env_line, environment, md_table, pyplot  # noqa: E402
 from bench.transports import (  # noqa: E402
-    concurrent,
-    cpu_seconds,
     free_port,
     load,
     make_client,
+    served_calls,
     wait_for_port,
     wait_quiet,
 )
@@ -130,13 +128,11 @@ def measure(model: str, op: str, clients: int, per_client: int) -> dict[str, Any
                 with make_client("grpc", target) as client:
                     load(client, RECORDS)
                 wait_quiet(proc.pid)  # the warm-up after the load is not the calls'
-            load_before, cpu_before = os.getloadavg()[0], cpu_seconds(proc.pid)
-            stats = concurrent("grpc", target, op, clients, per_client)
-            stats["server_cpu_ms"] = (cpu_seconds(proc.pid) - cpu_before) / (clients * (per_client + 3)) * 1000
+            stats = served_calls(proc.pid, "grpc", target, op, clients, per_client)
         finally:
             proc.kill()
             proc.wait()
-    return {"model": model, "op": op, "clients": clients, "load1": load_before, **stats}
+    return {"model": model, "op": op, "clients": clients, **stats}
 
 
 def report(rows: list[dict], args: argparse.Namespace) -> None:

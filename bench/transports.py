@@ -88,7 +88,7 @@ def worker(kind: str, target: dict, op: str, count: int, seed: int, start_at: fl
         sys.path.insert(0, tree)
     rng = random.Random(seed)
     client = make_client(kind, target)
-    for _ in range(3):
+    for _ in range(WARM_UP):
         run_op(client, op, rng)
     while time.time() < start_at:
         time.sleep(0.001)
@@ -100,6 +100,9 @@ def worker(kind: str, target: dict, op: str, count: int, seed: int, start_at: fl
         latencies.append(time.perf_counter() - t)
     queue.put((latencies, time.perf_counter() - began, time.process_time() - cpu))
     client.close()
+
+
+WARM_UP = 3  # calls each client process makes before its measured ones
 
 
 def concurrent(kind: str, target: dict, op: str, clients: int, per_client: int, tree: Path | None = None) -> dict:
@@ -120,6 +123,16 @@ def concurrent(kind: str, target: dict, op: str, clients: int, per_client: int, 
     stats["throughput"] = len(latencies) / wall
     stats["client_cpu_ms"] = sum(c for _, _, c in results) / len(latencies) * 1000  # a client's CPU per call
     return stats
+
+
+def served_calls(pid: int, kind: str, target: dict, op: str, clients: int, per_client: int,
+                 tree: Path | None = None) -> dict:
+    """`concurrent(...)` against the server process `pid`, with the load average before the calls
+    (`load1`) and the server's CPU per call (`server_cpu_ms`, the clients' warm-up calls counted)."""
+    load1, cpu = os.getloadavg()[0], cpu_seconds(pid)
+    stats = concurrent(kind, target, op, clients, per_client, tree)
+    stats["server_cpu_ms"] = (cpu_seconds(pid) - cpu) / (clients * (per_client + WARM_UP)) * 1000
+    return {"load1": load1, **stats}
 
 
 def embedded(mem, op: str, count: int) -> dict:
@@ -328,13 +341,10 @@ def one_client_of(kind: str, tree: Path, op: str) -> dict:
     over the stub engine, or a bare stack) from `tree`: its latency and both sides' CPU per call."""
     server, target = start_stub(kind, tree)
     try:
-        load_before, cpu_before = os.getloadavg()[0], cpu_seconds(server.pid)
-        stats = concurrent(kind, target, op, 1, STUB_CALLS, tree)
-        stats["server_cpu_ms"] = (cpu_seconds(server.pid) - cpu_before) / (STUB_CALLS + 3) * 1000  # 3 warm-up
+        return served_calls(server.pid, kind, target, op, 1, STUB_CALLS, tree)
     finally:
         server.terminate()
         server.wait(timeout=60)
-    return {"load1": load_before, **stats}
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -366,20 +376,17 @@ def compare(args: argparse.Namespace) -> int:
                                         load(client, args.records)
                                     wait_quiet(server.pid)  # the warm-up after the load is not the calls'
                                 counted = commit_counts(target["http"]) if op == "encode.store" else None
-                                load_before, cpu_before = os.getloadavg()[0], cpu_seconds(server.pid)
-                                stats = concurrent(kind, target, op, clients, per, tree)
-                                used = cpu_seconds(server.pid) - cpu_before
+                                stats = served_calls(server.pid, kind, target, op, clients, per, tree)
                                 if counted is not None:
                                     stats["writes_per_commit"] = writes_per_commit(counted, target["http"])
-                                stats["server_cpu_ms"] = used / (clients * (per + 3)) * 1000  # 3 warm-up calls
                             finally:
                                 server.terminate()
                                 server.wait(timeout=60)
                         rows.append({"round": round_, "op": op, "clients": clients, "transport": kind, "tree": label,
-                                     "load1": load_before, **stats})
+                                     **stats})
                         print(f"round {round_ + 1} {op} x{clients} {kind:5} {label:6} p50 {stats['p50_ms']:.1f} ms  "
                               f"{stats['throughput']:.0f}/s  server CPU {stats['server_cpu_ms']:.2f} ms/call  "
-                              f"client CPU {stats['client_cpu_ms']:.2f} ms/call  load {load_before:.1f}",
+                              f"client CPU {stats['client_cpu_ms']:.2f} ms/call  load {stats['load1']:.1f}",
                               file=sys.stderr)
             for op in [name for name in STUB_OPS if name in args.ops]:
                 for kind in ("http", "grpc"):
