@@ -786,3 +786,5 @@ def test_stores_that_arrive_together_are_taken_as_one_set(tmp_path: Path, monkey
         server.stop(None).wait(10)
     assert noted.sets == [1, 7]
     assert len(ids) == 8
+    # the worker that committed the first set took the next itself, not waiting for the loop
+    assert len(set(noted.threads["store"])) == 1
