@@ -146,6 +146,11 @@ class LoadMonitor:
         other = (self._busy() - self.busy0) - (self._own() - self.own0)
         return max(other, 0.0) / wall if wall > 0 else 0.0
 
+    def all_cores(self) -> float:
+        """Average number of cores busy with anything (this process too) since start()."""
+        wall = time.perf_counter() - self.t0
+        return max(self._busy() - self.busy0, 0.0) / wall if wall > 0 else 0.0
+
 
 def ab_parser(doc: str | None, rounds: int, n: int = 100_000, before_required: bool = True) -> argparse.ArgumentParser:
     """The arguments of a before/after comparison: an earlier source tree, N and rounds."""

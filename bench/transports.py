@@ -24,6 +24,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
     RESULTS_DIR,
+    LoadMonitor,
     clean_env,
     env_line,
     environment,
@@ -105,7 +107,11 @@ def worker(kind: str, target: dict, op: str, count: int, seed: int, start_at: fl
 WARM_UP = 3  # calls each client process makes before its measured ones
 
 
-def concurrent(kind: str, target: dict, op: str, clients: int, per_client: int, tree: Path | None = None) -> dict:
+def concurrent(kind: str, target: dict, op: str, clients: int, per_client: int, tree: Path | None = None,
+               server: int | None = None) -> dict:
+    """`clients` client processes making `per_client` calls each, from a common start; with the
+    pid `server`, also the cores that process and the whole machine kept busy while they called
+    (`server_cores`, `machine_cores`): what bounds the rate."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     start_at = time.time() + 3.0 + 0.3 * clients
@@ -114,7 +120,18 @@ def concurrent(kind: str, target: dict, op: str, clients: int, per_client: int, 
              for i in range(clients)]
     for p in procs:
         p.start()
+    began: dict[str, tuple[float, float, LoadMonitor]] = {}
+    if server is not None:  # marked as the clients start their measured calls
+        marker = threading.Timer(max(0.0, start_at - time.time()), lambda: began.setdefault(
+            "at", (time.perf_counter(), cpu_seconds(server), LoadMonitor())))
+        marker.start()
     results = [queue.get(timeout=600) for _ in procs]
+    busy: dict[str, float] = {}
+    if server is not None:
+        marker.join()
+        wall, cpu, machine = began["at"]
+        busy = {"server_cores": (cpu_seconds(server) - cpu) / (time.perf_counter() - wall),
+                "machine_cores": machine.all_cores()}
     for p in procs:
         p.join()
     latencies = [x for lat, _, _ in results for x in lat]
@@ -122,15 +139,16 @@ def concurrent(kind: str, target: dict, op: str, clients: int, per_client: int, 
     stats = ms_stats(latencies)
     stats["throughput"] = len(latencies) / wall
     stats["client_cpu_ms"] = sum(c for _, _, c in results) / len(latencies) * 1000  # a client's CPU per call
-    return stats
+    return {**stats, **busy}
 
 
 def served_calls(pid: int, kind: str, target: dict, op: str, clients: int, per_client: int,
                  tree: Path | None = None) -> dict:
     """`concurrent(...)` against the server process `pid`, with the load average before the calls
-    (`load1`) and the server's CPU per call (`server_cpu_ms`, the clients' warm-up calls counted)."""
+    (`load1`), the server's CPU per call (`server_cpu_ms`, the clients' warm-up calls counted) and
+    the cores it and the machine kept busy meanwhile."""
     load1, cpu = os.getloadavg()[0], cpu_seconds(pid)
-    stats = concurrent(kind, target, op, clients, per_client, tree)
+    stats = concurrent(kind, target, op, clients, per_client, tree, server=pid)
     stats["server_cpu_ms"] = (cpu_seconds(pid) - cpu) / (clients * (per_client + WARM_UP)) * 1000
     return {"load1": load1, **stats}
 
@@ -424,12 +442,15 @@ def compare(args: argparse.Namespace) -> int:
              "| before client CPU ms/call | after client CPU ms/call | load |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     added: list[str] = []
+    bounds: list[str] = []
     for round_ in range(args.rounds):
         for op, op_clients in AB_OPS:
             if op not in args.ops:
                 continue
             for kind in ("http", "grpc"):
                 b, a = pair(rows, round_, op, kind, clients=op_clients or args.clients)
+                bounds.append(f"| {round_ + 1} | {op} | {a['clients']} | {kind} | {b['server_cores']:.2f} | "
+                              f"{a['server_cores']:.2f} | {b['machine_cores']:.2f} | {a['machine_cores']:.2f} |")
                 lines.append(f"| {round_ + 1} | {op} | {a['clients']} | {kind} | {b['throughput']:,.0f} | "
                              f"{a['throughput']:,.0f} | {a['throughput'] / b['throughput']:.2f}× | {b['p50_ms']:.1f} | "
                              f"{a['p50_ms']:.1f} | {b['server_cpu_ms']:.2f} | {a['server_cpu_ms']:.2f} | "
@@ -445,6 +466,11 @@ def compare(args: argparse.Namespace) -> int:
                   "target ≤ 1 ms)", "",
                   "| round | transport | embedded p50 ms | before added ms | after added ms |", "|---|---|---|---|---|",
                   *added]
+    lines += ["", "What bounds each run: the cores the server process kept busy while the clients called (its threads "
+              "share one interpreter lock, so one core is about as much as its Python can use), and the cores the "
+              "whole machine kept busy (of its 2, shared with the clients)", "",
+              "| round | operation | clients | transport | before server cores | after server cores "
+              "| before machine cores | after machine cores |", "|---|---|---|---|---|---|---|---|", *bounds]
     grouped = []
     for round_ in range(args.rounds):
         for kind in ("http", "grpc") if "encode.store" in args.ops else ():
