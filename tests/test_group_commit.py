@@ -305,3 +305,32 @@ def test_a_text_the_embedder_refuses_fails_only_its_own_call_of_a_set(tmp_path: 
         assert embedder.calls == [["the deploy key rotates"], ["lunch at noon"]]  # the batch failed, then each
         _assert_stored_with_vectors(mem, [outcomes[0], outcomes[2]])
         assert mem.stats().total_records == 2
+
+
+def test_a_set_handed_in_by_one_thread_leads_without_waiting_for_writes_that_cannot_come(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader waits for as many submissions as the last group held, not as many writes: after
+    a set of five from one thread, a set of three is all there is to take (a transport gathers
+    stores upstream), so it commits without waiting. With the wait this long, a leader that
+    waited for five writes would still be waiting when the bound below gives up."""
+    monkeypatch.setattr(group_module, "MAX_WAIT", 3600.0)
+    monkeypatch.setattr(group_module, "WAIT_SHARE", 1e6)
+    ticks = iter(range(10**6))
+    groups: list[list[str]] = []
+
+    def commit(take: Callable[[], list[Pending[str]]]) -> None:
+        groups.append([pending.write for pending in take()])
+
+    group_commit: GroupCommit[str] = GroupCommit(commit, clock=lambda: float(next(ticks)))
+    group_commit.submit_each([(f"a{i}", contextvars.copy_context()) for i in range(5)])
+    second = threading.Thread(target=group_commit.submit_each,
+                              args=([(f"b{i}", contextvars.copy_context()) for i in range(3)],))
+    second.start()
+    second.join(60)
+    waited = second.is_alive()
+    if waited:  # let it go: the writes it waits for, each from a thread of its own
+        for i in range(2):
+            threading.Thread(target=group_commit.submit, args=(f"c{i}",), daemon=True).start()
+        second.join()
+    assert not waited
+    assert groups == [[f"a{i}" for i in range(5)], ["b0", "b1", "b2"]]

@@ -13,7 +13,11 @@ shared lock instead made every answered caller take that lock in turn, each need
 interpreter lock to do so, and the next group waited behind them all.
 
 The wait adapts to load: it is a fraction of the last commit's duration, capped by
-`MAX_WAIT`, and ends early once as many writes are queued as the last group held.
+`MAX_WAIT`, and ends early once as many submissions are queued as the last group held. It
+counts submissions, not writes: a thread handing in a set of writes (a transport gathers the
+stores that arrived together) brings everything that was there to take, and a leader that
+waited for a set as large as the last would wait out the whole wait for writes that, queued
+behind it upstream, cannot arrive.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class Pending(Generic[T]):
 
     write: T
     context: contextvars.Context = field(default_factory=contextvars.copy_context)
+    first: bool = True  # the first write of its submission (`submit_each` hands in several)
     done: bool = False
     error: BaseException | None = None
     woken: Wakeup = field(default_factory=Wakeup)  # committed, or this caller leads next
@@ -63,7 +68,7 @@ class GroupCommit(Generic[T]):
         self._queue: list[Pending[T]] = []
         self._arrived = threading.Condition()  # guards the queue and `_leading`; a gathering leader waits on it
         self._leading = False
-        self._last_size = 1
+        self._last_arrivals = 1  # submissions the last group held
         self._last_seconds = 0.0
         self.groups = 0  # groups led, for tests and benchmarks
         self.commits = 0  # transactions that committed at least one write (introspect.stats, metrics)
@@ -80,7 +85,7 @@ class GroupCommit(Generic[T]):
         every one is committed: what refused each (None where it was committed). One thread
         hands in the writes of many callers (a transport gathering them), so they commit
         together without a thread waiting for each."""
-        mine = [Pending(write, context) for write, context in writes]
+        mine = [Pending(write, context, first=n == 0) for n, (write, context) in enumerate(writes)]
         if not mine:
             return []
         with self._arrived:
@@ -121,13 +126,13 @@ class GroupCommit(Generic[T]):
         return group
 
     def _gather(self) -> None:
-        """Wait for more writes when they have been arriving together, at most MAX_WAIT."""
-        if self._last_size <= 1:
+        """Wait for more submissions when they have been arriving together, at most MAX_WAIT."""
+        if self._last_arrivals <= 1:
             return
         wait = min(MAX_WAIT, WAIT_SHARE * self._last_seconds)
         deadline = self._clock() + wait
         with self._arrived:
-            while len(self._queue) < min(self._last_size, MAX_GROUP):
+            while len(self._queue) < MAX_GROUP and _arrivals(self._queue) < self._last_arrivals:
                 left = deadline - self._clock()
                 if left <= 0:
                     break
@@ -152,7 +157,7 @@ class GroupCommit(Generic[T]):
             for pending in taken:
                 pending.done = True
                 pending.woken.set()
-            self._last_size = max(1, len(taken))
+            self._last_arrivals = max(1, _arrivals(taken))
             self._last_seconds = self._clock() - started
             self.groups += 1
 
@@ -175,3 +180,8 @@ class GroupCommit(Generic[T]):
         if writes:
             self.commits += 1
             self.committed += writes
+
+
+def _arrivals(writes: Sequence[Pending[T]]) -> int:
+    """How many submissions `writes` came in (a group may hold the tail of one cut short)."""
+    return sum(pending.first for pending in writes)
