@@ -174,9 +174,15 @@ class Dispatcher:
         finally:
             for _, context, *_, scopes in running_calls:
                 context.run(scopes.close)
+        done = []  # the audit's `done` entries of the set, written together
         for (place, context, parsed, touched, run, _), answer in zip(running_calls, answers, strict=True):
-            context.run(self._audit_outcome, op, parsed, answer, touched, run)
+            if isinstance(answer, BaseException):
+                context.run(self._audit_outcome, op, parsed, answer, touched, run)
+            elif op.audited:
+                done.append((context, parsed, answer, touched))
             outcomes[place] = self._surfaced(answer) if isinstance(answer, BaseException) else answer
+        if done and self.engine.audit is not None:
+            self.engine.audit.record_each(name, done)
         if self.metrics is not None:  # each in its call's context, which names its transport
             took = time.perf_counter() - started
             for (context, _), outcome in zip(calls, outcomes, strict=True):

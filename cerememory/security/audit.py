@@ -43,7 +43,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import Context, ContextVar
+from contextvars import Context, ContextVar, copy_context
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime
 from enum import Enum
@@ -515,6 +515,13 @@ def _entry(op: str, phase: str, record_ids: Iterable[str], summary: dict[str, An
             "request_id": request_id, "transport": transport, "summary": summary or {}}
 
 
+def _done(op: str, request: BaseModel, response: BaseModel, touched: Iterable[uuid.UUID]) -> dict[str, Any]:
+    """The `done` entry of an audited operation that answered in the running context."""
+    caller = context.current()
+    return _entry(op, DONE, record_ids(request, response, touched), summarize(request, response),
+                  caller.key_id, caller.request_id, caller.transport)
+
+
 def _intent(record_ids: Iterable[uuid.UUID], summary: dict[str, Any] | None) -> tuple[dict[str, Any], Running | None]:
     """The intent entry of a change asked for in the running context, and its running operation."""
     current = _running.get()
@@ -614,14 +621,22 @@ class AuditLog:
         None when it cannot be written. The change is committed and its intent entry names it, so a
         failure here (a full disk) is left to the server log rather than turned into an error that
         would make the client repeat the change."""
-        caller = context.current()
+        written = self.record_each(op, [(copy_context(), request, response, touched)])
+        return written[0] if written else None
+
+    def record_each(self, op: str, outcomes: Sequence[tuple[Context, BaseModel, BaseModel,
+                                                             Iterable[uuid.UUID]]]) -> list[dict[str, Any]]:
+        """`record` for the calls of a set, each attributed to its own context, in one append:
+        one write to the log for the set rather than one for each call."""
+        entries = [within.run(_done, op, request, response, touched) for within, request, response, touched in outcomes]
         try:
-            return self.append(op, record_ids=record_ids(request, response, touched),
-                               summary=summarize(request, response), key_id=caller.key_id,
-                               request_id=caller.request_id, transport=caller.transport)
+            linked = self.chain.extend(entries)
         except (OSError, CMPError):
             log.exception("%s was applied, but its audit outcome could not be written to %s", op, self.where)
-            return None
+            return []
+        for entry, digest in linked:
+            entry["hash"] = digest
+        return [entry for entry, _ in linked]
 
     def record_failure(self, op: str, request: BaseModel, error: BaseException,
                        touched: Iterable[uuid.UUID] = ()) -> None:
