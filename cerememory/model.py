@@ -49,6 +49,34 @@ _uuid7_lock = threading.Lock()
 _uuid7_last = (0, 0)
 
 
+class _RandomBytes:
+    """Bytes from `os.urandom`, drawn a few kilobytes at a time: each draw is a system call that
+    lets go of the interpreter lock, and a server thread writing a set of stores, one id each,
+    then waited to get the lock back from the event loop once for every store. Callers hold
+    `_uuid7_lock`. A forked child draws afresh, so that it never repeats its parent's bytes."""
+
+    SIZE = 4096
+
+    def __init__(self) -> None:
+        self._bytes, self._at = b"", 0
+        os.register_at_fork(after_in_child=self.forget)
+
+    def forget(self) -> None:
+        self._bytes, self._at = b"", 0
+
+    def take(self, count: int) -> bytes:
+        if count > self.SIZE // 4:  # a batch's ids: one draw of their own
+            return os.urandom(count)
+        if self._at + count > len(self._bytes):
+            self._bytes, self._at = os.urandom(self.SIZE), 0
+        taken = self._bytes[self._at:self._at + count]
+        self._at += count
+        return taken
+
+
+_random = _RandomBytes()
+
+
 def new_id() -> uuid.UUID:
     """A UUIDv7: time-ordered, so ids sort by creation and index locality stays good."""
     return new_ids(1)[0]
@@ -61,7 +89,7 @@ _V7 = 0x7 << 76 | 0b10 << 62  # the version and variant bits
 
 
 def new_ids(count: int) -> list[uuid.UUID]:
-    """`count` UUIDv7s in creation order, with one clock read and one draw of random bytes for
+    """`count` UUIDv7s in creation order, with one clock read and one take of random bytes for
     all (a batch makes a thousand). Within a millisecond the 12-bit counter after the time
     orders them; a counter that runs out carries into the next millisecond, so ids made in one
     process always sort in the order they were made."""
@@ -72,10 +100,11 @@ def new_ids(count: int) -> list[uuid.UUID]:
         if ms <= last_ms:
             start = (last_ms << 12 | last_seq) + 1
         else:
-            start = ms << 12 | int.from_bytes(os.urandom(2), "big") & 0x3FF
+            start = ms << 12 | int.from_bytes(_random.take(2), "big") & 0x3FF
         end = start + count - 1
         _uuid7_last = (end >> 12, end & 0xFFF)
-    rand = struct.unpack(f">{count}Q", os.urandom(8 * count))
+        drawn = _random.take(8 * count)
+    rand = struct.unpack(f">{count}Q", drawn)
     numbers = [(counter >> 12 & _MS_BITS) << 80 | (counter & 0xFFF) << 64 | _V7 | r & _RANDOM_BITS
                for counter, r in zip(range(start, end + 1), rand, strict=True)]
     return uuids_of_ints(numbers) if count >= _FEW_IDS else [_uuid_of_int(n) for n in numbers]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -81,6 +82,24 @@ def test_ids_made_together_are_unique_and_in_order() -> None:
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
     assert all(i.version == 7 and i.variant == uuid.RFC_4122 and uuid.UUID(str(i)) == i for i in ids)
+
+
+def test_ids_made_one_at_a_time_are_unique_and_a_forked_child_never_repeats_its_parents_random_bits() -> None:
+    """Ids take their random bits from bytes drawn a few kilobytes at a time; a child process
+    draws its own, or it would make the ids its parent is about to make."""
+    ids = [new_id() for _ in range(2000)]  # several draws' worth
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's own
+        os.write(write, b"".join(i.bytes[8:] for i in new_ids(8)))
+        os._exit(0)
+    os.waitpid(child, 0)
+    theirs = os.read(read, 64)
+    os.close(read)
+    os.close(write)
+    ours = b"".join(i.bytes[8:] for i in new_ids(8))
+    assert len(theirs) == len(ours) == 64 and theirs != ours
 
 
 @given(st.lists(st.uuids(), max_size=80))
