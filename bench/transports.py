@@ -209,8 +209,9 @@ def main() -> int:
                         "of this earlier source tree, side by side (writes transports_ab.md)")
     parser.add_argument("--clients", type=int, default=32, help="clients of the --before comparison")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the --before comparison")
-    parser.add_argument("--calls", type=int, default=400, help="calls of each many-client run of the --before "
-                        "comparison, shared out over its clients (at least 20 each)")
+    parser.add_argument("--calls", type=int, default=3200, help="calls of each many-client run of the --before "
+                        "comparison, shared out over its clients (at least 20 each); a short run is mostly its "
+                        "clients' start and its slowest client's end")
     parser.add_argument("--ops", type=lambda text: [n for n in text.split(",") if n],
                         default=sorted({op for op, _ in AB_OPS}), help="operations of the --before comparison, "
                         "e.g. recall.query")
@@ -425,7 +426,8 @@ def compare(args: argparse.Namespace) -> int:
     if sorted(args.ops) != sorted({op for op, _ in AB_OPS}):
         flags += f" --ops {','.join(args.ops)}"
     lines = ["# Many clients, before and after, side by side", "",
-             f"`bench/transports.py --before <tree>{flags} --clients {args.clients} --rounds {args.rounds}` — "
+             f"`bench/transports.py --before <tree>{flags} --clients {args.clients} --calls {args.calls} "
+             f"--rounds {args.rounds}` — "
              f"{env_line(environment())}", "",
              "A real `cerememory serve` (HTTP + gRPC) of each source tree over a fresh data directory, called by "
              "client processes of the same tree on the same 2 cores; before and after alternate per operation, "
