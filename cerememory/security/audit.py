@@ -43,7 +43,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import Context, ContextVar, copy_context
+from contextvars import Context, ContextVar
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime
 from enum import Enum
@@ -621,14 +621,19 @@ class AuditLog:
         None when it cannot be written. The change is committed and its intent entry names it, so a
         failure here (a full disk) is left to the server log rather than turned into an error that
         would make the client repeat the change."""
-        written = self.record_each(op, [(copy_context(), request, response, touched)])
+        written = self._outcomes(op, [_done(op, request, response, touched)])
         return written[0] if written else None
 
     def record_each(self, op: str, outcomes: Sequence[tuple[Context, BaseModel, BaseModel,
                                                              Iterable[uuid.UUID]]]) -> list[dict[str, Any]]:
         """`record` for the calls of a set, each attributed to its own context, in one append:
         one write to the log for the set rather than one for each call."""
-        entries = [within.run(_done, op, request, response, touched) for within, request, response, touched in outcomes]
+        return self._outcomes(op, [within.run(_done, op, request, response, touched)
+                                   for within, request, response, touched in outcomes])
+
+    def _outcomes(self, op: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Append `done` entries of `op`, each with its hash; none (logged) when the log cannot
+        take them."""
         try:
             linked = self.chain.extend(entries)
         except (OSError, CMPError):
