@@ -26,14 +26,14 @@ import json
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, NoReturn
 
 import grpc
 from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
-from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc  # type: ignore[import-untyped]
 
 from ..cmp.context import CallContext, bound, client_request_id
 from ..cmp.dispatch import OPERATIONS, Dispatcher, Operation, internal_error
@@ -59,13 +59,17 @@ MAX_PROTO_DEPTH = 100  # protobuf's own parse limit on message nesting
 # ---------------------------------------------------------------- errors and metadata
 
 
-def _request_id(context: grpc.aio.ServicerContext, request: dict[str, Any] | None = None) -> str | None:
-    """`x-request-id` from the call's metadata, else the request's header.request_id, when it is
-    fit to be logged (`client_request_id`)."""
+def _request_id(context: grpc.aio.ServicerContext) -> str | None:
+    """`x-request-id` from the call's metadata, when it is fit to be logged (`client_request_id`)."""
     for key, value in context.invocation_metadata() or ():
         if key == REQUEST_ID_KEY and value:
             return client_request_id(str(value))
-    header = (request or {}).get("header") or {}
+    return None
+
+
+def _header_request_id(request: dict[str, Any]) -> str | None:
+    """The request's header.request_id, for a call whose metadata gave none."""
+    header = request.get("header") or {}
     given = header.get("request_id")
     return client_request_id(given) if isinstance(given, str) else None
 
@@ -205,7 +209,7 @@ def _unary(calls: Calls, op: Operation, gate: _Gate) -> Handler:
             await guard.admit()
             request = convert.from_proto_request(op.name, _parse_request(message, data, op.name))
             if guard.request_id is None:
-                guard.request_id = _request_id(context, request)
+                guard.request_id = _header_request_id(request)
             with guard.bound():
                 response = convert.to_proto_response(op.name, await calls.run(op, request))
             guard.log()
@@ -367,6 +371,23 @@ def _run_loop(loop: asyncio.AbstractEventLoop, closed: threading.Event) -> None:
         closed.set()
 
 
+class _GenericOnly:
+    """The server as the generated `add_*_to_server` functions see it: they add their methods
+    both as a generic handler and as registered methods, and here only the generic handler is
+    kept. grpc.aio keeps a pending future per registered method and waits on all of them anew
+    for every call that arrives: with CerememoryService's methods registered, that was 40
+    futures of Python work on the loop per call."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+        self._server.add_generic_rpc_handlers(handlers)
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        """Not registered: the generic handler serves them."""
+
+
 async def _bind(methods: dict[str, grpc.RpcMethodHandler], address: str,
                 tls: tuple[bytes, bytes] | None) -> tuple[grpc.aio.Server, int]:
     """On the server's loop: the server with CerememoryService, health and reflection, bound."""
@@ -374,15 +395,14 @@ async def _bind(methods: dict[str, grpc.RpcMethodHandler], address: str,
                                       ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                                       ("grpc.so_reuseport", 0)])  # a second server on the same port must fail
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(convert.SERVICE_NAME, methods),))
-    server.add_registered_method_handlers(convert.SERVICE_NAME, methods)
 
     health_servicer = health.aio.HealthServicer()
     for service in ("", convert.SERVICE_NAME):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, _GenericOnly(server))
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(reflection.aio.ReflectionServicer(
         (convert.SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-         reflection.SERVICE_NAME), server)
+         reflection.SERVICE_NAME)), _GenericOnly(server))
 
     if tls is None:
         bound_port = server.add_insecure_port(address)
