@@ -84,8 +84,9 @@ def run_op(client, op: str, rng: random.Random) -> None:
 
 def worker(kind: str, target: dict, op: str, count: int, seed: int, start_at: float, queue,
            tree: str | None = None) -> None:
-    """One client process: wait for the common start, run `count` calls, report latencies; with
-    `tree`, the client is that source tree's."""
+    """One client process: wait for the common start, run `count` calls, report latencies and
+    when each call ended (wall clock, shared by the processes); with `tree`, the client is that
+    source tree's."""
     if tree is not None:
         sys.path.insert(0, tree)
     rng = random.Random(seed)
@@ -94,14 +95,23 @@ def worker(kind: str, target: dict, op: str, count: int, seed: int, start_at: fl
         run_op(client, op, rng)
     while time.time() < start_at:
         time.sleep(0.001)
-    latencies = []
+    latencies, ends = [], []
     began, cpu = time.perf_counter(), time.process_time()
     for _ in range(count):
         t = time.perf_counter()
         run_op(client, op, rng)
         latencies.append(time.perf_counter() - t)
-    queue.put((latencies, time.perf_counter() - began, time.process_time() - cpu))
+        ends.append(time.time())
+    queue.put((latencies, time.perf_counter() - began, time.process_time() - cpu, ends))
     client.close()
+
+
+def steady_rate(ends: list[list[float]], start_at: float) -> float:
+    """Calls a second while every client was calling: from the common start until the first
+    client made its last call. After that fewer clients call (the slowest alone at the very
+    end), so a rate over all calls to the slowest one's last counts a stretch of fewer clients."""
+    first_done = min(e[-1] for e in ends)
+    return sum(1 for e in ends for t in e if t <= first_done) / (first_done - start_at)
 
 
 WARM_UP = 3  # calls each client process makes before its measured ones
@@ -134,11 +144,11 @@ def concurrent(kind: str, target: dict, op: str, clients: int, per_client: int, 
                 "machine_cores": machine.all_cores()}
     for p in procs:
         p.join()
-    latencies = [x for lat, _, _ in results for x in lat]
-    wall = max(w for _, w, _ in results)
+    latencies = [x for lat, _, _, _ in results for x in lat]
     stats = ms_stats(latencies)
-    stats["throughput"] = len(latencies) / wall
-    stats["client_cpu_ms"] = sum(c for _, _, c in results) / len(latencies) * 1000  # a client's CPU per call
+    stats["throughput"] = steady_rate([ends for _, _, _, ends in results], start_at)
+    stats["throughput_all"] = len(latencies) / max(w for _, w, _, _ in results)  # to the slowest one's last
+    stats["client_cpu_ms"] = sum(c for _, _, c, _ in results) / len(latencies) * 1000  # a client's CPU per call
     return {**stats, **busy}
 
 
@@ -437,7 +447,8 @@ def compare(args: argparse.Namespace) -> int:
              "processes) is what the clients take from the same cores. The 1-minute load average is given for each "
              "run; the clients themselves are most of it. Before recall.query is measured, the server is left to "
              "finish the work a load of records sets off (the engine's warm-up, index merges: up to 30 s, until it "
-             "uses under 5% of a core), so its CPU per call is the calls' own."
+             "uses under 5% of a core), so its CPU per call is the calls' own. Calls/s is the rate while every "
+             "client was calling: the calls made from the common start until the first client made its last."
              + (f" The before server ran without {', '.join(args.before_without)}." if args.before_without else ""), "",
              "| round | operation | clients | transport | before calls/s | after calls/s | after / before "
              "| before p50 ms | after p50 ms | before server CPU ms/call | after server CPU ms/call "
@@ -452,7 +463,8 @@ def compare(args: argparse.Namespace) -> int:
             for kind in ("http", "grpc"):
                 b, a = pair(rows, round_, op, kind, clients=op_clients or args.clients)
                 bounds.append(f"| {round_ + 1} | {op} | {a['clients']} | {kind} | {b['server_cores']:.2f} | "
-                              f"{a['server_cores']:.2f} | {b['machine_cores']:.2f} | {a['machine_cores']:.2f} |")
+                              f"{a['server_cores']:.2f} | {b['machine_cores']:.2f} | {a['machine_cores']:.2f} | "
+                              f"{b['throughput_all']:,.0f} | {a['throughput_all']:,.0f} |")
                 lines.append(f"| {round_ + 1} | {op} | {a['clients']} | {kind} | {b['throughput']:,.0f} | "
                              f"{a['throughput']:,.0f} | {a['throughput'] / b['throughput']:.2f}× | {b['p50_ms']:.1f} | "
                              f"{a['p50_ms']:.1f} | {b['server_cpu_ms']:.2f} | {a['server_cpu_ms']:.2f} | "
@@ -470,9 +482,12 @@ def compare(args: argparse.Namespace) -> int:
                   *added]
     lines += ["", "What bounds each run: the cores the server process kept busy while the clients called (its threads "
               "share one interpreter lock, so one core is about as much as its Python can use), and the cores the "
-              "whole machine kept busy (of its 2, shared with the clients)", "",
+              "whole machine kept busy (of its 2, shared with the clients). The last two columns are the rate "
+              "over all the run's calls, to the slowest client's last: it counts the end of the run, when fewer "
+              "clients are left calling (the calls/s above count only the stretch when all of them call)", "",
               "| round | operation | clients | transport | before server cores | after server cores "
-              "| before machine cores | after machine cores |", "|---|---|---|---|---|---|---|---|", *bounds]
+              "| before machine cores | after machine cores | before calls/s, all calls | after calls/s, all calls |",
+              "|---|---|---|---|---|---|---|---|---|---|", *bounds]
     grouped = []
     for round_ in range(args.rounds):
         for kind in ("http", "grpc") if "encode.store" in args.ops else ():
@@ -549,7 +564,8 @@ def write_report(rows: list[dict], args: argparse.Namespace, base: dict) -> None
         f"A real `cerememory serve` subprocess (HTTP + gRPC, loopback) over {args.records:,} records; the embedded "
         "engine in the benchmark process over its own copy of the same data. Concurrent clients are separate "
         "processes. encode.batch sends 100 records per call; recall.query is a 3-word text query, "
-        "reconsolidate=False. On this 2-core machine the server and its clients share the cores; the "
+        "reconsolidate=False. Calls/s of concurrent clients is the rate while every client was calling (until "
+        "the first made its last call). On this 2-core machine the server and its clients share the cores; the "
         f"1-minute load average was {args.load_at_start:.2f} when the run started.",
         "",
         "## Targets",
