@@ -580,9 +580,15 @@ class AuditLog:
                key_id: str | None = None, request_id: str | None = None,
                transport: str | None = None, phase: str = DONE) -> dict[str, Any]:
         """Append one entry and return it (with its hash)."""
-        [(entry, digest)] = self.chain.extend([_entry(op, phase, record_ids, summary, key_id, request_id, transport)])
-        entry["hash"] = digest
-        return entry
+        return self._linked([_entry(op, phase, record_ids, summary, key_id, request_id, transport)])[0]
+
+    def _linked(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Append `entries` in one write to the chain: each as linked (its `seq` and `prev`),
+        with its hash."""
+        linked = self.chain.extend(entries)
+        for entry, digest in linked:
+            entry["hash"] = digest
+        return [entry for entry, _ in linked]
 
     def lines(self) -> Iterator[bytes]:
         return self.chain.lines()
@@ -635,13 +641,10 @@ class AuditLog:
         """Append `done` entries of `op`, each with its hash; none (logged) when the log cannot
         take them."""
         try:
-            linked = self.chain.extend(entries)
+            return self._linked(entries)
         except (OSError, CMPError):
             log.exception("%s was applied, but its audit outcome could not be written to %s", op, self.where)
             return []
-        for entry, digest in linked:
-            entry["hash"] = digest
-        return [entry for entry, _ in linked]
 
     def record_failure(self, op: str, request: BaseModel, error: BaseException,
                        touched: Iterable[uuid.UUID] = ()) -> None:
